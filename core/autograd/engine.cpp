@@ -1,0 +1,227 @@
+// The backward engine.
+//
+// 1. Collect the graph reachable from the outputs' grad_fns (iterative DFS: no recursion, so a
+//    100,000-node chain is fine) and count, for every node, how many edges point into it.
+// 2. Seed the outputs' nodes with their gradients. A node is ready when every node that sends
+//    it a gradient has run; then it runs once, with the sum of what it received.
+// 3. Each gradient a node returns is summed back to its input's shape (undoing broadcasting)
+//    and added into the buffer of the input's node.
+// 4. Without retain_graph, each node frees its saved tensors once it has run.
+#include "core/autograd/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/autograd/function.h"
+#include "core/log.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+
+namespace ember::autograd {
+
+Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_name) {
+  if (grad.shape() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  bool ok = lead >= 0;
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; ok && d < grad.dim(); ++d) {
+    if (d < lead) {
+      dims.push_back(d);
+    } else if (shape[d - lead] == 1 && grad.shape()[d] != 1) {
+      dims.push_back(d);
+    } else if (shape[d - lead] != grad.shape()[d]) {
+      ok = false;
+    }
+  }
+  check(ok, node_name, ": backward returned a gradient of shape ", grad.shape(),
+        " for an input of shape ", shape, " (not a broadcast of it)");
+  Tensor reduced = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  return reduced.reshape(shape);
+}
+
+namespace {
+
+struct GraphTask {
+  std::unordered_map<Node*, int> dependencies;    // edges into each node not yet delivered
+  std::unordered_map<Node*, Tensor> buffers;      // summed incoming gradient
+  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+};
+
+// Step 1: every node reachable from the roots, and how many edges reach each.
+void collect(const std::vector<std::shared_ptr<Node>>& roots, GraphTask& task) {
+  std::vector<Node*> stack;
+  for (const auto& r : roots) {
+    if (r && task.owners.emplace(r.get(), r).second) stack.push_back(r.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& next : n->next_functions) {
+      if (!next) continue;
+      ++task.dependencies[next.get()];
+      if (task.owners.emplace(next.get(), next).second) stack.push_back(next.get());
+    }
+  }
+}
+
+void accumulate(GraphTask& task, Node* node, const Tensor& grad) {
+  Tensor& buffer = task.buffers[node];
+  buffer = buffer.defined() ? add(buffer, grad) : grad;
+}
+
+// The tensor `node` produced: its hooks may replace the gradient; retain_grad keeps a copy.
+Tensor run_output_hooks(Node* node, Tensor grad) {
+  auto out = node->output.lock();
+  if (!out) return grad;
+  for (const GradHook& hook : out->hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  if (out->retains_grad) {
+    out->grad = out->grad.defined() ? add(out->grad, grad) : grad.clone();
+  }
+  return grad;
+}
+
+// Runs the graph. With `capture`, gradients reaching those nodes are returned instead of
+// accumulated, and no AccumulateGrad runs (autograd::grad).
+void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+             bool retain_graph, const std::unordered_map<Node*, std::size_t>* capture,
+             std::vector<Tensor>* captured) {
+  NoGradGuard no_grad;
+  GraphTask task;
+  std::vector<std::shared_ptr<Node>> roots;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    check(out.defined() && out.requires_grad(),
+          "backward: element ", i, " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
+    if (!g.defined()) {
+      check(out.numel() == 1, "backward: grad can be implicitly created only for scalar outputs "
+            "(got an output of shape ", out.shape(), "); pass a gradient of that shape");
+      g = ones_like(out);
+    }
+    check(g.shape() == out.shape(), "backward: gradient of shape ", g.shape(),
+          " does not match output of shape ", out.shape());
+    roots.push_back(gradient_edge(out));
+  }
+  collect(roots, task);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    Tensor g = i < grad_outputs.size() && grad_outputs[i].defined() ? grad_outputs[i]
+                                                                    : ones_like(out);
+    accumulate(task, roots[i].get(), g.to(out.dtype()));
+  }
+
+  std::vector<Node*> ready;
+  for (const auto& r : roots)
+    if (task.dependencies[r.get()] == 0) ready.push_back(r.get());
+  std::unordered_set<Node*> queued(ready.begin(), ready.end());
+
+  while (!ready.empty()) {
+    Node* node = ready.back();
+    ready.pop_back();
+    Tensor grad = task.buffers[node];  // undefined when no gradient reached this node
+    task.buffers.erase(node);
+
+    if (capture) {
+      auto it = capture->find(node);
+      if (it != capture->end()) (*captured)[it->second] = grad;
+    }
+    std::vector<Tensor> input_grads;
+    if (!grad.defined()) {
+      // Nothing to propagate; still release the nodes below it.
+    } else if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) {
+      if (!capture) acc->apply(grad);
+    } else {
+      grad = run_output_hooks(node, grad);
+      input_grads = node->apply(grad);
+      log::backward_step(node->name(), grad, input_grads);
+      if (!retain_graph) node->release_saved();
+    }
+
+    for (std::size_t i = 0; i < node->next_functions.size(); ++i) {
+      Node* next = node->next_functions[i].get();
+      if (!next) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        Tensor g = sum_to(input_grads[i], node->input_shapes[i], node->name());
+        if (g.dtype() != node->input_dtypes[i]) g = g.to(node->input_dtypes[i]);
+        accumulate(task, next, g);
+      }
+      if (--task.dependencies[next] == 0 && !queued.count(next)) {
+        queued.insert(next);
+        ready.push_back(next);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+              bool retain_graph) {
+  execute(outputs, grad_outputs, retain_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool allow_unused) {
+  std::unordered_map<Node*, std::size_t> capture;
+  std::vector<std::shared_ptr<Node>> keep_alive;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad: input ", i,
+          " does not require grad");
+    auto edge = gradient_edge(inputs[i]);
+    keep_alive.push_back(edge);
+    capture[edge.get()] = i;
+  }
+  std::vector<Tensor> captured(inputs.size());
+  execute(outputs, grad_outputs, retain_graph, &capture, &captured);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check(captured[i].defined() || allow_unused, "autograd::grad: input ", i,
+          " was not used in the graph (pass allow_unused=true to get an undefined gradient)");
+    if (captured[i].defined() && captured[i].shape() != inputs[i].shape())
+      captured[i] = sum_to(captured[i], inputs[i].shape(), "autograd::grad");
+  }
+  return captured;
+}
+
+std::string to_dot(const Tensor& t) {
+  std::ostringstream dot;
+  dot << "digraph autograd {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n";
+  dot << "  out [label=\"output " << shape_str(t.shape()) << "\", style=filled, "
+      << "fillcolor=lightblue];\n";
+  auto root = gradient_edge(t);
+  if (root) {
+    std::unordered_map<Node*, int> ids;
+    std::vector<Node*> stack{root.get()};
+    ids[root.get()] = 0;
+    dot << "  out -> n0;\n";
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      std::string label = n->name();
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
+        label += "\\nleaf " + shape_str(acc->leaf()->shape);
+      } else {
+        label += "\\nout " + shape_str(n->output_shape);
+      }
+      dot << "  n" << ids[n] << " [label=\"" << label << "\"];\n";
+      for (std::size_t i = 0; i < n->next_functions.size(); ++i) {
+        Node* next = n->next_functions[i].get();
+        if (!next) continue;
+        auto [it, fresh] = ids.emplace(next, static_cast<int>(ids.size()));
+        if (fresh) stack.push_back(next);
+        dot << "  n" << ids[n] << " -> n" << it->second << " [label=\""
+            << shape_str(n->input_shapes[i]) << "\"];\n";
+      }
+    }
+  }
+  dot << "}\n";
+  return dot.str();
+}
+
+}  // namespace ember::autograd

@@ -1,0 +1,90 @@
+// The glue between ops and the graph: grad mode, saved tensors, edges, AccumulateGrad.
+#include "core/autograd/function.h"
+
+#include "core/ops/elementwise.h"
+
+namespace ember {
+
+namespace {
+thread_local bool grad_mode_enabled = true;
+}
+bool GradMode::is_enabled() { return grad_mode_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+namespace autograd {
+
+void SavedTensors::save(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) {
+    // A detached handle: the saved tensor must not own the graph (the output saving itself
+    // would be a reference cycle).
+    tensors_.push_back(t.defined() ? t.detach() : Tensor());
+    versions_.push_back(t.defined() ? t.storage()->version() : 0);
+  }
+}
+
+Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
+  check(!released_, node_name,
+        ": trying to backward through the graph a second time; saved tensors were freed "
+        "(specify retain_graph=true on the first backward)");
+  const Tensor& t = tensors_.at(i);
+  if (t.defined() && t.storage()->version() != versions_[i]) {
+    fail("one of the variables needed for gradient computation has been modified by an inplace "
+         "operation: [", dtype_name(t.dtype()), " ", t.shape(), "], which is output ", i, " of ",
+         node_name, ", is at version ", t.storage()->version(), "; expected version ",
+         versions_[i], " instead.");
+  }
+  return t;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  // A leaf: share one AccumulateGrad per leaf, held weakly by the leaf (no cycle).
+  TensorImpl* impl = t.impl();
+  if (auto existing = impl->grad_accumulator.lock()) return existing;
+  auto acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  acc->output_shape = t.shape();
+  impl->grad_accumulator = acc;
+  return acc;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  Tensor grad = grad_output;
+  for (const GradHook& hook : leaf_->hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  NoGradGuard no_grad;
+  if (!leaf_->grad.defined()) {
+    leaf_->grad = grad.clone();  // the leaf owns its gradient; later adds must not alias
+  } else {
+    leaf_->grad = add(leaf_->grad, grad);
+  }
+  return {};
+}
+
+namespace detail {
+
+void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
+             Tensor& output) {
+  for (const Tensor& in : inputs) {
+    node->next_functions.push_back(gradient_edge(in));
+    node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});
+    node->input_dtypes.push_back(in.defined() ? in.dtype() : kDefaultDType);
+  }
+  // The output must be a fresh handle: an op that returned one of its inputs would otherwise
+  // overwrite that input's history.
+  for (const Tensor& in : inputs) {
+    if (in.defined() && output.is_same(in)) {
+      output = ember::detail::make_view(in, in.shape(), in.strides(), in.offset());
+    }
+  }
+  output.impl()->grad_fn = node;
+  output.impl()->requires_grad = true;
+  node->output = output.impl_ptr();
+  node->output_shape = output.shape();
+}
+
+}  // namespace detail
+}  // namespace autograd
+}  // namespace ember

@@ -1,0 +1,110 @@
+// Function<Op>: how a differentiable op is written. One struct per op holds its forward and its
+// backward side by side, plus the members its backward needs:
+//
+//   struct Exp : Function<Exp> {
+//     static constexpr const char* name = "ExpBackward0";
+//     Tensor forward(const Tensor& x) {
+//       Tensor y = kernels::exp(x);
+//       save_for_backward({y});           // d(e^x)/dx = e^x: keep the output
+//       return y;
+//     }
+//     std::vector<Tensor> backward(const Tensor& grad) { return {grad * saved(0)}; }
+//   };
+//   Tensor exp(const Tensor& x) { return apply<Exp>(x); }
+//
+// apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
+// wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+
+namespace ember::autograd {
+
+// Saved tensors: detached handles (no ownership cycle with the output) plus the storage version
+// they were saved at, so an in-place change before backward is caught.
+class SavedTensors {
+ public:
+  void save(const std::vector<Tensor>& tensors);
+  // The i-th saved tensor; throws if freed by an earlier backward or modified in place.
+  Tensor get(std::size_t i, const std::string& node_name) const;
+  void release() {
+    tensors_.clear();
+    released_ = true;
+  }
+  bool released() const { return released_; }
+  bool empty() const { return tensors_.empty(); }
+
+ private:
+  std::vector<Tensor> tensors_;
+  std::vector<uint64_t> versions_;
+  bool released_ = false;
+};
+
+template <typename Derived> struct Function {
+  void save_for_backward(const std::vector<Tensor>& tensors) { saved_.save(tensors); }
+  Tensor saved(std::size_t i) const { return saved_.get(i, Derived::name); }
+  SavedTensors saved_;
+};
+
+template <typename Op> class FunctionNode : public Node {
+ public:
+  Op op;
+  std::string name() const override { return Op::name; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override {
+    if (op.saved_.released()) {
+      fail("Trying to backward through the graph a second time (", Op::name,
+           " has freed its saved tensors). Saved intermediate values of the graph are freed "
+           "when you call backward() or autograd::grad(); specify retain_graph=true if you "
+           "need to backward through the graph a second time.");
+    }
+    NoGradGuard no_grad;
+    return op.backward(grad_output);
+  }
+  void release_saved() override {
+    if (!op.saved_.empty()) op.saved_.release();
+  }
+};
+
+namespace detail {
+inline void collect_tensors(std::vector<Tensor>&) {}
+template <typename First, typename... Rest>
+void collect_tensors(std::vector<Tensor>& out, const First& first, const Rest&... rest) {
+  if constexpr (std::is_same_v<std::decay_t<First>, Tensor>) {
+    out.push_back(first);
+  } else if constexpr (std::is_same_v<std::decay_t<First>, std::vector<Tensor>>) {
+    out.insert(out.end(), first.begin(), first.end());
+  }
+  collect_tensors(out, rest...);
+}
+// Hooks the node into the graph: edges to the inputs, grad_fn of the output.
+void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
+             Tensor& output);
+}  // namespace detail
+
+// Runs Op on the arguments (Tensors, vectors of Tensors, and plain values, in Op::forward's
+// order) and records it in the graph when a tensor argument requires grad.
+template <typename Op, typename... Args> Tensor apply(const Args&... args) {
+  std::vector<Tensor> inputs;
+  detail::collect_tensors(inputs, args...);
+  bool record = GradMode::is_enabled();
+  if (record) {
+    record = false;
+    for (const Tensor& t : inputs) record = record || (t.defined() && t.requires_grad());
+  }
+  auto node = std::make_shared<FunctionNode<Op>>();
+  Tensor output;
+  {
+    NoGradGuard no_grad;
+    output = node->op.forward(args...);
+  }
+  if (record) detail::connect(node, inputs, output);
+  return output;
+}
+
+}  // namespace ember::autograd

@@ -1,0 +1,53 @@
+// Node: one step of the backward graph. Each differentiable op's output points to the Node that
+// made it (grad_fn); the Node points to the Nodes of its inputs (next_functions).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::autograd {
+
+class Node {
+ public:
+  virtual ~Node() = default;
+
+  // PyTorch's name for the node, e.g. "MmBackward0", used in reprs, errors and graphs.
+  virtual std::string name() const = 0;
+
+  // The chain rule for this op: from the gradient of its output, the gradients of its inputs
+  // (one per input, undefined where an input needs none). Shapes may still be broadcast; the
+  // engine sums them back to the input shapes.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+
+  // Frees the tensors saved for backward (after a backward without retain_graph).
+  virtual void release_saved() {}
+
+  // One entry per input: the Node its gradient flows to (null where none is needed).
+  std::vector<std::shared_ptr<Node>> next_functions;
+  std::vector<Shape> input_shapes;
+  std::vector<DType> input_dtypes;
+  // The tensor this node produced, for its hooks and retain_grad (weak: no ownership cycle).
+  std::weak_ptr<TensorImpl> output;
+  Shape output_shape;
+};
+
+// The sink at a leaf: adds the incoming gradient into leaf.grad.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;  // strong: the leaf holds only a weak_ptr back
+};
+
+// The Node a gradient for `t` must be sent to: its grad_fn, its AccumulateGrad if it is a leaf
+// that requires grad, or null.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+}  // namespace ember::autograd

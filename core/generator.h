@@ -1,0 +1,99 @@
+// ember::Generator: PyTorch 1.13's CPU random number generator, reproduced bit for bit.
+//
+// The specification is /work/shared/reference/pytorch_rng.md ("the doc" below). In short:
+//   - the engine is the standard MT19937, seeded with the low 32 bits of the seed (§1.1, §1.2);
+//   - random() is one 32-bit output, random64() is two of them, high word first (§1.3);
+//   - the serial normal path caches the second Box-Muller value in the generator (§1.4, §3.2).
+//
+// The raw kernels in ember::random_fill turn those outputs into tensors' values exactly as
+// PyTorch's CPU kernels do. They work on raw memory: `data` holds the tensor's n elements in
+// MEMORY ORDER, because PyTorch's nullary kernels walk memory order, not logical order (§2).
+// A strided tensor is handled by its caller (fill a buffer in memory order, then scatter it).
+//
+// A Generator is not thread-safe: like PyTorch (which holds the generator's mutex around every
+// kernel), use it from one thread at a time, and never split one fill across threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+namespace ember {
+
+class Generator {
+ public:
+  // The seed of a freshly constructed torch.Generator() (doc §1.1): 0x3D30F19CD101.
+  static constexpr uint64_t kDefaultSeed = 67280421310721ULL;
+
+  explicit Generator(uint64_t seed = kDefaultSeed);
+
+  // torch.Generator.manual_seed: empties both normal caches and re-seeds the Mersenne Twister
+  // with seed & 0xFFFFFFFF. The full 64-bit seed is kept for initial_seed().
+  // torch.manual_seed(-1) corresponds to manual_seed(0xFFFFFFFFFFFFFFFF).
+  void manual_seed(uint64_t seed);
+  uint64_t initial_seed() const { return initial_seed_; }
+
+  // One MT19937 output.
+  uint32_t random();
+  // Two MT19937 outputs: (first << 32) | second.
+  uint64_t random64();
+
+  // The serial normal path's cached second Box-Muller value (doc §3.2). Only this one is used
+  // by CPU kernels; both are emptied by manual_seed.
+  std::optional<double> next_double_normal_sample;
+  std::optional<float> next_float_normal_sample;  // kept for parity with PyTorch; unused
+
+ private:
+  static constexpr int kStateSize = 624;  // N
+  static constexpr int kShift = 397;      // M
+
+  void twist();  // regenerates all 624 state words
+
+  uint64_t initial_seed_ = 0;
+  std::array<uint32_t, kStateSize> state_{};
+  int left_ = 1;  // outputs left before the next twist (+1, as in PyTorch's engine)
+  int next_ = 0;  // index of the next state word to temper
+};
+
+// The global generator used when an op is given none. Unlike PyTorch's (seeded from
+// /dev/urandom at start-up), it starts seeded with Generator::kDefaultSeed, so a program that
+// never calls manual_seed is still deterministic.
+Generator& default_generator();
+
+// torch.manual_seed: seeds default_generator().
+void manual_seed(uint64_t seed);
+
+namespace random_fill {
+
+// uniform_(from, to) / torch.rand (doc §2): one random() per float element, random64() per
+// double element. from and to are cast to the element type first, as PyTorch does.
+void uniform(float* data, int64_t n, double from, double to, Generator& g);
+void uniform(double* data, int64_t n, double from, double to, Generator& g);
+
+// normal_(mean, std) / torch.randn (doc §3). `contiguous` tells whether the tensor being filled
+// is contiguous: PyTorch takes the vectorised path only for a contiguous tensor with n >= 16
+// (float32: the AVX2 arithmetic of §3.4; float64: the libm block of §3.5). Every other call
+// takes the serial Box-Muller path (§3.2), which reads and refills g.next_double_normal_sample.
+void normal(float* data, int64_t n, double mean, double std, bool contiguous, Generator& g);
+void normal(double* data, int64_t n, double mean, double std, bool contiguous, Generator& g);
+
+// bernoulli_(p) with a scalar p (doc §4.1): one random64() per element, writes 1 if u < p.
+void bernoulli(float* data, int64_t n, double p, Generator& g);
+void bernoulli(double* data, int64_t n, double p, Generator& g);
+void bernoulli(bool* data, int64_t n, double p, Generator& g);
+
+// The noise of F.dropout(x, p) in training mode (doc §4.3): bernoulli_(1 - p), then divided by
+// (1 - p) in the element type, so each element is 0 or 1 / (T)(1 - p). Dropout's output is
+// x * noise. Requires 0 < p < 1: for p == 0 and p == 1 PyTorch draws nothing (it returns x,
+// or x * 0), and the caller must do the same.
+void dropout_noise(float* data, int64_t n, double p, Generator& g);
+void dropout_noise(double* data, int64_t n, double p, Generator& g);
+
+// One element of torch.randint(low, high, ...) for an int64 tensor, i.e. random_(low, high)
+// (PyTorch's random_from_to): (r % (high - low)) + low, where r is random() when the range is
+// below 2^32 and random64() otherwise. Requires low < high. Fill elements in memory order.
+int64_t randint(int64_t low, int64_t high, Generator& g);
+
+}  // namespace random_fill
+
+}  // namespace ember

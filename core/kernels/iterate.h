@@ -1,0 +1,93 @@
+// Strided iteration: the loops every elementwise kernel is built on.
+//
+// A tensor's element (i0, i1, ..., ik) lives at offset + sum(i_d * stride_d). Kernels walk the
+// output in row-major order and each operand with its own strides (stride 0 on a broadcast
+// dimension), with a fast path when everything is contiguous.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/shape.h"
+
+namespace ember::kernels {
+
+// True when `strides` walk `shape` in row-major order without gaps (size-1 dims ignored).
+inline bool is_row_major(const Shape& shape, const Shape& strides) {
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+// Calls row(offsets, n, inner_strides) for every innermost row of `shape`: offsets[k] is where
+// operand k's row starts, n the row length, inner_strides[k] the step along the row.
+template <std::size_t N, typename RowFn>
+void for_each_row(const Shape& shape, const std::array<const Shape*, N>& strides, RowFn&& row) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  for (int64_t s : shape)
+    if (s == 0) return;
+  std::array<int64_t, N> offsets{};
+  std::array<int64_t, N> inner{};
+  if (ndim == 0) {
+    row(offsets, int64_t{1}, inner);
+    return;
+  }
+  for (std::size_t k = 0; k < N; ++k) inner[k] = (*strides[k])[ndim - 1];
+  const int64_t n = shape[ndim - 1];
+  std::vector<int64_t> counter(ndim, 0);
+  while (true) {
+    row(offsets, n, inner);
+    // Advance the counter over the outer dims (odometer style).
+    int64_t d = ndim - 2;
+    for (; d >= 0; --d) {
+      ++counter[d];
+      for (std::size_t k = 0; k < N; ++k) offsets[k] += (*strides[k])[d];
+      if (counter[d] < shape[d]) break;
+      for (std::size_t k = 0; k < N; ++k) offsets[k] -= (*strides[k])[d] * shape[d];
+      counter[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// out[i] = f(a[i]) over `shape`; out is contiguous, a is read through a_strides.
+template <typename R, typename A, typename F>
+void unary_map(R* out, const A* a, const Shape& shape, const Shape& a_strides, F&& f) {
+  if (is_row_major(shape, a_strides)) {
+    const int64_t n = numel_of(shape);
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
+    return;
+  }
+  Shape out_strides = contiguous_strides(shape);
+  for_each_row<2>(shape, {&out_strides, &a_strides}, [&](auto off, int64_t n, auto step) {
+    R* o = out + off[0];
+    const A* x = a + off[1];
+    for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]]);
+  });
+}
+
+// out[i] = f(a[i], b[i]) over `shape`; a and b already broadcast through their strides.
+template <typename R, typename A, typename B, typename F>
+void binary_map(R* out, const A* a, const Shape& a_strides, const B* b, const Shape& b_strides,
+                const Shape& shape, F&& f) {
+  if (is_row_major(shape, a_strides) && is_row_major(shape, b_strides)) {
+    const int64_t n = numel_of(shape);
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    return;
+  }
+  Shape out_strides = contiguous_strides(shape);
+  for_each_row<3>(shape, {&out_strides, &a_strides, &b_strides},
+                  [&](auto off, int64_t n, auto step) {
+                    R* o = out + off[0];
+                    const A* x = a + off[1];
+                    const B* y = b + off[2];
+                    for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
+                  });
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,387 @@
+// Tensor basics: metadata, factories, element access, copies, printing.
+// Views live in ops/shape.cpp, arithmetic in ops/*.cpp, the backward engine in autograd/.
+#include "core/tensor.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/function.h"
+#include "core/format.h"
+#include "core/kernels/iterate.h"
+#include "core/ops/elementwise.h"
+
+namespace ember {
+
+namespace {
+
+Tensor make_contiguous_tensor(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) check(s >= 0, "empty: negative dimension in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+// Offset (in elements) of a multi-index, with bounds checks.
+int64_t element_offset(const Tensor& t, const std::vector<int64_t>& index, const char* op) {
+  check(static_cast<int64_t>(index.size()) == t.dim(), op, ": expected ", t.dim(),
+        " indices for a tensor of shape ", t.shape(), ", got ", index.size());
+  int64_t off = t.offset();
+  for (std::size_t d = 0; d < index.size(); ++d) {
+    int64_t i = index[d] < 0 ? index[d] + t.shape()[d] : index[d];
+    check(i >= 0 && i < t.shape()[d], op, ": index ", index[d], " is out of bounds for dimension ",
+          d, " with size ", t.shape()[d]);
+    off += i * t.strides()[d];
+  }
+  return off;
+}
+
+double read_as_double(const Tensor& t, int64_t storage_offset) {
+  return dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return static_cast<double>(static_cast<const T*>(t.storage()->data())[storage_offset]);
+  });
+}
+
+}  // namespace
+
+// ---- metadata ----
+const Shape& Tensor::shape() const { return impl_->shape; }
+int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->shape.size()); }
+int64_t Tensor::numel() const { return numel_of(impl_->shape); }
+const Shape& Tensor::strides() const { return impl_->strides; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::offset() const { return impl_->offset; }
+DType Tensor::dtype() const { return impl_->dtype; }
+bool Tensor::is_contiguous() const { return kernels::is_row_major(impl_->shape, impl_->strides); }
+const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
+
+// ---- values ----
+double Tensor::item() const {
+  check(numel() == 1, "item: a Tensor with ", numel(),
+        " elements cannot be converted to a scalar (shape ", shape(), ")");
+  Shape zero(dim(), 0);
+  return at(zero);
+}
+
+double Tensor::at(const std::vector<int64_t>& index) const {
+  return read_as_double(*this, element_offset(*this, index, "at"));
+}
+
+void Tensor::set(const std::vector<int64_t>& index, double value) {
+  int64_t off = element_offset(*this, index, "set");
+  dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    static_cast<T*>(storage()->data())[off] = static_cast<T>(value);
+  });
+  storage()->bump_version();
+}
+
+template <typename T> std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out(numel());
+  dispatch(dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    const S* base = static_cast<const S*>(storage()->data()) + offset();
+    kernels::unary_map(out.data(), base, shape(), strides(),
+                       [](S v) { return static_cast<T>(v); });
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+// ---- conversions and copies ----
+
+// A strided copy into a new contiguous tensor of `dtype` (no autograd).
+static Tensor copy_to_contiguous(const Tensor& src, DType dtype) {
+  Tensor out = make_contiguous_tensor(src.shape(), dtype);
+  dispatch(src.dtype(), [&](auto stag) {
+    using S = decltype(stag);
+    dispatch(dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      kernels::unary_map(out.data_ptr<D>(), src.data_ptr<S>(), src.shape(), src.strides(),
+                         [](S v) { return static_cast<D>(v); });
+    });
+  });
+  return out;
+}
+
+namespace {
+struct ToCopy : autograd::Function<ToCopy> {
+  static constexpr const char* name = "ToCopyBackward0";
+  DType input_dtype;
+  Tensor forward(const Tensor& x, DType dtype) {
+    input_dtype = x.dtype();
+    return copy_to_contiguous(x, dtype);
+  }
+  std::vector<Tensor> backward(const Tensor& grad) { return {grad.to(input_dtype)}; }
+};
+
+struct Clone : autograd::Function<Clone> {
+  static constexpr const char* name = "CloneBackward0";
+  Tensor forward(const Tensor& x) { return copy_to_contiguous(x, x.dtype()); }
+  std::vector<Tensor> backward(const Tensor& grad) { return {grad}; }
+};
+}  // namespace
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  if (!is_floating(target) && requires_grad()) {
+    NoGradGuard no_grad;  // integer and bool tensors carry no gradient
+    return copy_to_contiguous(*this, target);
+  }
+  return autograd::apply<ToCopy>(*this, target);
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const { return autograd::apply<Clone>(*this); }
+
+Tensor Tensor::detach() const {
+  return detail::make_view(*this, shape(), strides(), offset());
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_inplace(*this, "copy_");
+  Shape target = broadcast_shapes(src.shape(), shape(), "copy_");
+  check(target == shape(), "copy_: source of shape ", src.shape(),
+        " cannot be broadcast to destination of shape ", shape());
+  if (GradMode::is_enabled() && src.requires_grad()) {
+    check(!impl_->is_view, "copy_: copying a tensor that requires grad into a view is not "
+          "supported (the view's base would not see it); use cat/stack or an out-of-place op");
+    // Differentiable copy: gradient flows to src, none to the overwritten values.
+    Tensor result = src.expand(shape()).to(dtype()).clone();
+    NoGradGuard no_grad;
+    copy_(result);
+    impl_->grad_fn = result.impl()->grad_fn;
+    impl_->requires_grad = true;
+    impl_->grad_fn->output = impl_;
+    return *this;
+  }
+  Shape src_strides = broadcast_strides(src.shape(), src.strides(), shape());
+  dispatch(src.dtype(), [&](auto stag) {
+    using S = decltype(stag);
+    dispatch(dtype(), [&](auto dtag) {
+      using D = decltype(dtag);
+      D* dst = static_cast<D*>(storage()->data());
+      const S* from = static_cast<const S*>(src.storage()->data());
+      kernels::for_each_row<2>(shape(), {&impl_->strides, &src_strides},
+                               [&](auto off, int64_t n, auto step) {
+                                 D* d = dst + offset() + off[0];
+                                 const S* s = from + src.offset() + off[1];
+                                 for (int64_t i = 0; i < n; ++i)
+                                   d[i * step[0]] = static_cast<D>(s[i * step[1]]);
+                               });
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  detail::check_inplace(*this, "fill_");
+  check(!(GradMode::is_enabled() && requires_grad()),
+        "fill_: filling a tensor that is part of a graph is not supported; use full_like");
+  dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* base = static_cast<T*>(storage()->data());
+    Shape out_strides = strides();
+    kernels::for_each_row<1>(shape(), {&out_strides}, [&](auto off, int64_t n, auto step) {
+      T* d = base + offset() + off[0];
+      for (int64_t i = 0; i < n; ++i) d[i * step[0]] = static_cast<T>(value);
+    });
+  });
+  return *this;
+}
+
+// ---- autograd state ----
+bool Tensor::requires_grad() const { return impl_->requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool requires) {
+  check(is_leaf() || requires,
+        "requires_grad_: you can only change requires_grad flags of leaf variables");
+  check(!requires || is_floating(dtype()),
+        "requires_grad_: only tensors of floating point dtype can require gradients (got ",
+        dtype_name(dtype()), ")");
+  impl_->requires_grad = requires;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+Tensor Tensor::grad() const { return impl_->grad; }
+void Tensor::set_grad(const Tensor& grad) { impl_->grad = grad; }
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl_->grad_fn; }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+void Tensor::retain_grad() const {
+  check(requires_grad(), "retain_grad: can't retain_grad on Tensor that has requires_grad=False");
+  if (!is_leaf()) impl_->retains_grad = true;
+}
+
+bool Tensor::retains_grad() const { return impl_->retains_grad; }
+
+void Tensor::register_hook(GradHook hook) const {
+  check(requires_grad(),
+        "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  impl_->hooks.push_back(std::move(hook));
+}
+
+// ---- factories ----
+Tensor empty(const Shape& shape, DType dtype) { return make_contiguous_tensor(shape, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) { return make_contiguous_tensor(shape, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = make_contiguous_tensor(shape, dtype);
+  NoGradGuard no_grad;
+  t.fill_(value);
+  return t;
+}
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  check(step != 0, "arange: step must be nonzero");
+  check((step > 0 && end >= start) || (step < 0 && end <= start),
+        "arange: upper bound and larger bound inconsistent with step sign");
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = make_contiguous_tensor({n}, dtype);
+  for (int64_t i = 0; i < n; ++i) t.set({i}, start + static_cast<double>(i) * step);
+  return t;
+}
+
+Tensor eye(int64_t n, DType dtype) {
+  Tensor t = zeros({n, n}, dtype);
+  for (int64_t i = 0; i < n; ++i) t.set({i, i}, 1.0);
+  return t;
+}
+
+static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char* op) {
+  check(t.dim() >= 2, op, ": input tensor must have at least 2 dimensions, got shape ", t.shape());
+  Tensor out = copy_to_contiguous(t, t.dtype());
+  const int64_t rows = t.size(-2), cols = t.size(-1), matrices = t.numel() / (rows * cols + (rows * cols == 0));
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data_ptr<T>();
+    for (int64_t m = 0; m < matrices; ++m)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          bool keep = upper ? (j - i >= diagonal) : (j - i <= diagonal);
+          if (!keep) p[(m * rows + i) * cols + j] = T(0);
+        }
+  });
+  return out;
+}
+Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true, "triu"); }
+Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false, "tril"); }
+
+static void flatten_nested(const NestedList& node, std::size_t depth, Shape& shape,
+                           std::vector<double>& values) {
+  if (node.is_leaf) {
+    check(depth == shape.size() || shape.empty(), "tensor: nested lists have uneven depth");
+    values.push_back(node.value);
+    return;
+  }
+  auto n = static_cast<int64_t>(node.children.size());
+  if (depth == shape.size()) shape.push_back(n);
+  check(shape[depth] == n, "tensor: expected a list of length ", shape[depth], " at depth ",
+        depth, ", got ", n);
+  for (const NestedList& c : node.children) flatten_nested(c, depth + 1, shape, values);
+}
+
+Tensor tensor(const NestedList& values, DType dtype) {
+  Shape shape;
+  std::vector<double> flat;
+  flatten_nested(values, 0, shape, flat);
+  return from_vector(flat, shape, dtype);
+}
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  check(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector: ", values.size(),
+        " values cannot fill shape ", shape);
+  Tensor t = make_contiguous_tensor(shape, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+
+// ---- whole-tensor comparisons ----
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  return x == y;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  Shape target = broadcast_shapes(a.shape(), b.shape(), "allclose");
+  auto x = a.expand(target).to_vector<double>(), y = b.expand(target).to_vector<double>();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) {
+      if (!(equal_nan && std::isnan(x[i]) && std::isnan(y[i]))) return false;
+      continue;
+    }
+    if (x[i] == y[i]) continue;  // equal infinities
+    if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
+  }
+  return true;
+}
+
+// ---- printing ----
+std::string repr(const Tensor& t) {
+  if (!t.defined()) return "None";
+  std::vector<std::string> suffixes;
+  if (t.grad_fn()) {
+    suffixes.push_back("grad_fn=<" + t.grad_fn()->name() + ">");
+  } else if (t.requires_grad()) {
+    suffixes.push_back("requires_grad=True");
+  }
+  return format_tensor(t.shape(), t.to_vector<double>(), t.dtype(), suffixes);
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << repr(t); }
+
+std::string size_str(const Shape& shape) { return format_size(shape); }
+
+// ---- internals ----
+namespace detail {
+
+Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+void check_inplace(const Tensor& t, const char* op) {
+  check(t.defined(), op, ": called on an undefined tensor");
+  if (GradMode::is_enabled()) {
+    check(!(t.is_leaf() && t.requires_grad()), op,
+          ": a leaf Variable that requires grad is being used in an in-place operation.");
+    check(!(t.impl()->is_view && t.requires_grad()), op,
+          ": in-place modification of a view of a tensor that requires grad is not supported "
+          "(its base would not see the change); apply the op out of place");
+  }
+  t.storage()->bump_version();
+}
+
+}  // namespace detail
+
+}  // namespace ember
