@@ -12,10 +12,14 @@ inline constexpr DType kDefaultDType = DType::Float32;
 
 inline std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::Bool: return 1;
-    case DType::Int64: return 8;
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
+    case DType::Bool:
+      return 1;
+    case DType::Int64:
+      return 8;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
@@ -23,10 +27,14 @@ inline std::size_t dtype_size(DType t) {
 // PyTorch's spelling: "torch.float32" prints as float32 in reprs and errors.
 inline std::string dtype_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int64: return "int64";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Bool:
+      return "bool";
+    case DType::Int64:
+      return "int64";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "?";
 }
@@ -37,32 +45,64 @@ inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Flo
 inline DType promote(DType a, DType b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
 
 // The C++ type behind each dtype.
-template <DType D> struct CType;
-template <> struct CType<DType::Bool> { using type = bool; };
-template <> struct CType<DType::Int64> { using type = int64_t; };
-template <> struct CType<DType::Float32> { using type = float; };
-template <> struct CType<DType::Float64> { using type = double; };
+template <DType D>
+struct CType;
+template <>
+struct CType<DType::Bool> {
+  using type = bool;
+};
+template <>
+struct CType<DType::Int64> {
+  using type = int64_t;
+};
+template <>
+struct CType<DType::Float32> {
+  using type = float;
+};
+template <>
+struct CType<DType::Float64> {
+  using type = double;
+};
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::Int64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::Float64;
+}
 
 // Calls fn with a value of the C++ type of `t` (a tag: only its type matters):
 //   dispatch(t, [&](auto tag) { using T = decltype(tag); ... });
-template <typename Fn> decltype(auto) dispatch(DType t, Fn&& fn) {
+template <typename Fn>
+decltype(auto) dispatch(DType t, Fn&& fn) {
   switch (t) {
-    case DType::Bool: return fn(bool{});
-    case DType::Int64: return fn(int64_t{});
-    case DType::Float32: return fn(float{});
-    case DType::Float64: break;
+    case DType::Bool:
+      return fn(bool{});
+    case DType::Int64:
+      return fn(int64_t{});
+    case DType::Float32:
+      return fn(float{});
+    case DType::Float64:
+      break;
   }
   return fn(double{});
 }
 
 // The same, for float32 and float64 only (the caller has checked is_floating).
-template <typename Fn> decltype(auto) dispatch_floating(DType t, Fn&& fn) {
+template <typename Fn>
+decltype(auto) dispatch_floating(DType t, Fn&& fn) {
   if (t == DType::Float32) return fn(float{});
   return fn(double{});
 }

@@ -37,14 +37,16 @@ void append(std::ostringstream& s, const T& first, const Rest&... rest) {
 }  // namespace detail
 
 // Builds a message from pieces (shapes print as [2, 3]) and throws ember::Error.
-template <typename... Parts> [[noreturn]] void fail(const Parts&... parts) {
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
   std::ostringstream s;
   detail::append(s, parts...);
   throw Error(s.str());
 }
 
 // check(cond, "matmul: shapes ", a, " and ", b, " cannot be multiplied")
-template <typename... Parts> inline void check(bool cond, const Parts&... parts) {
+template <typename... Parts>
+inline void check(bool cond, const Parts&... parts) {
   if (!cond) fail(parts...);
 }
 

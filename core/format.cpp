@@ -55,7 +55,8 @@ std::string python_int_format(double v, DType dtype) {
 class Formatter {
  public:
   // `shown` holds the values that will actually be printed (after summarization).
-  Formatter(const std::vector<double>& shown, DType dtype) : floating_(is_floating(dtype)) {
+  Formatter(const std::vector<double>& shown, DType dtype)
+      : dtype_(dtype), floating_(is_floating(dtype)) {
     // Integer and bool tensors: print each value as Python would; width of the widest.
     if (!floating_) {
       for (double v : shown) max_width_ = std::max(max_width_, python_int_format(v, dtype).size());
@@ -106,10 +107,10 @@ class Formatter {
   std::size_t width() const { return max_width_; }
 
   // _Formatter.format: the value in the chosen style, right-aligned to the common width.
-  std::string format(double v, DType dtype) const {
+  std::string format(double v) const {
     std::string s;
     if (!floating_) {
-      s = python_int_format(v, dtype);
+      s = python_int_format(v, dtype_);
     } else if (sci_mode_) {
       s = python_float_format(v, 'e', kPrecision);
     } else if (int_mode_) {
@@ -123,6 +124,7 @@ class Formatter {
   }
 
  private:
+  DType dtype_;
   bool floating_;
   bool int_mode_ = true;
   bool sci_mode_ = false;
@@ -132,13 +134,8 @@ class Formatter {
 // Walks the row-major values of one tensor and prints them as nested lists.
 class Printer {
  public:
-  Printer(const std::vector<int64_t>& shape, const std::vector<double>& values, DType dtype,
-          bool summarize)
-      : shape_(shape),
-        values_(values),
-        dtype_(dtype),
-        summarize_(summarize),
-        strides_(shape.size(), 1) {
+  Printer(const std::vector<int64_t>& shape, const std::vector<double>& values, bool summarize)
+      : shape_(shape), values_(values), summarize_(summarize), strides_(shape.size(), 1) {
     for (std::size_t d = shape.size(); d-- > 1;) strides_[d - 1] = strides_[d] * shape[d];
   }
 
@@ -159,7 +156,7 @@ class Printer {
   std::string tensor_str(const Formatter& f, std::size_t dim, int64_t offset,
                          int64_t indent) const {
     // A 0-d tensor is its only value (_scalar_str).
-    if (shape_.empty()) return f.format(values_[0], dtype_);
+    if (shape_.empty()) return f.format(values_[0]);
     // The innermost dimension is a vector.
     if (dim + 1 == shape_.size()) return vector_str(f, offset, indent);
 
@@ -206,7 +203,7 @@ class Printer {
       if (i < 0) {
         data.push_back(" ...");  // counts as an element when wrapping
       } else {
-        data.push_back(f.format(values_[static_cast<std::size_t>(offset + i)], dtype_));
+        data.push_back(f.format(values_[static_cast<std::size_t>(offset + i)]));
       }
     }
 
@@ -232,7 +229,6 @@ class Printer {
 
   const std::vector<int64_t>& shape_;
   const std::vector<double>& values_;
-  DType dtype_;
   bool summarize_;
   std::vector<int64_t> strides_;
 };
@@ -303,7 +299,7 @@ std::string format_tensor(const std::vector<int64_t>& shape, const std::vector<d
     if (dtype == DType::Float64) all_suffixes.push_back("dtype=torch.float64");
 
     bool summarize = numel > kThreshold;
-    Printer printer(shape, values, dtype, summarize);
+    Printer printer(shape, values, summarize);
     std::vector<double> shown;
     printer.collect_shown(shown);
     Formatter formatter(shown, dtype);

@@ -84,9 +84,7 @@ namespace {
 // Uniform numbers in [0, 1) (doc §2, transformation::uniform_real).
 
 // float: the LOW 24 bits of one random(), times 2^-24. Exact.
-float uniform24(Generator& g) {
-  return static_cast<float>(g.random() & 0x00FFFFFFu) * 0x1p-24f;
-}
+float uniform24(Generator& g) { return static_cast<float>(g.random() & 0x00FFFFFFu) * 0x1p-24f; }
 
 // double: the low 53 bits of one random64() (two draws), times 2^-53. Exact.
 double uniform53(Generator& g) {
@@ -163,7 +161,7 @@ void avx2_sincos(float t, float& sin_out, float& cos_out) {
   const uint32_t swap_sign_sin = static_cast<uint32_t>(j & 4) << 29;
   const bool sine_poly_is_sin = (j & 2) == 0;
 
-  // x - j * pi/4 in three steps (fused by GCC; with these inputs fused or not is the same).
+  // x - j * pi/4 in three steps, fused by GCC. (Unfused, 3 of the 2^24 possible thetas differ.)
   x = std::fmaf(y, kMinusDP1, x);
   x = std::fmaf(y, kMinusDP2, x);
   x = std::fmaf(y, kMinusDP3, x);
@@ -304,8 +302,8 @@ void uniform(double* data, int64_t n, double from, double to, Generator& g) {
 // normal_kernel (doc §3): which path runs depends on n and contiguity only.
 void normal(float* data, int64_t n, double mean, double std, bool contiguous, Generator& g) {
   if (contiguous && n >= 16) {
-    vectorised_normal_fill(data, n, static_cast<float>(mean), static_cast<float>(std), g,
-                           uniform24, normal_block16_avx2);
+    vectorised_normal_fill(data, n, static_cast<float>(mean), static_cast<float>(std), g, uniform24,
+                           normal_block16_avx2);
   } else {
     serial_normal_fill(data, n, mean, std, g);
   }

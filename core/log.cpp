@@ -6,7 +6,7 @@
 #include <mutex>
 #include <sstream>
 
-namespace ember::log {
+namespace ember::logging {
 
 void init_from_env() {
   static std::once_flag once;
@@ -29,4 +29,4 @@ void backward_step(const std::string& node, const Tensor& grad_output,
                 shape_str(grad_output.shape()), ins.str());
 }
 
-}  // namespace ember::log
+}  // namespace ember::logging

@@ -6,7 +6,7 @@
 
 #include "core/tensor.h"
 
-namespace ember::log {
+namespace ember::logging {
 
 // Reads EMBER_LOG once and sets spdlog's level (default: warn).
 void init_from_env();
@@ -15,4 +15,4 @@ void init_from_env();
 void backward_step(const std::string& node, const Tensor& grad_output,
                    const std::vector<Tensor>& grad_inputs);
 
-}  // namespace ember::log
+}  // namespace ember::logging

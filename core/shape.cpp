@@ -36,8 +36,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      fail(op, ": shapes ", a, " and ", b, " cannot be broadcast together (dimension ", i, ": ",
-           da, " != ", db, ")");
+      fail(op, ": shapes ", a, " and ", b, " cannot be broadcast together (dimension ", i, ": ", da,
+           " != ", db, ")");
     }
     out[i] = da == 1 ? db : da;
   }

@@ -81,20 +81,19 @@ void Tensor::set(const std::vector<int64_t>& index, double value) {
   storage()->bump_version();
 }
 
-template <typename T> std::vector<T> Tensor::to_vector() const {
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(numel());
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* base = static_cast<const S*>(storage()->data()) + offset();
-    kernels::unary_map(out.data(), base, shape(), strides(),
-                       [](S v) { return static_cast<T>(v); });
+    kernels::unary_map(out.data(), base, shape(), strides(), [](S v) { return static_cast<T>(v); });
   });
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template std::vector<bool> Tensor::to_vector<bool>() const;
 
 // ---- conversions and copies ----
 
@@ -143,9 +142,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const { return autograd::apply<Clone>(*this); }
 
-Tensor Tensor::detach() const {
-  return detail::make_view(*this, shape(), strides(), offset());
-}
+Tensor Tensor::detach() const { return detail::make_view(*this, shape(), strides(), offset()); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_inplace(*this, "copy_");
@@ -153,7 +150,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check(target == shape(), "copy_: source of shape ", src.shape(),
         " cannot be broadcast to destination of shape ", shape());
   if (GradMode::is_enabled() && src.requires_grad()) {
-    check(!impl_->is_view, "copy_: copying a tensor that requires grad into a view is not "
+    check(!impl_->is_view,
+          "copy_: copying a tensor that requires grad into a view is not "
           "supported (the view's base would not see it); use cat/stack or an out-of-place op");
     // Differentiable copy: gradient flows to src, none to the overwritten values.
     Tensor result = src.expand(shape()).to(dtype()).clone();
@@ -202,13 +200,13 @@ Tensor& Tensor::fill_(double value) {
 // ---- autograd state ----
 bool Tensor::requires_grad() const { return impl_->requires_grad; }
 
-Tensor& Tensor::requires_grad_(bool requires) {
-  check(is_leaf() || requires,
+Tensor& Tensor::requires_grad_(bool on) {
+  check(is_leaf() || on,
         "requires_grad_: you can only change requires_grad flags of leaf variables");
-  check(!requires || is_floating(dtype()),
+  check(!on || is_floating(dtype()),
         "requires_grad_: only tensors of floating point dtype can require gradients (got ",
         dtype_name(dtype()), ")");
-  impl_->requires_grad = requires;
+  impl_->requires_grad = on;
   return *this;
 }
 
@@ -271,7 +269,8 @@ Tensor eye(int64_t n, DType dtype) {
 static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char* op) {
   check(t.dim() >= 2, op, ": input tensor must have at least 2 dimensions, got shape ", t.shape());
   Tensor out = copy_to_contiguous(t, t.dtype());
-  const int64_t rows = t.size(-2), cols = t.size(-1), matrices = t.numel() / (rows * cols + (rows * cols == 0));
+  const int64_t rows = t.size(-2), cols = t.size(-1),
+                matrices = t.numel() / (rows * cols + (rows * cols == 0));
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = out.data_ptr<T>();
@@ -296,8 +295,8 @@ static void flatten_nested(const NestedList& node, std::size_t depth, Shape& sha
   }
   auto n = static_cast<int64_t>(node.children.size());
   if (depth == shape.size()) shape.push_back(n);
-  check(shape[depth] == n, "tensor: expected a list of length ", shape[depth], " at depth ",
-        depth, ", got ", n);
+  check(shape[depth] == n, "tensor: expected a list of length ", shape[depth], " at depth ", depth,
+        ", got ", n);
   for (const NestedList& c : node.children) flatten_nested(c, depth + 1, shape, values);
 }
 

@@ -77,20 +77,26 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const;
 
   // Pointer to the first element; T must be the dtype's C++ type.
-  template <typename T> T* data_ptr() const;
+  template <typename T>
+  T* data_ptr() const;
 
   // ---- values ----
   double item() const;  // one-element tensors only
-  template <typename T> T item() const { return static_cast<T>(item()); }
-  double at(const std::vector<int64_t>& index) const;   // one element, any dtype, as double
+  template <typename T>
+  T item() const {
+    return static_cast<T>(item());
+  }
+  double at(const std::vector<int64_t>& index) const;         // one element, any dtype, as double
   void set(const std::vector<int64_t>& index, double value);  // raw write (no autograd)
-  template <typename T> std::vector<T> to_vector() const;     // all elements, row-major
+  // All elements in row-major order as float, double or int64_t (bool tensors: as int64_t).
+  template <typename T>
+  std::vector<T> to_vector() const;
 
   // ---- conversions and copies ----
-  Tensor to(DType dtype) const;    // differentiable between float types
-  Tensor contiguous() const;       // the same tensor when already contiguous
-  Tensor clone() const;            // differentiable copy
-  Tensor detach() const;           // same storage, out of the graph
+  Tensor to(DType dtype) const;      // differentiable between float types
+  Tensor contiguous() const;         // the same tensor when already contiguous
+  Tensor clone() const;              // differentiable copy
+  Tensor detach() const;             // same storage, out of the graph
   Tensor& copy_(const Tensor& src);  // in place, broadcasting src
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
@@ -98,13 +104,13 @@ class Tensor {
 
   // ---- autograd ----
   bool requires_grad() const;
-  Tensor& requires_grad_(bool requires = true);
+  Tensor& requires_grad_(bool on = true);
   bool is_leaf() const;
-  Tensor grad() const;                  // undefined until a backward reaches this tensor
-  void set_grad(const Tensor& grad);    // e.g. an undefined Tensor to reset it
+  Tensor grad() const;                // undefined until a backward reaches this tensor
+  void set_grad(const Tensor& grad);  // e.g. an undefined Tensor to reset it
   std::shared_ptr<autograd::Node> grad_fn() const;
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  void retain_grad() const;             // keep .grad() on a non-leaf
+  void retain_grad() const;  // keep .grad() on a non-leaf
   bool retains_grad() const;
   void register_hook(GradHook hook) const;
   int64_t version() const { return static_cast<int64_t>(storage()->version()); }
@@ -168,10 +174,10 @@ struct TensorImpl {
 
   // Autograd.
   bool requires_grad = false;
-  Tensor grad;                                         // accumulated on leaves
-  std::shared_ptr<autograd::Node> grad_fn;             // null on leaves
-  std::weak_ptr<autograd::Node> grad_accumulator;      // leaves: their AccumulateGrad node
-  bool retains_grad = false;                           // non-leaves that keep .grad
+  Tensor grad;                                     // accumulated on leaves
+  std::shared_ptr<autograd::Node> grad_fn;         // null on leaves
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: their AccumulateGrad node
+  bool retains_grad = false;                       // non-leaves that keep .grad
   std::vector<GradHook> hooks;
   // A differentiable view of another tensor (view, transpose, slice...): in-place writes to it
   // would also change its base, which autograd does not follow here, so they are refused.
@@ -218,7 +224,8 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int6
 void check_inplace(const Tensor& t, const char* op);
 }  // namespace detail
 
-template <typename T> T* Tensor::data_ptr() const {
+template <typename T>
+T* Tensor::data_ptr() const {
   check(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
         ", asked for ", dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl_->storage->data()) + impl_->offset;

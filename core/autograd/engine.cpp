@@ -45,8 +45,8 @@ Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_na
 namespace {
 
 struct GraphTask {
-  std::unordered_map<Node*, int> dependencies;    // edges into each node not yet delivered
-  std::unordered_map<Node*, Tensor> buffers;      // summed incoming gradient
+  std::unordered_map<Node*, int> dependencies;  // edges into each node not yet delivered
+  std::unordered_map<Node*, Tensor> buffers;    // summed incoming gradient
   std::unordered_map<Node*, std::shared_ptr<Node>> owners;
 };
 
@@ -96,12 +96,14 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    check(out.defined() && out.requires_grad(),
-          "backward: element ", i, " of tensors does not require grad and does not have a grad_fn");
+    check(out.defined() && out.requires_grad(), "backward: element ", i,
+          " of tensors does not require grad and does not have a grad_fn");
     Tensor g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
     if (!g.defined()) {
-      check(out.numel() == 1, "backward: grad can be implicitly created only for scalar outputs "
-            "(got an output of shape ", out.shape(), "); pass a gradient of that shape");
+      check(out.numel() == 1,
+            "backward: grad can be implicitly created only for scalar outputs "
+            "(got an output of shape ",
+            out.shape(), "); pass a gradient of that shape");
       g = ones_like(out);
     }
     check(g.shape() == out.shape(), "backward: gradient of shape ", g.shape(),
@@ -111,8 +113,8 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
   collect(roots, task);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    Tensor g = i < grad_outputs.size() && grad_outputs[i].defined() ? grad_outputs[i]
-                                                                    : ones_like(out);
+    Tensor g =
+        i < grad_outputs.size() && grad_outputs[i].defined() ? grad_outputs[i] : ones_like(out);
     accumulate(task, roots[i].get(), g.to(out.dtype()));
   }
 
@@ -139,7 +141,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     } else {
       grad = run_output_hooks(node, grad);
       input_grads = node->apply(grad);
-      log::backward_step(node->name(), grad, input_grads);
+      logging::backward_step(node->name(), grad, input_grads);
       if (!retain_graph) node->release_saved();
     }
 

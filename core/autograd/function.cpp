@@ -28,10 +28,12 @@ Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
         "(specify retain_graph=true on the first backward)");
   const Tensor& t = tensors_.at(i);
   if (t.defined() && t.storage()->version() != versions_[i]) {
-    fail("one of the variables needed for gradient computation has been modified by an inplace "
-         "operation: [", dtype_name(t.dtype()), " ", t.shape(), "], which is output ", i, " of ",
-         node_name, ", is at version ", t.storage()->version(), "; expected version ",
-         versions_[i], " instead.");
+    fail(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [",
+        dtype_name(t.dtype()), " ", t.shape(), "], which is output ", i, " of ", node_name,
+        ", is at version ", t.storage()->version(), "; expected version ", versions_[i],
+        " instead.");
   }
   return t;
 }
@@ -65,8 +67,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
 
 namespace detail {
 
-void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
-             Tensor& output) {
+void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output) {
   for (const Tensor& in : inputs) {
     node->next_functions.push_back(gradient_edge(in));
     node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});

@@ -46,13 +46,15 @@ class SavedTensors {
   bool released_ = false;
 };
 
-template <typename Derived> struct Function {
+template <typename Derived>
+struct Function {
   void save_for_backward(const std::vector<Tensor>& tensors) { saved_.save(tensors); }
   Tensor saved(std::size_t i) const { return saved_.get(i, Derived::name); }
   SavedTensors saved_;
 };
 
-template <typename Op> class FunctionNode : public Node {
+template <typename Op>
+class FunctionNode : public Node {
  public:
   Op op;
   std::string name() const override { return Op::name; }
@@ -83,13 +85,13 @@ void collect_tensors(std::vector<Tensor>& out, const First& first, const Rest&..
   collect_tensors(out, rest...);
 }
 // Hooks the node into the graph: edges to the inputs, grad_fn of the output.
-void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
-             Tensor& output);
+void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output);
 }  // namespace detail
 
 // Runs Op on the arguments (Tensors, vectors of Tensors, and plain values, in Op::forward's
 // order) and records it in the graph when a tensor argument requires grad.
-template <typename Op, typename... Args> Tensor apply(const Args&... args) {
+template <typename Op, typename... Args>
+Tensor apply(const Args&... args) {
   std::vector<Tensor> inputs;
   detail::collect_tensors(inputs, args...);
   bool record = GradMode::is_enabled();

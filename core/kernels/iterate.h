@@ -86,7 +86,8 @@ void binary_map(R* out, const A* a, const Shape& a_strides, const B* b, const Sh
                     R* o = out + off[0];
                     const A* x = a + off[1];
                     const B* y = b + off[2];
-                    for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
+                    for (int64_t i = 0; i < n; ++i)
+                      o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
                   });
 }
 
