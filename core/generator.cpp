@@ -193,8 +193,8 @@ void avx2_sincos(float t, float& sin_out, float& cos_out) {
 // The vectorised normal path (doc §3.3): Box-Muller on blocks of 16 uniforms, pairing slot j
 // with slot j + 8.
 
-// float32: normal_fill_16_AVX2 (doc §3.4). mean and std arrive already cast to float.
-void normal_block16_avx2(float* d, float mean, float std) {
+// float32: normal_fill_16_AVX2 (doc §3.4). mean and stddev arrive already cast to float.
+void normal_block16_avx2(float* d, float mean, float stddev) {
   const float kTwoPi = float_from_bits(0x40C90FDB);  // (float)(2 * pi)
   for (int j = 0; j < 8; ++j) {
     const float u1 = 1.0f - d[j];  // [0, 1) -> (0, 1] for the log; exact
@@ -204,22 +204,22 @@ void normal_block16_avx2(float* d, float mean, float std) {
     float sin_theta = 0.0f;
     float cos_theta = 0.0f;
     avx2_sincos(theta, sin_theta, cos_theta);
-    d[j] = std::fmaf(radius * cos_theta, std, mean);  // _mm256_fmadd_ps in the source
-    d[j + 8] = std::fmaf(radius * sin_theta, std, mean);
+    d[j] = std::fmaf(radius * cos_theta, stddev, mean);  // _mm256_fmadd_ps in the source
+    d[j + 8] = std::fmaf(radius * sin_theta, stddev, mean);
   }
 }
 
 // float64: normal_fill_16<double> (doc §3.5), in double with libm. GCC fuses
-// `radius * cos(theta) * std + mean` into fma(radius * cos(theta), std, mean).
-void normal_block16_libm(double* d, double mean, double std) {
+// `radius * cos(theta) * stddev + mean` into fma(radius * cos(theta), stddev, mean).
+void normal_block16_libm(double* d, double mean, double stddev) {
   const double kTwoPi = 2.0 * std::numbers::pi;
   for (int j = 0; j < 8; ++j) {
     const double u1 = 1.0 - d[j];
     const double u2 = d[j + 8];
     const double radius = std::sqrt(-2.0 * std::log(u1));
     const double theta = kTwoPi * u2;
-    d[j] = std::fma(radius * std::cos(theta), std, mean);
-    d[j + 8] = std::fma(radius * std::sin(theta), std, mean);
+    d[j] = std::fma(radius * std::cos(theta), stddev, mean);
+    d[j + 8] = std::fma(radius * std::sin(theta), stddev, mean);
   }
 }
 
@@ -227,24 +227,24 @@ void normal_block16_libm(double* d, double mean, double std) {
 // multiple of 16, the LAST 16 slots (overlapping the previous block) get 16 fresh uniforms and
 // one more block: n + (n % 16 ? 16 : 0) draws in all.
 template <typename T, typename Uniform, typename Block>
-void vectorised_normal_fill(T* data, int64_t n, T mean, T std, Generator& g, Uniform uniform,
+void vectorised_normal_fill(T* data, int64_t n, T mean, T stddev, Generator& g, Uniform uniform,
                             Block block16) {
   for (int64_t i = 0; i < n; ++i) data[i] = uniform(g);
-  for (int64_t i = 0; i + 16 <= n; i += 16) block16(data + i, mean, std);
+  for (int64_t i = 0; i + 16 <= n; i += 16) block16(data + i, mean, stddev);
   if (n % 16 != 0) {
     T* last = data + n - 16;
     for (int k = 0; k < 16; ++k) last[k] = uniform(g);
-    block16(last, mean, std);
+    block16(last, mean, stddev);
   }
 }
 
 // The serial normal path (doc §3.2): at::normal_distribution<double>, Box-Muller in double
 // with the second value cached in the generator. PyTorch 1.13 uses log(1 - u2).
-double serial_normal_sample(double mean, double std, Generator& g) {
+double serial_normal_sample(double mean, double stddev, Generator& g) {
   if (g.next_double_normal_sample.has_value()) {
     const double cached = *g.next_double_normal_sample;
     g.next_double_normal_sample.reset();
-    return std::fma(cached, std, mean);  // transformation::normal, fused by GCC
+    return std::fma(cached, stddev, mean);  // transformation::normal, fused by GCC
   }
   const double kTwoPi = 2.0 * std::numbers::pi;
   const double u1 = uniform53(g);
@@ -252,12 +252,12 @@ double serial_normal_sample(double mean, double std, Generator& g) {
   const double radius = std::sqrt(-2.0 * std::log(1.0 - u2));
   const double theta = kTwoPi * u1;
   g.next_double_normal_sample = radius * std::sin(theta);
-  return std::fma(radius * std::cos(theta), std, mean);
+  return std::fma(radius * std::cos(theta), stddev, mean);
 }
 
 template <typename T>
-void serial_normal_fill(T* data, int64_t n, double mean, double std, Generator& g) {
-  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(serial_normal_sample(mean, std, g));
+void serial_normal_fill(T* data, int64_t n, double mean, double stddev, Generator& g) {
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(serial_normal_sample(mean, stddev, g));
 }
 
 // bernoulli_(p) with a scalar p (doc §4.1): bernoulli_distribution<double>, a U53 per element.
@@ -300,20 +300,20 @@ void uniform(double* data, int64_t n, double from, double to, Generator& g) {
 }
 
 // normal_kernel (doc §3): which path runs depends on n and contiguity only.
-void normal(float* data, int64_t n, double mean, double std, bool contiguous, Generator& g) {
+void normal(float* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g) {
   if (contiguous && n >= 16) {
-    vectorised_normal_fill(data, n, static_cast<float>(mean), static_cast<float>(std), g, uniform24,
-                           normal_block16_avx2);
+    vectorised_normal_fill(data, n, static_cast<float>(mean), static_cast<float>(stddev), g,
+                           uniform24, normal_block16_avx2);
   } else {
-    serial_normal_fill(data, n, mean, std, g);
+    serial_normal_fill(data, n, mean, stddev, g);
   }
 }
 
-void normal(double* data, int64_t n, double mean, double std, bool contiguous, Generator& g) {
+void normal(double* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g) {
   if (contiguous && n >= 16) {
-    vectorised_normal_fill(data, n, mean, std, g, uniform53, normal_block16_libm);
+    vectorised_normal_fill(data, n, mean, stddev, g, uniform53, normal_block16_libm);
   } else {
-    serial_normal_fill(data, n, mean, std, g);
+    serial_normal_fill(data, n, mean, stddev, g);
   }
 }
 

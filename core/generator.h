@@ -70,12 +70,12 @@ namespace random_fill {
 void uniform(float* data, int64_t n, double from, double to, Generator& g);
 void uniform(double* data, int64_t n, double from, double to, Generator& g);
 
-// normal_(mean, std) / torch.randn (doc §3). `contiguous` tells whether the tensor being filled
+// normal_(mean, stddev) / torch.randn (doc §3). `contiguous` tells whether the tensor being filled
 // is contiguous: PyTorch takes the vectorised path only for a contiguous tensor with n >= 16
 // (float32: the AVX2 arithmetic of §3.4; float64: the libm block of §3.5). Every other call
 // takes the serial Box-Muller path (§3.2), which reads and refills g.next_double_normal_sample.
-void normal(float* data, int64_t n, double mean, double std, bool contiguous, Generator& g);
-void normal(double* data, int64_t n, double mean, double std, bool contiguous, Generator& g);
+void normal(float* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g);
+void normal(double* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g);
 
 // bernoulli_(p) with a scalar p (doc §4.1): one random64() per element, writes 1 if u < p.
 void bernoulli(float* data, int64_t n, double p, Generator& g);

@@ -1,0 +1,420 @@
+// Tests of ember::Generator and ember::random_fill against PyTorch 1.13, bit for bit.
+//
+// Most cases come from tests/fixtures/rng.txt, written by scripts/fixtures/gen_rng.py with
+// PyTorch (its docstring describes the format). The rest are the test vectors of
+// /work/shared/reference/pytorch_rng.md ("the doc") and properties of the generator itself.
+#include "core/generator.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+#ifndef EMBER_FIXTURES_DIR
+#error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"
+#endif
+
+namespace ember {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
+uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
+
+std::vector<uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint32_t> out;
+  for (float x : v) out.push_back(bits(x));
+  return out;
+}
+
+std::vector<float> rand_f32(int64_t n, Generator& g) {
+  std::vector<float> v(n);
+  random_fill::uniform(v.data(), n, 0.0, 1.0, g);
+  return v;
+}
+
+std::vector<float> randn_f32(int64_t n, Generator& g) {
+  std::vector<float> v(n);
+  random_fill::normal(v.data(), n, 0.0, 1.0, /*contiguous=*/true, g);
+  return v;
+}
+
+// Which 0/1 mask F.dropout's noise is, one string of digits per row (1 = kept).
+std::vector<std::string> kept_rows(const std::vector<float>& noise, int cols) {
+  std::vector<std::string> rows;
+  for (std::size_t i = 0; i < noise.size(); i += cols) {
+    std::string row;
+    for (int j = 0; j < cols; ++j) row += noise[i + j] != 0.0f ? '1' : '0';
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine (doc §1)
+
+TEST(Generator, FirstOutputsForSeed123) {
+  Generator g(123);
+  EXPECT_EQ(g.random(), 2991312382u);
+  EXPECT_EQ(g.random(), 3062119789u);
+  EXPECT_EQ(g.random(), 1228959102u);
+  EXPECT_EQ(g.random(), 1840268610u);
+}
+
+TEST(Generator, OnlyTheLow32BitsOfTheSeedMatter) {
+  Generator a(123);
+  Generator b((uint64_t{1} << 32) + 123);
+  EXPECT_EQ(a.initial_seed(), 123u);
+  EXPECT_EQ(b.initial_seed(), (uint64_t{1} << 32) + 123);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(a.random(), b.random()) << "output " << i;
+}
+
+TEST(Generator, IsTheStandardMt19937) {
+  for (uint64_t seed :
+       {uint64_t{0}, uint64_t{5489}, uint64_t{0xFFFFFFFFFFFFFFFF}, Generator::kDefaultSeed}) {
+    Generator g(seed);
+    std::mt19937 reference(static_cast<uint32_t>(seed));
+    for (int i = 0; i < 5000; ++i) ASSERT_EQ(g.random(), reference()) << "seed " << seed;
+  }
+}
+
+TEST(Generator, Random64IsHighWordFirst) {
+  Generator a(42);
+  Generator b(42);
+  for (int i = 0; i < 10; ++i) {
+    const uint64_t hi = b.random();
+    const uint64_t lo = b.random();
+    EXPECT_EQ(a.random64(), (hi << 32) | lo);
+  }
+}
+
+TEST(Generator, DefaultSeedIsTorchGeneratorDefault) {
+  Generator g;
+  EXPECT_EQ(g.initial_seed(), 67280421310721ULL);
+  std::mt19937 reference(4053586177u);  // the low 32 bits of 0x3D30F19CD101
+  EXPECT_EQ(g.random(), reference());
+}
+
+TEST(Generator, ManualSeedRestartsTheStreamAndEmptiesTheCaches) {
+  Generator g(1);
+  const uint32_t first = g.random();
+  for (int i = 0; i < 1000; ++i) g.random();
+  g.next_double_normal_sample = 1.5;
+  g.next_float_normal_sample = 2.5f;
+  g.manual_seed(1);
+  EXPECT_FALSE(g.next_double_normal_sample.has_value());
+  EXPECT_FALSE(g.next_float_normal_sample.has_value());
+  EXPECT_EQ(g.random(), first);
+}
+
+TEST(Generator, GlobalManualSeedSeedsTheDefaultGenerator) {
+  manual_seed(123);
+  EXPECT_EQ(default_generator().initial_seed(), 123u);
+  EXPECT_EQ(default_generator().random(), 2991312382u);
+  manual_seed(Generator::kDefaultSeed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// How many draws each kernel makes (doc §2, §3.2, §3.3, §4.1)
+
+// The number of random() calls `fill` makes, found by comparing with a second generator.
+template <typename Fill>
+int draws_made(Fill fill) {
+  Generator used(99);
+  fill(used);
+  const uint32_t next = used.random();
+  Generator counter(99);
+  for (int draws = 0; draws < 100000; ++draws) {
+    if (counter.random() == next) return draws;
+  }
+  return -1;
+}
+
+TEST(RandomFill, DrawCounts) {
+  std::vector<float> f(100);
+  std::vector<double> d(100);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::uniform(f.data(), 7, 0, 1, g); }), 7);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::uniform(d.data(), 7, 0, 1, g); }), 14);
+  // Serial normal: 4 draws per pair; randn(3) draws as much as randn(4).
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(f.data(), 3, 0, 1, true, g); }), 8);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(f.data(), 4, 0, 1, true, g); }), 8);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(f.data(), 16, 0, 1, false, g); }),
+            32);
+  // Vectorised normal: n + (n % 16 ? 16 : 0) uniforms, each 1 draw (f32) or 2 (f64).
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(f.data(), 16, 0, 1, true, g); }),
+            16);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(f.data(), 17, 0, 1, true, g); }),
+            33);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(f.data(), 25, 0, 1, true, g); }),
+            41);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::normal(d.data(), 17, 0, 1, true, g); }),
+            66);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::bernoulli(f.data(), 5, 0.5, g); }), 10);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::dropout_noise(f.data(), 5, 0.5, g); }), 10);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::randint(0, 10, g); }), 1);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::randint(0, int64_t{1} << 32, g); }), 2);
+  EXPECT_EQ(draws_made([&](Generator& g) { random_fill::uniform(f.data(), 0, 0, 1, g); }), 0);
+}
+
+TEST(RandomFill, TheVectorisedNormalPathLeavesTheCacheAlone) {
+  Generator g(0);
+  std::vector<float> v(16);
+  random_fill::normal(v.data(), 3, 0, 1, true, g);  // serial: one value left in the cache
+  ASSERT_TRUE(g.next_double_normal_sample.has_value());
+  const double cached = *g.next_double_normal_sample;
+  random_fill::normal(v.data(), 16, 0, 1, true, g);  // vectorised
+  ASSERT_TRUE(g.next_double_normal_sample.has_value());
+  EXPECT_EQ(bits(*g.next_double_normal_sample), bits(cached));
+  random_fill::normal(v.data(), 1, 0, 1, true, g);  // returns the cached value
+  EXPECT_EQ(bits(v[0]), bits(static_cast<float>(cached)));
+  EXPECT_FALSE(g.next_double_normal_sample.has_value());
+}
+
+TEST(RandomFill, RejectsBadArguments) {
+  Generator g;
+  std::vector<float> v(4);
+  EXPECT_THROW(random_fill::uniform(v.data(), 4, 1.0, 0.0, g), Error);
+  EXPECT_THROW(random_fill::dropout_noise(v.data(), 4, 0.0, g), Error);
+  EXPECT_THROW(random_fill::dropout_noise(v.data(), 4, 1.0, g), Error);
+  EXPECT_THROW(random_fill::randint(3, 3, g), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The doc's test vectors (§4.2, §5, §8)
+
+TEST(DocVectors, Rand) {
+  Generator g(123);
+  EXPECT_EQ(bits_of(rand_f32(6, g)), (std::vector<uint32_t>{0x3e979bfc, 0x3f043d6d, 0x3e80dafc,
+                                                            0x3f304542, 0x3d977ee0, 0x3f5dd462}));
+  g.manual_seed(0);
+  const std::vector<float> expected0 = {0.4963f, 0.7682f, 0.0885f, 0.1320f, 0.3074f, 0.6341f};
+  const std::vector<float> got0 = rand_f32(6, g);
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(got0[i], expected0[i], 5e-5) << i;
+  g.manual_seed(42);
+  const std::vector<float> expected42 = {0.8823f, 0.9150f, 0.3829f};
+  const std::vector<float> got42 = rand_f32(3, g);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got42[i], expected42[i], 5e-5) << i;
+}
+
+TEST(DocVectors, RandnSerialAndVectorised) {
+  Generator g(0);
+  EXPECT_EQ(bits_of(randn_f32(6, g)),  // randn(2, 3): serial
+            (std::vector<uint32_t>{0x3fc53f5c, 0xbe963c50, 0xc00b7149, 0x3f1184b6, 0xbf8ad1a1,
+                                   0xbfb3052d}));
+  g.manual_seed(0);
+  EXPECT_EQ(
+      bits_of(randn_f32(16, g)),  // randn(4, 4): the AVX2 path
+      (std::vector<uint32_t>{0xbf901b85, 0xbf93808a, 0xbe804bd6, 0xbede255d, 0x3f594515, 0x3f312783,
+                             0xbea1cc6d, 0xc0075fc1, 0x3ea50138, 0xbfa1b4f4, 0x3eb330ff, 0x3e9dc3bb,
+                             0x3df56f77, 0x3f9e6b93, 0x3f8ef28e, 0xbe7d367c}));
+  g.manual_seed(42);
+  const std::vector<float> expected42 = {1.9269f,  1.4873f,  0.9007f,  -2.1055f, 0.6784f,  -1.2345f,
+                                         -0.0431f, -1.6047f, -0.7521f, 1.6487f,  -0.3925f, -1.4036f,
+                                         -0.7279f, -0.5594f, -0.7688f, 0.7624f};
+  const std::vector<float> got42 = randn_f32(16, g);
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(got42[i], expected42[i], 5e-5) << i;
+}
+
+TEST(DocVectors, LinearInitialisation) {
+  // nn.Linear(3, 2) with seed 123 (doc §5): kaiming_uniform_ on the weight, then the bias.
+  Generator g(123);
+  const double gain = std::sqrt(2.0 / (1 + std::pow(std::sqrt(5.0), 2)));
+  const double weight_bound = std::sqrt(3.0) * (gain / std::sqrt(3.0));
+  const double bias_bound = 1 / std::sqrt(3.0);
+  std::vector<float> weight(6);
+  std::vector<float> bias(2);
+  random_fill::uniform(weight.data(), 6, -weight_bound, weight_bound, g);
+  random_fill::uniform(bias.data(), 2, -bias_bound, bias_bound, g);
+  EXPECT_EQ(bits_of(weight), (std::vector<uint32_t>{0xbe711478, 0x3c9caaef, 0xbe92d05d, 0x3e5ef3ba,
+                                                    0xbefbdecd, 0x3ed8b0b2}));
+  EXPECT_EQ(bits_of(bias), (std::vector<uint32_t>{0xbed6db3d, 0xbeeb045d}));
+}
+
+TEST(DocVectors, DropoutMasks) {
+  // manual_seed(123); F.dropout(ones(6, 6), 0.5): the default (non-MKL) kernel's mask (§4.2).
+  Generator g(123);
+  std::vector<float> noise(36);
+  random_fill::dropout_noise(noise.data(), 36, 0.5, g);
+  EXPECT_EQ(kept_rows(noise, 6),
+            (std::vector<std::string>{"110110", "000101", "111101", "011001", "010101", "011110"}));
+  for (float x : noise) EXPECT_TRUE(x == 0.0f || x == 2.0f);
+
+  // manual_seed(123); randn(5, 5); then dropout(0.5): issue #121595 (§8).
+  g.manual_seed(123);
+  randn_f32(25, g);
+  noise.resize(25);
+  random_fill::dropout_noise(noise.data(), 25, 0.5, g);
+  EXPECT_EQ(kept_rows(noise, 5),
+            (std::vector<std::string>{"00101", "00110", "11100", "10110", "10111"}));
+
+  // The scale for p = 0.1 is 1.0f / (float)0.9 = 0x3F8E38E4 (§4.3).
+  g.manual_seed(123);
+  random_fill::dropout_noise(noise.data(), 25, 0.1, g);
+  for (float x : noise) EXPECT_TRUE(x == 0.0f || bits(x) == 0x3F8E38E4u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The PyTorch fixtures (tests/fixtures/rng.txt, see scripts/fixtures/gen_rng.py)
+
+// One op's result: its elements' bit patterns, and how many bytes each one has.
+struct Patterns {
+  int width = 0;
+  std::vector<uint64_t> values;
+};
+
+template <typename T>
+Patterns patterns_of(const std::vector<T>& v) {
+  Patterns p;
+  p.width = sizeof(T);
+  for (const T& x : v) {
+    uint64_t u = 0;
+    std::memcpy(&u, &x, sizeof(T));  // the low bytes, on a little-endian host
+    p.values.push_back(u);
+  }
+  return p;
+}
+
+// 64-bit FNV-1a over the little-endian bytes of every element.
+uint64_t fnv1a64(const Patterns& p) {
+  uint64_t hash = 0xCBF29CE484222325ULL;
+  for (uint64_t v : p.values) {
+    for (int byte = 0; byte < p.width; ++byte) {
+      hash ^= (v >> (8 * byte)) & 0xFF;
+      hash *= 0x100000001B3ULL;
+    }
+  }
+  return hash;
+}
+
+double parse_double(const std::string& s) {  // decimal, or hex floats as float.hex() writes them
+  std::size_t used = 0;
+  const double x = std::stod(s, &used);
+  if (used != s.size()) throw std::invalid_argument("bad number: " + s);
+  return x;
+}
+
+// Replays one op line on g and returns its result.
+Patterns run_op(const std::string& op, const std::string& dtype, int64_t n,
+                const std::vector<std::string>& params, Generator& g) {
+  auto param = [&](std::size_t i) { return parse_double(params.at(i)); };
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> v(n);
+    if (op == "rand") {
+      random_fill::uniform(v.data(), n, 0.0, 1.0, g);
+    } else if (op == "uniform") {
+      random_fill::uniform(v.data(), n, param(0), param(1), g);
+    } else if (op == "randn") {
+      random_fill::normal(v.data(), n, 0.0, 1.0, /*contiguous=*/true, g);
+    } else if (op == "normal") {
+      random_fill::normal(v.data(), n, param(0), param(1), params.at(2) == "1", g);
+    } else if (op == "bernoulli") {
+      random_fill::bernoulli(v.data(), n, param(0), g);
+    } else if (op == "dropout") {
+      random_fill::dropout_noise(v.data(), n, param(0), g);
+    } else {
+      ADD_FAILURE() << "unknown op " << op;
+    }
+    return patterns_of(v);
+  };
+  if (dtype == "f32") return run(0.0f);
+  if (dtype == "f64") return run(0.0);
+  if (dtype == "bool") {
+    // std::vector<bool> is packed, so bool elements go through a plain array.
+    std::unique_ptr<bool[]> v(new bool[n]);
+    random_fill::bernoulli(v.get(), n, param(0), g);
+    Patterns p;
+    p.width = 1;
+    for (int64_t i = 0; i < n; ++i) p.values.push_back(v[i] ? 1 : 0);
+    return p;
+  }
+  if (dtype == "i64") {
+    std::vector<int64_t> v(n);
+    for (auto& x : v)
+      x = random_fill::randint(std::stoll(params.at(0)), std::stoll(params.at(1)), g);
+    return patterns_of(v);
+  }
+  ADD_FAILURE() << "unknown dtype " << dtype;
+  return {};
+}
+
+// Compares a result with the line's data: `all <n>` or `head <16> tail <16> fnv <hash>`.
+void expect_matches(const Patterns& got, std::istringstream& data, int64_t n) {
+  ASSERT_EQ(static_cast<int64_t>(got.values.size()), n);
+  auto next_hex = [&]() {
+    std::string token;
+    data >> token;
+    return std::stoull(token, nullptr, 16);
+  };
+  std::string kind;
+  data >> kind;
+  if (kind == "all") {
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got.values[i], next_hex()) << "element " << i;
+  } else {
+    ASSERT_EQ(kind, "head");
+    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(got.values[i], next_hex()) << "element " << i;
+    data >> kind;
+    ASSERT_EQ(kind, "tail");
+    for (int64_t i = n - 16; i < n; ++i) EXPECT_EQ(got.values[i], next_hex()) << "element " << i;
+    data >> kind;
+    ASSERT_EQ(kind, "fnv");
+    EXPECT_EQ(fnv1a64(got), next_hex()) << "hash of all " << n << " elements";
+  }
+  std::string extra;
+  EXPECT_FALSE(data >> extra) << "unexpected trailing data: " << extra;
+}
+
+TEST(PyTorchFixtures, EveryCaseMatchesBitForBit) {
+  const std::string path = std::string(EMBER_FIXTURES_DIR) + "/rng.txt";
+  std::ifstream file(path);
+  ASSERT_TRUE(file) << "cannot open " << path;
+
+  Generator g;
+  int cases = 0;
+  int declared_cases = -1;
+  std::string line;
+  for (int line_number = 1; std::getline(file, line); ++line_number) {
+    if (line.empty() || line[0] == '#') continue;
+    SCOPED_TRACE("rng.txt:" + std::to_string(line_number) + ": " + line.substr(0, 100));
+    std::istringstream in(line);
+    std::string word;
+    in >> word;
+    if (word == "seed") {
+      uint64_t seed = 0;
+      in >> seed;
+      g.manual_seed(seed);
+      EXPECT_EQ(g.initial_seed(), seed);
+      continue;
+    }
+    if (word == "end") {
+      in >> declared_cases;
+      continue;
+    }
+    // <op> <dtype> <n> <params...> = <data>
+    std::string dtype;
+    int64_t n = 0;
+    in >> dtype >> n;
+    std::vector<std::string> params;
+    for (std::string p; in >> p && p != "=";) params.push_back(p);
+    expect_matches(run_op(word, dtype, n, params, g), in, n);
+    ++cases;
+  }
+  EXPECT_EQ(cases, declared_cases) << "rng.txt looks truncated";
+  EXPECT_GE(cases, 300);
+}
+
+}  // namespace
+}  // namespace ember
