@@ -1,6 +1,7 @@
 #include "core/random.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "core/kernels/iterate.h"
@@ -32,8 +33,8 @@ void fill_in_memory_order(Tensor& t, Fill fill) {
     return;
   }
   std::vector<int64_t> offsets = memory_order_offsets(t);
-  std::vector<T> buffer(offsets.size());
-  fill(buffer.data(), static_cast<int64_t>(buffer.size()));
+  std::unique_ptr<T[]> buffer(new T[offsets.size()]);  // not std::vector<bool>: no data()
+  fill(buffer.get(), static_cast<int64_t>(offsets.size()));
   T* base = static_cast<T*>(t.storage()->data());
   for (std::size_t i = 0; i < offsets.size(); ++i) base[offsets[i]] = buffer[i];
 }
