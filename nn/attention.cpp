@@ -1,0 +1,176 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "core/ops/elementwise.h"
+#include "core/ops/linalg.h"
+#include "core/ops/shape.h"
+#include "core/ops/softmax.h"
+#include "core/random.h"
+
+namespace ember::nn {
+
+namespace {
+
+// Batched inputs [b, num_tokens, d_in], no longer than the mask.
+void check_batch(const Tensor& x, int64_t d_in, int64_t context_length, const char* module) {
+  check(x.dim() == 3, module, ": expected input of shape [batch, num_tokens, d_in], got ",
+        x.shape());
+  check(x.size(2) == d_in, module, ": expected d_in = ", d_in, " features, got input of shape ",
+        x.shape());
+  check(x.size(1) <= context_length, module, ": input has ", x.size(1),
+        " tokens but context_length is ", context_length, " (input shape ", x.shape(), ")");
+}
+
+// Keeps t in the trace with its gradient, for study.
+Tensor keep(const Tensor& t) {
+  if (t.requires_grad()) t.retain_grad();
+  return t;
+}
+
+}  // namespace
+
+// ---- SelfAttention_v1 ----
+
+SelfAttentionV1::SelfAttentionV1(int64_t d_in, int64_t d_out_)
+    : Module("SelfAttention_v1"), d_out(d_out_) {
+  W_query = register_parameter("W_query", Parameter(rand({d_in, d_out})));
+  W_key = register_parameter("W_key", Parameter(rand({d_in, d_out})));
+  W_value = register_parameter("W_value", Parameter(rand({d_in, d_out})));
+}
+
+Tensor SelfAttentionV1::forward(const Tensor& x) {
+  Tensor keys = matmul(x, W_key);
+  Tensor queries = matmul(x, W_query);
+  Tensor values = matmul(x, W_value);
+  Tensor attn_scores = matmul(queries, keys.t());  // omega
+  Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
+  return matmul(attn_weights, values);
+}
+
+// ---- SelfAttention_v2 ----
+
+SelfAttentionV2::SelfAttentionV2(int64_t d_in, int64_t d_out_, bool qkv_bias)
+    : Module("SelfAttention_v2"), d_out(d_out_) {
+  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+}
+
+Tensor SelfAttentionV2::forward(const Tensor& x) {
+  Tensor keys = W_key->forward(x);
+  Tensor queries = W_query->forward(x);
+  Tensor values = W_value->forward(x);
+  Tensor attn_scores = matmul(queries, keys.t());
+  Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
+  return matmul(attn_weights, values);
+}
+
+// ---- CausalAttention ----
+
+CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_length,
+                                 double dropout_p, bool qkv_bias)
+    : Module("CausalAttention"), d_out(d_out_) {
+  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
+  mask = register_buffer("mask", triu(ones({context_length, context_length}), 1));
+}
+
+Tensor CausalAttention::forward(const Tensor& x) {
+  check_batch(x, W_query->in_features, mask.size(0), "CausalAttention");
+  const int64_t num_tokens = x.size(1);
+  Tensor keys = W_key->forward(x);
+  Tensor queries = W_query->forward(x);
+  Tensor values = W_value->forward(x);
+
+  Tensor attn_scores = matmul(queries, keys.transpose(1, 2));
+  // In place, as the book: positions above the diagonal (the future) get -inf.
+  attn_scores.masked_fill_(mask.to_bool().index({Slice(None, num_tokens), Slice(None, num_tokens)}),
+                           -INFINITY);
+  Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
+  attn_weights = dropout->forward(attn_weights);
+
+  Tensor context_vec = matmul(attn_weights, values);
+  if (keep_trace) {
+    trace = {keep(queries),     keep(keys),         keep(values),
+             keep(attn_scores), keep(attn_weights), keep(context_vec)};
+  }
+  return context_vec;
+}
+
+// ---- MultiHeadAttentionWrapper ----
+
+MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out,
+                                                     int64_t context_length, double dropout,
+                                                     int64_t num_heads, bool qkv_bias)
+    : Module("MultiHeadAttentionWrapper") {
+  heads = register_module("heads", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < num_heads; ++i) {
+    heads->push_back(
+        std::make_shared<CausalAttention>(d_in, d_out, context_length, dropout, qkv_bias));
+  }
+}
+
+Tensor MultiHeadAttentionWrapper::forward(const Tensor& x) {
+  std::vector<Tensor> outputs;
+  for (const auto& head : *heads) outputs.push_back(head->forward(x));
+  return cat(outputs, -1);
+}
+
+// ---- MultiHeadAttention ----
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t context_length,
+                                       double dropout_p, int64_t num_heads_, bool qkv_bias)
+    : Module("MultiHeadAttention"),
+      d_out(d_out_),
+      num_heads(num_heads_),
+      head_dim(num_heads_ > 0 ? d_out_ / num_heads_ : 0) {
+  check(num_heads > 0 && d_out % num_heads == 0, "MultiHeadAttention: d_out must be divisible by ",
+        "num_heads (got d_out = ", d_out, ", num_heads = ", num_heads, ")");
+  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(d_out, d_out));
+  dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
+  mask = register_buffer("mask", triu(ones({context_length, context_length}), 1));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) {
+  check_batch(x, W_query->in_features, mask.size(0), "MultiHeadAttention");
+  const int64_t b = x.size(0), num_tokens = x.size(1);
+
+  Tensor keys = W_key->forward(x);  // [b, num_tokens, d_out]
+  Tensor queries = W_query->forward(x);
+  Tensor values = W_value->forward(x);
+
+  // Split the last dim into heads: [b, num_tokens, num_heads, head_dim]...
+  keys = keys.view({b, num_tokens, num_heads, head_dim});
+  values = values.view({b, num_tokens, num_heads, head_dim});
+  queries = queries.view({b, num_tokens, num_heads, head_dim});
+  // ...and bring heads forward: [b, num_heads, num_tokens, head_dim].
+  keys = keys.transpose(1, 2);
+  queries = queries.transpose(1, 2);
+  values = values.transpose(1, 2);
+
+  // One [num_tokens, num_tokens] score matrix per (batch, head).
+  Tensor attn_scores = matmul(queries, keys.transpose(2, 3));
+  Tensor mask_bool = mask.to_bool().index({Slice(None, num_tokens), Slice(None, num_tokens)});
+  attn_scores.masked_fill_(mask_bool, -INFINITY);
+
+  Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
+  attn_weights = dropout->forward(attn_weights);
+
+  // [b, num_tokens, num_heads, head_dim], then heads merged back into d_out.
+  Tensor context = matmul(attn_weights, values);
+  Tensor context_vec = context.transpose(1, 2);
+  context_vec = context_vec.contiguous().view({b, num_tokens, d_out});
+  if (keep_trace) {
+    trace = {keep(queries),     keep(keys),         keep(values),
+             keep(attn_scores), keep(attn_weights), keep(context)};
+  }
+  return out_proj->forward(context_vec);
+}
+
+}  // namespace ember::nn
