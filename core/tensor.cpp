@@ -127,6 +127,16 @@ struct Clone : autograd::Function<Clone> {
   Tensor forward(const Tensor& x) { return copy_to_contiguous(x, x.dtype()); }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad}; }
 };
+
+// self.copy_(src) when self is in the graph and src is not: self's old values are overwritten,
+// so its history gets a zero gradient (PyTorch's CopyBackwards) and src none.
+struct CopyOverwrite : autograd::Function<CopyOverwrite> {
+  static constexpr const char* name = "CopyBackwards";
+  Tensor forward(const Tensor& self, const Tensor& src) {
+    return copy_to_contiguous(src.expand(self.shape()), self.dtype());
+  }
+  std::vector<Tensor> backward(const Tensor& grad) { return {zeros_like(grad), Tensor()}; }
+};
 }  // namespace
 
 Tensor Tensor::to(DType target) const {
@@ -149,14 +159,19 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Shape target = broadcast_shapes(src.shape(), shape(), "copy_");
   check(target == shape(), "copy_: source of shape ", src.shape(),
         " cannot be broadcast to destination of shape ", shape());
-  if (GradMode::is_enabled() && src.requires_grad()) {
+  // (An integer or bool destination takes the values only: it cannot carry a gradient.)
+  if (GradMode::is_enabled() && (src.requires_grad() || requires_grad()) && is_floating(dtype())) {
     check(!impl_->is_view,
           "copy_: copying a tensor that requires grad into a view is not "
           "supported (the view's base would not see it); use cat/stack or an out-of-place op");
-    // Differentiable copy: gradient flows to src, none to the overwritten values.
-    Tensor result = src.expand(shape()).to(dtype()).clone();
+    // Differentiable copy: gradient flows to src, none to the overwritten values. When only
+    // self is in the graph, its history is still replaced (its old values no longer matter).
+    Tensor result = src.requires_grad() ? src.expand(shape()).to(dtype()).clone()
+                                        : autograd::apply<CopyOverwrite>(*this, src);
     NoGradGuard no_grad;
     copy_(result);
+    // The old history no longer produces this tensor: its node must not run our hooks.
+    if (impl_->grad_fn) impl_->grad_fn->output.reset();
     impl_->grad_fn = result.impl()->grad_fn;
     impl_->requires_grad = true;
     impl_->grad_fn->output = impl_;
@@ -286,15 +301,19 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char
 Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true, "triu"); }
 Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false, "tril"); }
 
-static void flatten_nested(const NestedList& node, std::size_t depth, Shape& shape,
+// Every list at depth d must have length shape[d], and numbers appear exactly at depth
+// shape.size(): the shape is read off the first element at each depth, then checked everywhere.
+static void flatten_nested(const NestedList& node, std::size_t depth, const Shape& shape,
                            std::vector<double>& values) {
-  if (node.is_leaf) {
-    check(depth == shape.size() || shape.empty(), "tensor: nested lists have uneven depth");
+  if (depth == shape.size()) {
+    check(node.is_leaf, "tensor: nested lists have uneven depth (expected a number at depth ",
+          depth, ", got a list)");
     values.push_back(node.value);
     return;
   }
+  check(!node.is_leaf, "tensor: nested lists have uneven depth (expected a list of length ",
+        shape[depth], " at depth ", depth, ", got a number)");
   auto n = static_cast<int64_t>(node.children.size());
-  if (depth == shape.size()) shape.push_back(n);
   check(shape[depth] == n, "tensor: expected a list of length ", shape[depth], " at depth ", depth,
         ", got ", n);
   for (const NestedList& c : node.children) flatten_nested(c, depth + 1, shape, values);
@@ -302,6 +321,10 @@ static void flatten_nested(const NestedList& node, std::size_t depth, Shape& sha
 
 Tensor tensor(const NestedList& values, DType dtype) {
   Shape shape;
+  for (const NestedList* n = &values; !n->is_leaf; n = &n->children.front()) {
+    shape.push_back(static_cast<int64_t>(n->children.size()));
+    if (n->children.empty()) break;
+  }
   std::vector<double> flat;
   flatten_nested(values, 0, shape, flat);
   return from_vector(flat, shape, dtype);
@@ -335,6 +358,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
       continue;
     }
     if (x[i] == y[i]) continue;  // equal infinities
+    if (std::isinf(x[i]) || std::isinf(y[i])) return false;  // inf - (-inf) is inf, not > inf
     if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
   }
   return true;

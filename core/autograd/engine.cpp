@@ -118,10 +118,13 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     accumulate(task, roots[i].get(), g.to(out.dtype()));
   }
 
+  // Each root once, even when an output is passed twice (its gradients were summed above):
+  // running it a second time would count its edges twice and release a node too early.
   std::vector<Node*> ready;
-  for (const auto& r : roots)
-    if (task.dependencies[r.get()] == 0) ready.push_back(r.get());
-  std::unordered_set<Node*> queued(ready.begin(), ready.end());
+  std::unordered_set<Node*> queued;
+  for (const auto& r : roots) {
+    if (task.dependencies[r.get()] == 0 && queued.insert(r.get()).second) ready.push_back(r.get());
+  }
 
   while (!ready.empty()) {
     Node* node = ready.back();

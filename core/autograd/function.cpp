@@ -13,6 +13,25 @@ void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
 
 namespace autograd {
 
+// Without this, dropping the last handle to the output of a long chain destroys its node, which
+// destroys the next node from inside its destructor, and so on: one level of recursion per op.
+// Instead, edges this node holds alone are moved to a local stack and emptied there, so each
+// node dies with no sole-owned edges left and the recursion never goes deeper than one level.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  auto take_sole_owned = [&stack](std::vector<std::shared_ptr<Node>>& edges) {
+    for (auto& edge : edges) {
+      if (edge && edge.use_count() == 1) stack.push_back(std::move(edge));
+    }
+  };
+  take_sole_owned(next_functions);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    take_sole_owned(node->next_functions);
+  }  // `node` dies at the end of each iteration, with only shared edges left
+}
+
 void SavedTensors::save(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) {
     // A detached handle: the saved tensor must not own the graph (the output saving itself

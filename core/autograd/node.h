@@ -12,7 +12,9 @@ namespace ember::autograd {
 
 class Node {
  public:
-  virtual ~Node() = default;
+  // Frees a chain of nodes iteratively (a 100,000-op chain would overflow the stack if each
+  // node destroyed the next from inside its own destructor).
+  virtual ~Node();
 
   // PyTorch's name for the node, e.g. "MmBackward0", used in reprs, errors and graphs.
   virtual std::string name() const = 0;

@@ -31,7 +31,8 @@ inline void axpy(int64_t n, T a, const T* __restrict x, T* __restrict y) {
 }
 
 // One product's operands, B already row-contiguous (column stride 1, or a single column).
-template <typename T> struct Operands {
+template <typename T>
+struct Operands {
   int64_t M, N, K;
   const T* A;
   int64_t lda_row, lda_col;
@@ -95,27 +96,32 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t b = task / row_blocks;
     const int64_t row_begin = (task % row_blocks) * kRowBlock;
-    const Operands<T> op{M,       N,
-                         K,       A + b * a_batch_stride,
-                         lda_row, lda_col,
-                         B + b * b_batch_stride, ldb_row,
-                         C + b * c_batch_stride, ldc};
+    const Operands<T> op{M,
+                         N,
+                         K,
+                         A + b * a_batch_stride,
+                         lda_row,
+                         lda_col,
+                         B + b * b_batch_stride,
+                         ldb_row,
+                         C + b * c_batch_stride,
+                         ldc};
     multiply_rows(op, row_begin, std::min(row_begin + kRowBlock, M), accumulate);
   }
 }
 
 template <typename T>
-void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
-          const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc, bool accumulate) {
+void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col, const T* B,
+          int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc, bool accumulate) {
   gemm_batched<T>(1, M, N, K, A, 0, lda_row, lda_col, B, 0, ldb_row, ldb_col, C, 0, ldc,
                   accumulate);
 }
 
-#define EMBER_INSTANTIATE_GEMM(T)                                                              \
-  template void gemm<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*,       \
-                        int64_t, int64_t, T*, int64_t, bool);                                  \
-  template void gemm_batched<T>(int64_t, int64_t, int64_t, int64_t, const T*, int64_t, int64_t, \
-                                int64_t, const T*, int64_t, int64_t, int64_t, T*, int64_t,      \
+#define EMBER_INSTANTIATE_GEMM(T)                                                                 \
+  template void gemm<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, int64_t, \
+                        int64_t, T*, int64_t, bool);                                              \
+  template void gemm_batched<T>(int64_t, int64_t, int64_t, int64_t, const T*, int64_t, int64_t,   \
+                                int64_t, const T*, int64_t, int64_t, int64_t, T*, int64_t,        \
                                 int64_t, bool);
 EMBER_INSTANTIATE_GEMM(float)
 EMBER_INSTANTIATE_GEMM(double)

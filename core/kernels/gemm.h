@@ -19,8 +19,8 @@ namespace ember::kernels {
 
 // T is float, double or int64_t.
 template <typename T>
-void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
-          const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc, bool accumulate);
+void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col, const T* B,
+          int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc, bool accumulate);
 
 // `batch` independent products; operand b starts at A + b * a_batch_stride, and so on.
 // A batch stride of 0 reuses one matrix for every product (a broadcast operand).

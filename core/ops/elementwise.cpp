@@ -125,7 +125,9 @@ struct Mul : Function<Mul> {
   static constexpr const char* name = "MulBackward0";
   Tensor forward(const Tensor& a, const Tensor& b) {
     check_same_device_args(a, b, "mul");
-    save_for_backward({a, b});
+    // Each operand is kept only if the other one needs a gradient (as PyTorch does): x.mul_(2.0)
+    // overwrites x, which must not invalidate a saved x that no gradient needs.
+    save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
     DType t = result_type(a, b);
     if (t == DType::Bool)
       return binary_kernel(a, b, t, t, "mul", [](bool x, bool y) { return x && y; });
@@ -133,7 +135,7 @@ struct Mul : Function<Mul> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
-    return {grad * b, grad * a};
+    return {b.defined() ? grad * b : Tensor(), a.defined() ? grad * a : Tensor()};
   }
 };
 
@@ -458,6 +460,9 @@ Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
   }
   if (result.grad_fn()) {
     TensorImpl* impl = self.impl();
+    // The old node no longer produces self: self's hooks and retain_grad move to the new one
+    // (as in PyTorch, where y.retain_grad() before y.masked_fill_() keeps the final y's grad).
+    if (impl->grad_fn) impl->grad_fn->output.reset();
     impl->grad_fn = result.grad_fn();
     impl->requires_grad = true;
     impl->grad_fn->output = self.impl_ptr();

@@ -1,0 +1,244 @@
+// Reduction kernels: raw loops without autograd (sum, mean, var, max/min with indices, softmax).
+//
+// Every kernel here reads a contiguous block as the 3-d shape [outer, reduced, inner]: the dims
+// before the reduced ones, the reduced ones (flattened into one), and the dims after them.
+//   - Reducing the last dim of a matrix is inner == 1: one tight loop along each row.
+//   - Reducing dim 0 of a matrix is outer == 1: whole rows are added into an accumulator row,
+//     a loop over independent elements that the compiler vectorizes.
+// The ops in core/ops/reduce.cpp and core/ops/softmax.cpp bring every reduction to this form,
+// copying the input only when its reduced dims are not one contiguous block.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace ember::kernels {
+
+// The input of a reduction, read as [outer, reduced, inner] contiguous elements; the output is
+// [outer, inner] contiguous elements.
+struct ReduceShape {
+  int64_t outer = 1;
+  int64_t reduced = 1;
+  int64_t inner = 1;
+};
+
+// What sums accumulate in: double for floating types (a float32 sum is then within one rounding
+// of the exact sum), int64 for integers and bools (PyTorch sums both to int64).
+template <typename T>
+using SumAccumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+// x[0] + ... + x[n-1] in Acc, with four running sums so the additions do not wait on each other.
+template <typename Acc, typename T>
+Acc sum_row(const T* x, int64_t n) {
+  Acc partial[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    partial[0] += static_cast<Acc>(x[i]);
+    partial[1] += static_cast<Acc>(x[i + 1]);
+    partial[2] += static_cast<Acc>(x[i + 2]);
+    partial[3] += static_cast<Acc>(x[i + 3]);
+  }
+  Acc total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  for (; i < n; ++i) total += static_cast<Acc>(x[i]);
+  return total;
+}
+
+// out[o, i] = sum over r of in[o, r, i], divided by the count `reduced` when `average` (the mean;
+// an empty mean is 0 / 0 = nan, as in PyTorch). An empty sum is 0.
+template <typename T, typename R>
+void sum(const T* in, R* out, const ReduceShape& s, bool average = false) {
+  using Acc = SumAccumulator<T>;
+  auto finish = [&](Acc total) {
+    if (average) return static_cast<R>(static_cast<double>(total) / static_cast<double>(s.reduced));
+    return static_cast<R>(total);
+  };
+  if (s.inner == 1) {
+    for (int64_t o = 0; o < s.outer; ++o)
+      out[o] = finish(sum_row<Acc>(in + o * s.reduced, s.reduced));
+    return;
+  }
+  std::vector<Acc> total(s.inner);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    std::fill(total.begin(), total.end(), Acc(0));
+    const T* block = in + o * s.reduced * s.inner;
+    for (int64_t r = 0; r < s.reduced; ++r) {
+      const T* row = block + r * s.inner;
+      for (int64_t i = 0; i < s.inner; ++i) total[i] += static_cast<Acc>(row[i]);
+    }
+    for (int64_t i = 0; i < s.inner; ++i) out[o * s.inner + i] = finish(total[i]);
+  }
+}
+
+// out[o, i] = sum over r of (in[o, r, i] - mean)^2 / max(0, reduced - correction), in two passes:
+// the mean first, then the squared deviations from it. (The one-pass E[x^2] - E[x]^2 loses every
+// digit when the mean is large compared with the spread.) Floating types only.
+template <typename T>
+void variance(const T* in, T* out, const ReduceShape& s, int64_t correction) {
+  const double count = static_cast<double>(s.reduced);
+  const double divisor = static_cast<double>(std::max<int64_t>(0, s.reduced - correction));
+  if (s.inner == 1) {
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const T* row = in + o * s.reduced;
+      const double mean = sum_row<double>(row, s.reduced) / count;
+      double squares = 0;
+      for (int64_t r = 0; r < s.reduced; ++r) {
+        const double deviation = static_cast<double>(row[r]) - mean;
+        squares += deviation * deviation;
+      }
+      out[o] = static_cast<T>(squares / divisor);
+    }
+    return;
+  }
+  std::vector<double> mean(s.inner), squares(s.inner);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T* block = in + o * s.reduced * s.inner;
+    std::fill(mean.begin(), mean.end(), 0.0);
+    for (int64_t r = 0; r < s.reduced; ++r)
+      for (int64_t i = 0; i < s.inner; ++i) mean[i] += static_cast<double>(block[r * s.inner + i]);
+    for (int64_t i = 0; i < s.inner; ++i) mean[i] /= count;
+    std::fill(squares.begin(), squares.end(), 0.0);
+    for (int64_t r = 0; r < s.reduced; ++r) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const double deviation = static_cast<double>(block[r * s.inner + i]) - mean[i];
+        squares[i] += deviation * deviation;
+      }
+    }
+    for (int64_t i = 0; i < s.inner; ++i)
+      out[o * s.inner + i] = static_cast<T>(squares[i] / divisor);
+  }
+}
+
+// Whether `candidate` replaces `best` in a running max (kMax) or min. NaN wins over any number
+// and the first NaN stays, so a max or min with a NaN is NaN at its first index (as in PyTorch);
+// on a tie the earlier element stays.
+template <bool kMax, typename T>
+bool replaces(T candidate, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(best)) return false;
+    if (std::isnan(candidate)) return true;
+  }
+  return kMax ? candidate > best : candidate < best;
+}
+
+// values[o, i] = max (kMax) or min over r of in[o, r, i]; indices[o, i] = the first r where it
+// occurs. Needs reduced >= 1 (the ops check this).
+template <bool kMax, typename T>
+void extremum(const T* in, T* values, int64_t* indices, const ReduceShape& s) {
+  if (s.inner == 1) {
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const T* row = in + o * s.reduced;
+      T best = row[0];
+      int64_t best_index = 0;
+      for (int64_t r = 1; r < s.reduced; ++r) {
+        if (replaces<kMax>(row[r], best)) {
+          best = row[r];
+          best_index = r;
+        }
+      }
+      values[o] = best;
+      indices[o] = best_index;
+    }
+    return;
+  }
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T* block = in + o * s.reduced * s.inner;
+    T* best = values + o * s.inner;
+    int64_t* best_index = indices + o * s.inner;
+    for (int64_t i = 0; i < s.inner; ++i) {
+      best[i] = block[i];
+      best_index[i] = 0;
+    }
+    for (int64_t r = 1; r < s.reduced; ++r) {
+      const T* row = block + r * s.inner;
+      for (int64_t i = 0; i < s.inner; ++i) {
+        if (replaces<kMax>(row[i], best[i])) {
+          best[i] = row[i];
+          best_index[i] = r;
+        }
+      }
+    }
+  }
+}
+
+// The backward of max/min along a dim: out (zeros, [outer, reduced, inner]) receives
+// grad[o, i] at out[o, indices[o, i], i]; every other element keeps its 0.
+template <typename T>
+void scatter_to_indices(const T* grad, const int64_t* indices, T* out, const ReduceShape& s) {
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const int64_t at = o * s.inner + i;
+      out[(o * s.reduced + indices[at]) * s.inner + i] = grad[at];
+    }
+  }
+}
+
+// Softmax (or log-softmax when `log`) along the middle dim of [outer, reduced, inner]; out has
+// the same layout. Each row is one fused pass of three loops:
+//   m = max(x);  e_j = exp(x_j - m), s = sum(e);  softmax y_j = e_j / s,
+//                                                 log_softmax y_j = (x_j - m) - log(s).
+// Subtracting the max keeps exp from overflowing (softmax([1000, 1001]) is [0.2689, 0.7311]);
+// an element at -inf gives exactly 0 (or -inf), and a row of -inf gives nan everywhere, since
+// -inf - -inf is nan, as in PyTorch. Accumulates in T, as PyTorch does for float32.
+template <typename T>
+void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
+  const T minus_infinity = -std::numeric_limits<T>::infinity();
+  const int64_t n = s.reduced;
+  if (s.inner == 1) {  // the contiguous fast path: every row is n adjacent elements
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const T* x = in + o * n;
+      T* y = out + o * n;
+      T max = minus_infinity;
+      for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+      T total = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        y[j] = std::exp(x[j] - max);
+        total += y[j];
+      }
+      if (log) {
+        const T log_total = std::log(total);
+        for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - max) - log_total;
+      } else {
+        const T inverse = T(1) / total;
+        for (int64_t j = 0; j < n; ++j) y[j] *= inverse;
+      }
+    }
+    return;
+  }
+  // Rows with a stride of `inner`: the same three loops, over `inner` rows side by side.
+  std::vector<T> max(s.inner), total(s.inner);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T* x = in + o * n * s.inner;
+    T* y = out + o * n * s.inner;
+    std::fill(max.begin(), max.end(), minus_infinity);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const T v = x[j * s.inner + i];
+        max[i] = v > max[i] ? v : max[i];
+      }
+    std::fill(total.begin(), total.end(), T(0));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const int64_t at = j * s.inner + i;
+        y[at] = std::exp(x[at] - max[i]);
+        total[i] += y[at];
+      }
+    if (log) {
+      for (int64_t i = 0; i < s.inner; ++i) total[i] = std::log(total[i]);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const int64_t at = j * s.inner + i;
+          y[at] = (x[at] - max[i]) - total[i];
+        }
+    } else {
+      for (int64_t i = 0; i < s.inner; ++i) total[i] = T(1) / total[i];
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < s.inner; ++i) y[j * s.inner + i] *= total[i];
+    }
+  }
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,292 @@
+// The ops behind nn.Linear, nn.Embedding and nn.LayerNorm. addmm, embedding and layer_norm are
+// primitives with their own backward; linear is a composition that picks addmm or matmul the
+// way PyTorch's at::linear does (aten/src/ATen/native/Linear.cpp, PyTorch 1.13).
+#include "core/ops/nn_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/autograd/function.h"
+#include "core/kernels/gemm.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/linalg.h"
+
+namespace ember {
+
+using autograd::apply;
+using autograd::Function;
+
+namespace {
+
+// Can a tensor of shape `from` be broadcast to `to` (without changing `to`)?
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const std::size_t lead = to.size() - from.size();
+  for (std::size_t d = 0; d < from.size(); ++d) {
+    if (from[d] != 1 && from[d] != to[lead + d]) return false;
+  }
+  return true;
+}
+
+// ---- addmm: Y = bias + A B ----
+struct Addmm : Function<Addmm> {
+  static constexpr const char* name = "AddmmBackward0";
+  bool bias_needs_grad = false, a_needs_grad = false, b_needs_grad = false;
+
+  Tensor forward(const Tensor& bias, const Tensor& a, const Tensor& b) {
+    check(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-D matrices, got shapes ", a.shape(),
+          " and ", b.shape());
+    check(a.size(1) == b.size(0), "addmm: shapes ", a.shape(), " and ", b.shape(),
+          " cannot be multiplied (", a.size(1), " != ", b.size(0), ")");
+    check(is_floating(a.dtype()) && a.dtype() == b.dtype() && a.dtype() == bias.dtype(),
+          "addmm: expected bias, a and b of one floating point dtype, got ",
+          dtype_name(bias.dtype()), ", ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+    const Shape out_shape = {m, n};
+    check(broadcasts_to(bias.shape(), out_shape), "addmm: bias of shape ", bias.shape(),
+          " cannot be broadcast to the product's shape ", out_shape);
+    bias_needs_grad = bias.requires_grad();
+    a_needs_grad = a.requires_grad();
+    b_needs_grad = b.requires_grad();
+    save_for_backward({b_needs_grad ? a : Tensor(), a_needs_grad ? b : Tensor()});
+
+    Tensor out = empty(out_shape, a.dtype());
+    out.copy_(bias);  // every row starts as the bias, then the product is added into it
+    dispatch_floating(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      kernels::gemm<T>(m, n, k, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(),
+                       b.stride(0), b.stride(1), out.data_ptr<T>(), n, /*accumulate=*/true);
+    });
+    return out;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor a = saved(0), b = saved(1);
+    return {bias_needs_grad ? grad : Tensor(),           // dbias = dY (the engine sums the rows)
+            a_needs_grad ? mm(grad, b.t()) : Tensor(),   // dA = dY B^T
+            b_needs_grad ? mm(a.t(), grad) : Tensor()};  // dB = A^T dY
+  }
+};
+
+// ---- embedding: Y[i...] = W[indices[i...]] ----
+struct Embedding : Function<Embedding> {
+  static constexpr const char* name = "EmbeddingBackward0";
+  int64_t num_embeddings = 0, embedding_dim = 0;
+
+  Tensor forward(const Tensor& weight, const Tensor& indices) {
+    check(weight.dim() == 2, "embedding: expected a 2-D weight [num_embeddings, embedding_dim], ",
+          "got shape ", weight.shape());
+    check(indices.dtype() == DType::Int64, "embedding: expected indices of dtype int64, got ",
+          dtype_name(indices.dtype()));
+    num_embeddings = weight.size(0);
+    embedding_dim = weight.size(1);
+    const std::vector<int64_t> rows = indices.to_vector<int64_t>();
+    for (int64_t row : rows) {
+      check(row >= 0 && row < num_embeddings, "embedding: index ", row,
+            " is out of range for num_embeddings=", num_embeddings, " (expected 0 <= index < ",
+            num_embeddings, ")");
+    }
+    save_for_backward({indices});
+
+    Shape out_shape = indices.shape();
+    out_shape.push_back(embedding_dim);
+    Tensor out = empty(out_shape, weight.dtype());
+    const Tensor table = weight.contiguous();
+    dispatch(weight.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* from = table.data_ptr<T>();
+      T* to = out.data_ptr<T>();
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::copy_n(from + rows[i] * embedding_dim, embedding_dim, to + i * embedding_dim);
+      }
+    });
+    return out;
+  }
+  // dW[r] = the sum of dY[i...] over every position i... where indices[i...] == r
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const std::vector<int64_t> rows = saved(0).to_vector<int64_t>();
+    const Tensor grad_rows = grad.contiguous();
+    Tensor grad_weight = zeros({num_embeddings, embedding_dim}, grad.dtype());
+    dispatch_floating(grad.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* from = grad_rows.data_ptr<T>();
+      T* to = grad_weight.data_ptr<T>();
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        for (int64_t j = 0; j < embedding_dim; ++j) {
+          to[rows[i] * embedding_dim + j] += from[i * embedding_dim + j];
+        }
+      }
+    });
+    return {grad_weight, Tensor()};  // no gradient for the indices
+  }
+};
+
+// ---- layer_norm over the last N elements of each of M rows ----
+//
+//   mean = sum_j x_j / N       var = sum_j (x_j - mean)^2 / N       rstd = 1 / sqrt(var + eps)
+//   xhat_j = (x_j - mean) * rstd                                    y_j = xhat_j * w_j + b_j
+//
+// Sums are taken in double; mean and rstd are kept (in x's dtype) for backward.
+struct LayerNorm : Function<LayerNorm> {
+  static constexpr const char* name = "NativeLayerNormBackward0";
+  int64_t rows = 0, row_size = 0;
+  bool x_needs_grad = false, weight_needs_grad = false, bias_needs_grad = false;
+
+  Tensor forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                 const Tensor& bias, double eps) {
+    check_shapes(x, normalized_shape, weight, bias);
+    row_size = numel_of(normalized_shape);
+    rows = row_size == 0 ? 0 : x.numel() / row_size;
+    x_needs_grad = x.requires_grad();
+    weight_needs_grad = weight.defined() && weight.requires_grad();
+    bias_needs_grad = bias.defined() && bias.requires_grad();
+
+    const Tensor input = x.contiguous();
+    const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
+    const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+    Tensor y = empty(x.shape(), x.dtype());
+    Tensor mean = empty({rows}, x.dtype()), rstd = empty({rows}, x.dtype());
+    dispatch_floating(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = input.data_ptr<T>() + r * row_size;
+        T* yr = y.data_ptr<T>() + r * row_size;
+        double sum = 0;
+        for (int64_t j = 0; j < row_size; ++j) sum += xr[j];
+        const double row_mean = sum / static_cast<double>(row_size);
+        double squares = 0;
+        for (int64_t j = 0; j < row_size; ++j) squares += (xr[j] - row_mean) * (xr[j] - row_mean);
+        const double row_var = squares / static_cast<double>(row_size);  // biased
+        const T m = static_cast<T>(row_mean);
+        const T s = static_cast<T>(1.0 / std::sqrt(row_var + eps));
+        mean.data_ptr<T>()[r] = m;
+        rstd.data_ptr<T>()[r] = s;
+        // As PyTorch's CPU kernel: xhat = x * rstd + (-rstd * mean), then * w + b.
+        const T shift = -s * m;
+        for (int64_t j = 0; j < row_size; ++j) {
+          T value = xr[j] * s + shift;
+          if (w.defined()) value *= w.data_ptr<T>()[j];
+          if (b.defined()) value += b.data_ptr<T>()[j];
+          yr[j] = value;
+        }
+      }
+    });
+    save_for_backward({input, w, mean, rstd});
+    return y;
+  }
+
+  // With g_j = dy_j * w_j (the gradient reaching xhat):
+  //   dx_j = rstd * (g_j - mean_k(g_k) - xhat_j * mean_k(g_k * xhat_k))
+  //   dw_j = sum over rows of dy_j * xhat_j        db_j = sum over rows of dy_j
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const Tensor input = saved(0), w = saved(1), mean = saved(2), rstd = saved(3);
+    const Tensor dy = grad.contiguous();
+    Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
+    Tensor dw = weight_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
+    Tensor db = bias_needs_grad ? zeros(w.defined() ? w.shape() : Shape{row_size}, input.dtype())
+                                : Tensor();
+    dispatch_floating(input.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<double> dw_sum(weight_needs_grad ? row_size : 0, 0.0);
+      std::vector<double> db_sum(bias_needs_grad ? row_size : 0, 0.0);
+      std::vector<double> xhat(row_size), g(row_size);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = input.data_ptr<T>() + r * row_size;
+        const T* dyr = dy.data_ptr<T>() + r * row_size;
+        const double m = mean.data_ptr<T>()[r], s = rstd.data_ptr<T>()[r];
+        double g_sum = 0, g_xhat_sum = 0;
+        for (int64_t j = 0; j < row_size; ++j) {
+          xhat[j] = (xr[j] - m) * s;
+          g[j] = w.defined() ? dyr[j] * static_cast<double>(w.data_ptr<T>()[j]) : dyr[j];
+          g_sum += g[j];
+          g_xhat_sum += g[j] * xhat[j];
+          if (weight_needs_grad) dw_sum[j] += dyr[j] * xhat[j];
+          if (bias_needs_grad) db_sum[j] += dyr[j];
+        }
+        if (!x_needs_grad) continue;
+        const double g_mean = g_sum / static_cast<double>(row_size);
+        const double g_xhat_mean = g_xhat_sum / static_cast<double>(row_size);
+        T* dxr = dx.data_ptr<T>() + r * row_size;
+        for (int64_t j = 0; j < row_size; ++j) {
+          dxr[j] = static_cast<T>(s * (g[j] - g_mean - xhat[j] * g_xhat_mean));
+        }
+      }
+      for (std::size_t j = 0; j < dw_sum.size(); ++j)
+        dw.data_ptr<T>()[j] = static_cast<T>(dw_sum[j]);
+      for (std::size_t j = 0; j < db_sum.size(); ++j)
+        db.data_ptr<T>()[j] = static_cast<T>(db_sum[j]);
+    });
+    return {dx, dw, db};
+  }
+
+  static void check_shapes(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                           const Tensor& bias) {
+    const auto n = static_cast<int64_t>(normalized_shape.size());
+    check(n > 0,
+          "layer_norm: expected normalized_shape to be at least 1-dimensional, i.e., "
+          "containing at least one element, but got normalized_shape = ",
+          normalized_shape);
+    check(is_floating(x.dtype()), "layer_norm: expected a floating point input, got ",
+          dtype_name(x.dtype()));
+    const bool trailing_match =
+        x.dim() >= n &&
+        std::equal(normalized_shape.begin(), normalized_shape.end(), x.shape().end() - n);
+    if (!trailing_match) {
+      std::string trailing_dims;  // "3, 4" for normalized_shape [3, 4]
+      for (int64_t d : normalized_shape) {
+        trailing_dims += (trailing_dims.empty() ? "" : ", ") + std::to_string(d);
+      }
+      fail("layer_norm: given normalized_shape=", normalized_shape,
+           ", expected input with shape [*, ", trailing_dims, "], but got input of size ",
+           x.shape());
+    }
+    for (const Tensor* param : {&weight, &bias}) {
+      if (!param->defined()) continue;
+      const char* which = param == &weight ? "weight" : "bias";
+      check(param->shape() == normalized_shape, "layer_norm: expected ", which, " of shape ",
+            normalized_shape, " (normalized_shape), got ", param->shape());
+      check(param->dtype() == x.dtype(), "layer_norm: expected ", which, " of dtype ",
+            dtype_name(x.dtype()), ", got ", dtype_name(param->dtype()));
+    }
+  }
+};
+
+}  // namespace
+
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b) {
+  return apply<Addmm>(bias, a, b);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check(weight.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got shape ",
+        weight.shape());
+  const int64_t in_features = weight.size(1);
+  check(x.dim() >= 1 && x.size(-1) == in_features, "linear: input of shape ", x.shape(),
+        " does not end in in_features=", in_features, " (weight of shape ", weight.shape(), ")");
+  if (bias.defined()) {
+    check(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: expected a bias of shape ",
+          Shape{weight.size(0)}, " (out_features), got ", bias.shape());
+  }
+
+  if (x.dim() == 2 && bias.defined()) return addmm(bias, x, weight.t());
+  if (x.dim() == 3 && bias.defined() && x.is_contiguous()) {
+    // PyTorch's _flatten_3d_linear: one addmm over all batch * tokens rows.
+    const int64_t batch = x.size(0), tokens = x.size(1);
+    const Tensor rows = addmm(bias, x.view({batch * tokens, in_features}), weight.t());
+    return rows.view({batch, tokens, rows.size(1)});
+  }
+  const Tensor out = matmul(x, weight.t());
+  return bias.defined() ? out + bias : out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  return apply<Embedding>(weight, indices);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  return apply<LayerNorm>(x, normalized_shape, weight, bias, eps);
+}
+
+}  // namespace ember

@@ -1,0 +1,433 @@
+// Reductions: sum, mean, max/min, var, argmax. Each differentiable op is one struct, its forward
+// and backward side by side; the loops themselves are in core/kernels/reduce.h.
+//
+// A reduction removes the dims it reduces (or keeps them with size 1 when keepdim). Its backward
+// puts them back: the gradient is unsqueezed where the dims were removed, then expanded over the
+// input's shape (see expand_to_input).
+#include "core/ops/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/function.h"
+#include "core/kernels/reduce.h"
+#include "core/ops/elementwise.h"
+
+namespace ember {
+
+namespace {
+
+// ---- which dims a reduction removes, and how its input is laid out ----
+
+// One flag per dim of t: true where the dim is reduced. Dims may be negative; a repeated dim is
+// an Error. An empty list reduces every dim, as PyTorch 1.13 does for sum(dim=[]).
+std::vector<bool> reduced_dims(const Tensor& t, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<bool> reduced(t.dim(), dims.empty());
+  std::vector<bool> seen(std::max<int64_t>(t.dim(), 1), false);  // a 0-d tensor accepts dim 0
+  for (int64_t dim : dims) {
+    const int64_t d = wrap_dim(dim, t.dim(), op);
+    check(!seen[d], op, ": dim ", d, " appears multiple times in the list of dims (input shape ",
+          t.shape(), ")");
+    seen[d] = true;
+    if (t.dim() > 0) reduced[d] = true;
+  }
+  return reduced;
+}
+
+std::vector<bool> all_dims(const Tensor& t) { return std::vector<bool>(t.dim(), true); }
+
+// The shape of the result: reduced dims dropped, or kept with size 1.
+Shape reduced_shape(const Shape& shape, const std::vector<bool>& reduced, bool keepdim) {
+  Shape out;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(shape[d]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+// How many input elements go into each output element.
+int64_t reduced_count(const Shape& shape, const std::vector<bool>& reduced) {
+  int64_t count = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (reduced[d]) count *= shape[d];
+  return count;
+}
+
+// The reduced dims as a sorted list, e.g. for calling mean(x, dims, keepdim) in a backward.
+std::vector<int64_t> dim_list(const std::vector<bool>& reduced) {
+  std::vector<int64_t> dims;
+  for (std::size_t d = 0; d < reduced.size(); ++d)
+    if (reduced[d]) dims.push_back(static_cast<int64_t>(d));
+  return dims;
+}
+
+// The input of a reduction as one contiguous [outer, reduced, inner] block (core/kernels/reduce.h).
+struct ReductionInput {
+  Tensor data;  // contiguous; data.data_ptr<T>() is the block's first element
+  kernels::ReduceShape shape;
+};
+
+// When t is contiguous and its reduced dims are adjacent (size-1 dims in between do not matter),
+// t already is such a block. Otherwise the reduced dims are permuted to the end (inner == 1) and
+// the permuted view is copied, unless it happens to be contiguous (e.g. x.t() reduced over 0).
+ReductionInput reduction_input(const Tensor& t, const std::vector<bool>& reduced) {
+  NoGradGuard no_grad;  // a layout change, not part of any graph
+  const Shape& shape = t.shape();
+  const int64_t ndim = t.dim();
+  if (t.is_contiguous()) {
+    int64_t first = -1, last = -1;  // the first and last reduced dims that are not of size 1
+    bool adjacent = true;
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (shape[d] == 1) continue;
+      if (reduced[d]) {
+        if (first < 0) first = d;
+        if (last >= 0 && last != d - 1) {
+          // A kept dim of size > 1 between two reduced dims breaks the block.
+          for (int64_t k = last + 1; k < d; ++k) adjacent = adjacent && shape[k] == 1;
+        }
+        last = d;
+      }
+    }
+    if (adjacent) {
+      kernels::ReduceShape s;
+      for (int64_t d = 0; d < ndim; ++d) {
+        if (first < 0 || d < first) {
+          s.outer *= shape[d];
+        } else if (d <= last) {
+          s.reduced *= shape[d];
+        } else {
+          s.inner *= shape[d];
+        }
+      }
+      return {t, s};
+    }
+  }
+  Shape permuted_shape, permuted_strides;
+  kernels::ReduceShape s;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (reduced[d]) continue;
+    permuted_shape.push_back(shape[d]);
+    permuted_strides.push_back(t.strides()[d]);
+    s.outer *= shape[d];
+  }
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!reduced[d]) continue;
+    permuted_shape.push_back(shape[d]);
+    permuted_strides.push_back(t.strides()[d]);
+    s.reduced *= shape[d];
+  }
+  Tensor permuted = detail::make_view(t, permuted_shape, permuted_strides, t.offset());
+  return {permuted.contiguous(), s};
+}
+
+// The gradient of a reduction spread back over its input: each input element gets the gradient
+// of the output element it went into. Removed dims come back as size 1, then expand.
+Tensor expand_to_input(const Tensor& grad, const std::vector<bool>& reduced, bool keepdim,
+                       const Shape& input_shape) {
+  Tensor g = grad;
+  if (!keepdim) {
+    for (std::size_t d = 0; d < reduced.size(); ++d)
+      if (reduced[d]) g = g.unsqueeze(static_cast<int64_t>(d));
+  }
+  return g.expand(input_shape);
+}
+
+// ---- sum and mean ----
+
+// The raw sum (or mean, when `average`) over the flagged dims. Floats stay in their dtype; bool
+// and int64 sum to int64.
+Tensor sum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim, bool average) {
+  ReductionInput in = reduction_input(x, reduced);
+  const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
+  Tensor out = empty(reduced_shape(x.shape(), reduced, keepdim), out_dtype);
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using R = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+    kernels::sum(in.data.data_ptr<T>(), out.data_ptr<R>(), in.shape, average);
+  });
+  return out;
+}
+
+// d(sum x)/dx_i = 1: every element receives the gradient of the sum.
+struct SumAll : autograd::Function<SumAll> {
+  static constexpr const char* name = "SumBackward0";
+  Shape input_shape;
+  Tensor forward(const Tensor& x) {
+    input_shape = x.shape();
+    return sum_kernel(x, all_dims(x), /*keepdim=*/false, /*average=*/false);
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {expand_to_input(grad, std::vector<bool>(input_shape.size(), true), false, input_shape)};
+  }
+};
+
+// d(sum_dims x)/dx_i = 1: each element receives the gradient of the sum it went into.
+struct SumDims : autograd::Function<SumDims> {
+  static constexpr const char* name = "SumBackward1";
+  Shape input_shape;
+  std::vector<bool> reduced;
+  bool keepdim = false;
+  Tensor forward(const Tensor& x, const std::vector<bool>& flags, bool keep) {
+    input_shape = x.shape();
+    reduced = flags;
+    keepdim = keep;
+    return sum_kernel(x, reduced, keepdim, /*average=*/false);
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {expand_to_input(grad, reduced, keepdim, input_shape)};
+  }
+};
+
+void check_mean_dtype(const Tensor& t) {
+  check(is_floating(t.dtype()),
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+        "complex dtype. Got: ",
+        dtype_name(t.dtype()), " (input shape ", t.shape(), ")");
+}
+
+// d(mean x)/dx_i = 1/n for n elements.
+struct MeanAll : autograd::Function<MeanAll> {
+  static constexpr const char* name = "MeanBackward0";
+  Shape input_shape;
+  Tensor forward(const Tensor& x) {
+    input_shape = x.shape();
+    return sum_kernel(x, all_dims(x), /*keepdim=*/false, /*average=*/true);
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const auto n = static_cast<double>(numel_of(input_shape));
+    return {
+        expand_to_input(grad / n, std::vector<bool>(input_shape.size(), true), false, input_shape)};
+  }
+};
+
+// d(mean_dims x)/dx_i = 1/n, n the number of elements averaged into each output element.
+struct MeanDims : autograd::Function<MeanDims> {
+  static constexpr const char* name = "MeanBackward1";
+  Shape input_shape;
+  std::vector<bool> reduced;
+  bool keepdim = false;
+  Tensor forward(const Tensor& x, const std::vector<bool>& flags, bool keep) {
+    input_shape = x.shape();
+    reduced = flags;
+    keepdim = keep;
+    return sum_kernel(x, reduced, keepdim, /*average=*/true);
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const auto n = static_cast<double>(reduced_count(input_shape, reduced));
+    return {expand_to_input(grad / n, reduced, keepdim, input_shape)};
+  }
+};
+
+// ---- max and min ----
+
+constexpr const char* extremum_name(bool is_max) { return is_max ? "max" : "min"; }
+
+// The max (kMax) or min of every element, and where along `dim` it is, for a non-empty dim.
+template <bool kMax>
+ValuesIndices extremum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim) {
+  ReductionInput in = reduction_input(x, reduced);
+  const Shape out_shape = reduced_shape(x.shape(), reduced, keepdim);
+  ValuesIndices out{empty(out_shape, x.dtype()), empty(out_shape, DType::Int64)};
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::extremum<kMax>(in.data.data_ptr<T>(), out.values.data_ptr<T>(),
+                            out.indices.data_ptr<int64_t>(), in.shape);
+  });
+  return out;
+}
+
+void check_not_empty(const Tensor& t, const char* op) {
+  check(t.numel() > 0, op,
+        "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+        "reduction dim with the 'dim' argument. (input shape ",
+        t.shape(), ")");
+}
+
+void check_dim_not_empty(const Tensor& t, int64_t dim, const char* op) {
+  check(t.dim() == 0 || t.shape()[dim] > 0, op, "(): Expected reduction dim ", dim,
+        " to have non-zero size. (input shape ", t.shape(), ")");
+}
+
+// d(max x)/dx_i = 1/k on the k elements equal to the max (ties share the gradient evenly, as
+// PyTorch 1.13 does), 0 elsewhere. When the max is nan, the nan elements are the ties.
+template <bool kMax>
+struct ExtremumAll : autograd::Function<ExtremumAll<kMax>> {
+  static constexpr const char* name = kMax ? "MaxBackward1" : "MinBackward1";
+  Tensor forward(const Tensor& x) {
+    check_not_empty(x, extremum_name(kMax));
+    Tensor result = extremum_kernel<kMax>(x, all_dims(x), /*keepdim=*/false).values;
+    this->save_for_backward({x, result});
+    return result;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor x = this->saved(0), result = this->saved(1);
+    Tensor ties = std::isnan(result.item()) ? ne(x, x) : eq(x, result);
+    const auto count = static_cast<double>(sum(ties).item());
+    return {where(ties, grad / count, zeros_like(x))};
+  }
+};
+
+// d(max_dim x)/dx = the gradient at the index of each max (the first one on ties), 0 elsewhere.
+// The indices are a second output, handed out through `indices_out`.
+template <bool kMax>
+struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
+  static constexpr const char* name = kMax ? "MaxBackward0" : "MinBackward0";
+  Shape input_shape;
+  int64_t dim = 0;
+  bool keepdim = false;
+  Tensor forward(const Tensor& x, int64_t wrapped_dim, bool keep, Tensor* indices_out) {
+    input_shape = x.shape();
+    dim = wrapped_dim;
+    keepdim = keep;
+    check_dim_not_empty(x, dim, extremum_name(kMax));
+    std::vector<bool> reduced(x.dim(), false);
+    if (x.dim() > 0) reduced[dim] = true;
+    ValuesIndices result = extremum_kernel<kMax>(x, reduced, keepdim);
+    this->save_for_backward({result.indices});
+    *indices_out = result.indices;
+    return result.values;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    // grad and indices read as [outer, 1, inner], the input as [outer, size of dim, inner].
+    kernels::ReduceShape s;
+    for (int64_t d = 0; d < static_cast<int64_t>(input_shape.size()); ++d) {
+      if (d < dim) s.outer *= input_shape[d];
+      if (d == dim) s.reduced = input_shape[d];
+      if (d > dim) s.inner *= input_shape[d];
+    }
+    Tensor indices = this->saved(0);
+    Tensor grad_data = grad.contiguous();
+    Tensor grad_input = zeros(input_shape, grad.dtype());
+    dispatch_floating(grad.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      kernels::scatter_to_indices(grad_data.data_ptr<T>(), indices.data_ptr<int64_t>(),
+                                  grad_input.data_ptr<T>(), s);
+    });
+    return {grad_input};
+  }
+};
+
+template <bool kMax>
+ValuesIndices extremum_along_dim(const Tensor& t, int64_t dim, bool keepdim) {
+  const int64_t d = wrap_dim(dim, t.dim(), extremum_name(kMax));
+  Tensor indices;
+  Tensor values = autograd::apply<ExtremumDim<kMax>>(t, d, keepdim, &indices);
+  return {values, indices};
+}
+
+// ---- var ----
+
+void check_var_dtype(const Tensor& t) {
+  check(is_floating(t.dtype()),
+        "var: std and var only support floating point and complex dtypes (got ",
+        dtype_name(t.dtype()), ", input shape ", t.shape(), ")");
+}
+
+// var x = sum (x_i - mean)^2 / (n - correction);
+// d(var x)/dx_i = 2 (x_i - mean) / (n - correction) (the terms through the mean sum to zero).
+struct Var : autograd::Function<Var> {
+  static constexpr const char* name = "VarBackward0";
+  std::vector<bool> reduced;
+  int64_t correction = 1;
+  bool keepdim = false;
+  Tensor forward(const Tensor& x, const std::vector<bool>& flags, int64_t corr, bool keep) {
+    reduced = flags;
+    correction = corr;
+    keepdim = keep;
+    ReductionInput in = reduction_input(x, reduced);
+    Tensor out = empty(reduced_shape(x.shape(), reduced, keepdim), x.dtype());
+    dispatch_floating(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      kernels::variance(in.data.data_ptr<T>(), out.data_ptr<T>(), in.shape, correction);
+    });
+    save_for_backward({x});
+    return out;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor x = saved(0);
+    // As PyTorch: n - correction, not clamped at 0 as in the forward's divisor.
+    const auto dof = static_cast<double>(reduced_count(x.shape(), reduced) - correction);
+    Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
+    return {expand_to_input(grad, reduced, keepdim, x.shape()) * centered * (2.0 / dof)};
+  }
+};
+
+// ---- argmax (not differentiable) ----
+
+void check_argmax_dtype(const Tensor& t) {
+  check(t.dtype() != DType::Bool, "argmax: not implemented for bool tensors (input shape ",
+        t.shape(), ")");
+}
+
+}  // namespace
+
+// ---- the public functions ----
+
+Tensor sum(const Tensor& t) { return autograd::apply<SumAll>(t); }
+
+Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  return autograd::apply<SumDims>(t, reduced_dims(t, dims, "sum"), keepdim);
+}
+
+Tensor mean(const Tensor& t) {
+  check_mean_dtype(t);
+  return autograd::apply<MeanAll>(t);
+}
+
+Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  check_mean_dtype(t);
+  return autograd::apply<MeanDims>(t, reduced_dims(t, dims, "mean"), keepdim);
+}
+
+Tensor max(const Tensor& t) { return autograd::apply<ExtremumAll<true>>(t); }
+Tensor min(const Tensor& t) { return autograd::apply<ExtremumAll<false>>(t); }
+
+ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
+  return extremum_along_dim<true>(t, dim, keepdim);
+}
+ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
+  return extremum_along_dim<false>(t, dim, keepdim);
+}
+
+Tensor var(const Tensor& t, int64_t correction) {
+  check_var_dtype(t);
+  return autograd::apply<Var>(t, all_dims(t), correction, /*keepdim=*/false);
+}
+
+Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  check_var_dtype(t);
+  return autograd::apply<Var>(t, reduced_dims(t, dims, "var"), correction, keepdim);
+}
+
+Tensor argmax(const Tensor& t) {
+  check_argmax_dtype(t);
+  check(t.numel() > 0,
+        "argmax(): Expected reduction dim to be specified for input.numel() == 0. (input shape ",
+        t.shape(), ")");
+  return extremum_kernel<true>(t, all_dims(t), /*keepdim=*/false).indices;
+}
+
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
+  check_argmax_dtype(t);
+  const int64_t d = wrap_dim(dim, t.dim(), "argmax");
+  check_dim_not_empty(t, d, "argmax");
+  std::vector<bool> reduced(t.dim(), false);
+  if (t.dim() > 0) reduced[d] = true;
+  return extremum_kernel<true>(t, reduced, keepdim).indices;
+}
+
+// ---- Tensor methods ----
+
+Tensor Tensor::sum() const { return ember::sum(*this); }
+Tensor Tensor::sum(int64_t dim, bool keepdim) const { return ember::sum(*this, {dim}, keepdim); }
+Tensor Tensor::mean() const { return ember::mean(*this); }
+Tensor Tensor::mean(int64_t dim, bool keepdim) const { return ember::mean(*this, {dim}, keepdim); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
+  return ember::argmax(*this, dim, keepdim);
+}
+
+}  // namespace ember

@@ -1,0 +1,360 @@
+// Shape ops that build new tensors from pieces: cat, stack, index_select, gather; unsafe_view
+// (matmul's result reshaped without being a view for autograd); split and chunk as narrow()
+// views. The view ops themselves (view, reshape, narrow, ...) live in view.cpp.
+#include "core/ops/shape.h"
+
+#include <algorithm>
+
+#include "core/autograd/function.h"
+
+namespace ember {
+
+using autograd::apply;
+using autograd::Function;
+
+namespace {
+
+// PyTorch's legacy rule: a 1-d tensor of shape [0] may be concatenated with anything, and is
+// skipped.
+bool skipped_by_cat(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
+DType common_dtype(const std::vector<Tensor>& tensors) {
+  DType dtype = tensors.front().dtype();
+  for (const Tensor& t : tensors) dtype = promote(dtype, t.dtype());
+  return dtype;
+}
+
+// A window into `out` with `shape`, starting `start` steps along `dim`, with out's strides.
+Tensor window(const Tensor& out, const Shape& shape, int64_t dim, int64_t start) {
+  return detail::make_view(out, shape, out.strides(), out.offset() + start * out.stride(dim));
+}
+
+// ---- cat: y = [x_0, x_1, ...] joined along dim ----
+struct Cat : Function<Cat> {
+  static constexpr const char* name = "CatBackward0";
+  int64_t dim = 0;
+  std::vector<int64_t> starts, lengths;  // where each input lies in y along dim (-1: skipped)
+
+  Tensor forward(const std::vector<Tensor>& tensors, int64_t dim_arg) {
+    check(!tensors.empty(), "cat: expected a non-empty list of tensors");
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      check(tensors[i].dim() > 0, "cat: zero-dimensional tensor (at position ", i,
+            ") cannot be concatenated");
+    }
+    // The first tensor that is not skipped fixes the rank and the other sizes.
+    std::size_t ref = 0;
+    while (ref + 1 < tensors.size() && skipped_by_cat(tensors[ref])) ++ref;
+    const Shape& ref_shape = tensors[ref].shape();
+    dim = wrap_dim(dim_arg, tensors[ref].dim(), "cat");
+
+    Shape out_shape = ref_shape;
+    out_shape[dim] = 0;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      if (i != ref && skipped_by_cat(t)) {
+        starts.push_back(-1);
+        lengths.push_back(-1);
+        continue;
+      }
+      check(t.dim() == tensors[ref].dim(), "cat: tensors must have the same number of ",
+            "dimensions, got shapes ", ref_shape, " and ", t.shape(), " (tensor ", i, ")");
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        check(d == dim || t.size(d) == ref_shape[d], "cat: shapes ", ref_shape, " and ", t.shape(),
+              " must match except in dimension ", dim, " (tensor ", i, " differs in dimension ", d,
+              ")");
+      }
+      starts.push_back(out_shape[dim]);
+      lengths.push_back(t.size(dim));
+      out_shape[dim] += t.size(dim);
+    }
+
+    Tensor out = empty(out_shape, common_dtype(tensors));
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (lengths[i] >= 0) window(out, tensors[i].shape(), dim, starts[i]).copy_(tensors[i]);
+    }
+    return out;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    std::vector<Tensor> grads;
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      // dx_i = the slice of dy that x_i filled (a skipped [0] tensor gets an empty gradient)
+      grads.push_back(lengths[i] < 0 ? zeros({0}, grad.dtype())
+                                     : grad.narrow(dim, starts[i], lengths[i]));
+    }
+    return grads;
+  }
+};
+
+// ---- stack: y.select(dim, i) = x_i ----
+struct Stack : Function<Stack> {
+  static constexpr const char* name = "StackBackward0";
+  int64_t dim = 0;
+  std::size_t count = 0;
+
+  Tensor forward(const std::vector<Tensor>& tensors, int64_t dim_arg) {
+    check(!tensors.empty(), "stack: expected a non-empty list of tensors");
+    const Shape& shape = tensors.front().shape();
+    for (std::size_t i = 1; i < tensors.size(); ++i) {
+      check(tensors[i].shape() == shape, "stack: expects each tensor to be equal size, got ", shape,
+            " at entry 0 and ", tensors[i].shape(), " at entry ", i);
+    }
+    dim = wrap_dim(dim_arg, static_cast<int64_t>(shape.size()) + 1, "stack");
+    count = tensors.size();
+
+    Shape out_shape = shape;
+    out_shape.insert(out_shape.begin() + dim, static_cast<int64_t>(count));
+    Tensor out = empty(out_shape, common_dtype(tensors));
+    // Entry i is out.select(dim, i): out's strides without the stacking dim.
+    Shape entry_strides = out.strides();
+    entry_strides.erase(entry_strides.begin() + dim);
+    for (std::size_t i = 0; i < count; ++i) {
+      const int64_t offset = out.offset() + static_cast<int64_t>(i) * out.stride(dim);
+      detail::make_view(out, shape, entry_strides, offset).copy_(tensors[i]);
+    }
+    return out;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    std::vector<Tensor> grads;
+    for (std::size_t i = 0; i < count; ++i) {
+      grads.push_back(grad.select(dim, static_cast<int64_t>(i)));  // dx_i = dy.select(dim, i)
+    }
+    return grads;
+  }
+};
+
+// ---- index_select ----
+
+// A contiguous tensor seen as [outer, size, inner] around `dim`.
+struct AroundDim {
+  int64_t outer = 1, size = 1, inner = 1;
+  AroundDim(const Shape& shape, int64_t dim) {
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+      if (d < dim) outer *= shape[d];
+      if (d > dim) inner *= shape[d];
+    }
+    size = shape[dim];
+  }
+};
+
+// The values of an int64 index tensor, each checked to lie in [0, size).
+std::vector<int64_t> checked_indices(const char* op, const Tensor& index, int64_t dim,
+                                     int64_t size) {
+  check(index.dtype() == DType::Int64, op, ": expected an int64 index tensor, got ",
+        dtype_name(index.dtype()));
+  std::vector<int64_t> values = index.to_vector<int64_t>();
+  for (int64_t v : values) {
+    check(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dimension ", dim,
+          " with size ", size);
+  }
+  return values;
+}
+
+// y = x.index_select(dim, idx), i.e. y[.., i, ..] = x[.., idx[i], ..]
+struct IndexSelect : Function<IndexSelect> {
+  static constexpr const char* name = "IndexSelectBackward0";
+  int64_t dim = 0;
+  Shape input_shape;
+
+  Tensor forward(const Tensor& x, int64_t dim_arg, const Tensor& index) {
+    check(x.dim() > 0, "index_select: expected a tensor with at least 1 dimension, got shape ",
+          x.shape());
+    check(index.dim() <= 1, "index_select: index must be a 1-D tensor, got shape ", index.shape());
+    dim = wrap_dim(dim_arg, x.dim(), "index_select");
+    input_shape = x.shape();
+    const std::vector<int64_t> rows = checked_indices("index_select", index, dim, x.size(dim));
+    save_for_backward({index});
+
+    const Tensor source = x.contiguous();
+    Shape out_shape = x.shape();
+    out_shape[dim] = static_cast<int64_t>(rows.size());
+    Tensor out = empty(out_shape, x.dtype());
+    const AroundDim in(x.shape(), dim), picked(out_shape, dim);
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* from = source.data_ptr<T>();
+      T* to = out.data_ptr<T>();
+      for (int64_t o = 0; o < in.outer; ++o)
+        for (int64_t i = 0; i < picked.size; ++i)
+          std::copy_n(from + (o * in.size + rows[i]) * in.inner, in.inner,
+                      to + (o * picked.size + i) * in.inner);
+    });
+    return out;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    // dx = zeros, then dx[.., idx[i], ..] += dy[.., i, ..]  (a repeated index adds up)
+    const std::vector<int64_t> rows = saved(0).to_vector<int64_t>();
+    const Tensor dy = grad.contiguous();
+    Tensor dx = zeros(input_shape, grad.dtype());
+    const AroundDim in(input_shape, dim), picked(dy.shape(), dim);
+    dispatch_floating(grad.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* from = dy.data_ptr<T>();
+      T* to = dx.data_ptr<T>();
+      for (int64_t o = 0; o < in.outer; ++o)
+        for (int64_t i = 0; i < picked.size; ++i) {
+          const T* g = from + (o * picked.size + i) * in.inner;
+          T* d = to + (o * in.size + rows[i]) * in.inner;
+          for (int64_t j = 0; j < in.inner; ++j) d[j] += g[j];
+        }
+    });
+    return {dx, Tensor()};
+  }
+};
+
+// ---- gather ----
+
+// For every element of `index` (row-major order n), calls fn(n, offset) where offset is the
+// position, in a tensor with `strides`, of the element it picks: its own position with the
+// coordinate along `dim` replaced by the index value.
+template <typename Fn>
+void for_each_gathered(const Shape& index_shape, const std::vector<int64_t>& values,
+                       const Shape& strides, int64_t dim, Fn&& fn) {
+  const int64_t ndim = static_cast<int64_t>(index_shape.size());
+  std::vector<int64_t> position(ndim, 0);
+  for (std::size_t n = 0; n < values.size(); ++n) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < ndim; ++d) offset += (d == dim ? values[n] : position[d]) * strides[d];
+    fn(n, offset);
+    for (int64_t d = ndim - 1; d >= 0; --d) {  // next position, odometer style
+      if (++position[d] < index_shape[d]) break;
+      position[d] = 0;
+    }
+  }
+}
+
+// y = x.gather(dim, idx), e.g. for dim 1: y[i][j] = x[i][idx[i][j]]
+struct Gather : Function<Gather> {
+  static constexpr const char* name = "GatherBackward0";
+  int64_t dim = 0;
+  Shape input_shape;
+
+  Tensor forward(const Tensor& x, int64_t dim_arg, const Tensor& index) {
+    check(index.dim() == x.dim(), "gather: index ", index.shape(),
+          " must have the same number of dimensions as input ", x.shape());
+    dim = wrap_dim(dim_arg, x.dim(), "gather");
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      check(d == dim || index.size(d) <= x.size(d), "gather: index ", index.shape(),
+            " must not be larger than input ", x.shape(), " apart from dimension ", dim);
+    }
+    input_shape = x.shape();
+    const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
+    const std::vector<int64_t> values = checked_indices("gather", index, dim, size);
+    save_for_backward({index});
+
+    Tensor out = empty(index.shape(), x.dtype());
+    dispatch(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* from = x.data_ptr<T>();
+      T* to = out.data_ptr<T>();
+      for_each_gathered(index.shape(), values, x.strides(), dim,
+                        [&](std::size_t n, int64_t offset) { to[n] = from[offset]; });
+    });
+    return out;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    // dx = zeros, then dx[i][idx[i][j]] += dy[i][j]  (scatter_add; a repeated index adds up)
+    const Tensor index = saved(0);
+    const std::vector<int64_t> values = index.to_vector<int64_t>();
+    const Tensor dy = grad.contiguous();
+    Tensor dx = zeros(input_shape, grad.dtype());
+    dispatch_floating(grad.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* from = dy.data_ptr<T>();
+      T* to = dx.data_ptr<T>();
+      for_each_gathered(index.shape(), values, dx.strides(), dim,
+                        [&](std::size_t n, int64_t offset) { to[offset] += from[n]; });
+    });
+    return {dx, Tensor()};
+  }
+};
+
+// ---- unsafe_view: y = x seen with another shape, a fresh tensor for autograd ----
+//
+// PyTorch's _unsafe_view: same storage as x when x is contiguous, but not flagged as a view,
+// so in-place ops on y (e.g. on matmul's result) are allowed.
+struct UnsafeView : Function<UnsafeView> {
+  static constexpr const char* name = "UnsafeViewBackward0";
+  Shape input_shape;
+
+  Tensor forward(const Tensor& x, const Shape& shape) {
+    input_shape = x.shape();
+    const Shape target = infer_size(shape, x.numel());
+    const Tensor source = x.contiguous();  // a copy only when x is not contiguous
+    return detail::make_view(source, target, contiguous_strides(target), source.offset());
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {grad.reshape(input_shape)};  // dx = dy reshaped back
+  }
+
+  // `shape` with one -1 replaced by what makes it hold `numel` elements.
+  static Shape infer_size(const Shape& shape, int64_t numel) {
+    Shape out = shape;
+    int64_t known = 1;
+    auto inferred = out.end();
+    for (auto it = out.begin(); it != out.end(); ++it) {
+      if (*it == -1 && inferred == out.end()) {
+        inferred = it;
+      } else {
+        check(*it >= 0, "unsafe_view: invalid shape ", shape);
+        known *= *it;
+      }
+    }
+    if (inferred != out.end() && known != 0) *inferred = numel / known;
+    check(inferred == out.end() || known != 0, "unsafe_view: shape ", shape,
+          " is ambiguous for input of size ", numel);
+    check(numel_of(out) == numel, "unsafe_view: shape ", shape, " is invalid for input of size ",
+          numel);
+    return out;
+  }
+};
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return apply<Cat>(tensors, dim); }
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) { return apply<Stack>(tensors, dim); }
+
+Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  return apply<IndexSelect>(t, dim, index);
+}
+
+Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+  return apply<Gather>(t, dim, index);
+}
+
+Tensor unsafe_view(const Tensor& t, const Shape& shape) { return apply<UnsafeView>(t, shape); }
+
+// ---- split and chunk: narrow() views ----
+
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  check(this->dim() > 0, "split: expected a tensor with at least 1 dimension, got shape ", shape());
+  const int64_t d = wrap_dim(dim, this->dim(), "split");
+  const int64_t size = shape()[d];
+  check(split_size >= 0, "split: split_size must be non-negative, got ", split_size);
+  check(split_size > 0 || size == 0,
+        "split: split_size can only be 0 if dimension size is 0, but got dimension size of ", size);
+  // Pieces of split_size, the last one smaller; one (empty) piece for an empty dimension.
+  const int64_t pieces =
+      split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < pieces; ++i) {
+    const int64_t start = i * split_size;
+    out.push_back(narrow(d, start, std::min(split_size, size - start)));
+  }
+  return out;
+}
+
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  check(this->dim() > 0, "chunk: expected a tensor with at least 1 dimension, got shape ", shape());
+  check(chunks > 0, "chunk: number of chunks must be greater than 0, got ", chunks);
+  const int64_t d = wrap_dim(dim, this->dim(), "chunk");
+  const int64_t size = shape()[d];
+  if (size == 0) {  // as PyTorch: `chunks` empty pieces
+    std::vector<Tensor> out;
+    for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(d, 0, 0));
+    return out;
+  }
+  return split((size + chunks - 1) / chunks, d);
+}
+
+}  // namespace ember

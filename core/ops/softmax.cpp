@@ -1,0 +1,85 @@
+// softmax and log_softmax along one dim. The forward is one fused loop per row
+// (kernels::softmax in core/kernels/reduce.h); the backward is composed of tensor ops.
+#include "core/ops/softmax.h"
+
+#include "core/autograd/function.h"
+#include "core/kernels/reduce.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+
+namespace ember {
+
+namespace {
+
+// Runs the kernel on x read as [outer, size of dim, inner] (contiguous; copied if it is not).
+Tensor softmax_kernel(const Tensor& x, int64_t dim, bool log) {
+  kernels::ReduceShape s;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < dim) s.outer *= x.shape()[d];
+    if (d == dim) s.reduced = x.shape()[d];
+    if (d > dim) s.inner *= x.shape()[d];
+  }
+  Tensor input = x.contiguous();
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::softmax(input.data_ptr<T>(), out.data_ptr<T>(), s, log);
+  });
+  return out;
+}
+
+// y = softmax(x) along dim: y_j = exp(x_j) / sum_k exp(x_k).
+// dy_j/dx_i = y_j (delta_ij - y_i), so dx_i = sum_j g_j y_j (delta_ij - y_i)
+//                                           = y_i (g_i - sum_j g_j y_j).
+struct Softmax : autograd::Function<Softmax> {
+  static constexpr const char* name = "SoftmaxBackward0";
+  int64_t dim = 0;
+  Tensor forward(const Tensor& x, int64_t wrapped_dim) {
+    dim = wrapped_dim;
+    Tensor y = softmax_kernel(x, dim, /*log=*/false);
+    save_for_backward({y});
+    return y;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor y = saved(0);
+    return {y * (grad - sum(grad * y, {dim}, /*keepdim=*/true))};
+  }
+};
+
+// y = log_softmax(x) along dim: y_j = x_j - log sum_k exp(x_k).
+// dy_j/dx_i = delta_ij - softmax_i, so dx_i = g_i - exp(y_i) sum_j g_j.
+struct LogSoftmax : autograd::Function<LogSoftmax> {
+  static constexpr const char* name = "LogSoftmaxBackward0";
+  int64_t dim = 0;
+  Tensor forward(const Tensor& x, int64_t wrapped_dim) {
+    dim = wrapped_dim;
+    Tensor y = softmax_kernel(x, dim, /*log=*/true);
+    save_for_backward({y});
+    return y;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor y = saved(0);
+    return {grad - exp(y) * sum(grad, {dim}, /*keepdim=*/true)};
+  }
+};
+
+int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
+  const int64_t d = wrap_dim(dim, t.dim(), op);
+  check(is_floating(t.dtype()), op, ": expected a floating point tensor, got ",
+        dtype_name(t.dtype()), " (input shape ", t.shape(), ")");
+  return t.dim() == 0 ? 0 : d;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& t, int64_t dim) {
+  return autograd::apply<Softmax>(t, checked_dim(t, dim, "softmax"));
+}
+
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  return autograd::apply<LogSoftmax>(t, checked_dim(t, dim, "log_softmax"));
+}
+
+Tensor Tensor::softmax(int64_t dim) const { return ember::softmax(*this, dim); }
+
+}  // namespace ember

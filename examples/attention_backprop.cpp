@@ -1,0 +1,160 @@
+// Backprop through attention, looked at from the inside.
+//
+// One MultiHeadAttention forward and backward at the book's size (d_in = 3, 6 tokens, batch 2),
+// twice: with the book's head_dim = 1 (d_out = 2, 2 heads) and with head_dim = 2 (d_out = 4).
+// It prints the gradient of every intermediate (queries, keys, values, scores, weights, context)
+// and of every parameter, checks the softmax and matmul gradients autograd found against the
+// formulas derived by hand below, writes the graph as Graphviz DOT and the attention maps as
+// PNG pictures, and runs gradcheck (float64, central differences) on every chapter module.
+//
+// The forward, per batch b and head h (T tokens, d = head_dim):
+//   Q = x W_q^T, K = x W_k^T, V = x W_v^T           split into heads: [b, h, T, d]
+//   S = Q K^T                                       scores [T, T]
+//   S[i][j] = -inf for j > i                        causal mask (in place, as the book)
+//   A = softmax(S / sqrt(d)) over each row          attention weights
+//   C = A V                                         context [T, d], heads merged, then out_proj
+//
+// The backward, given dC (what autograd hands to the matmul A V):
+//   dA = dC V^T                 dV = A^T dC                         (C = A V)
+//   dZ[i][j] = A[i][j] (dA[i][j] - sum_k dA[i][k] A[i][k])          (A = softmax(Z), Z = S/sqrt(d))
+//   dS = dZ / sqrt(d)           (masked entries: A = 0 there, so dS = 0 too)
+//   dQ = dS K                   dK = dS^T Q                         (S = Q K^T)
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include "core/autograd/gradcheck.h"
+#include "core/ember.h"
+#include "examples/png.h"
+#include "nn/attention.h"
+
+using namespace ember;
+
+namespace {
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  return max(abs(a - b)).item();
+}
+
+void save_attention_maps(const Tensor& weights, const std::string& prefix) {
+  // weights: [batch, heads, T, T]; one picture per head of the first batch element.
+  for (int64_t h = 0; h < weights.size(1); ++h) {
+    Tensor map = weights.index({0, h}).detach().contiguous();
+    auto values = map.to_vector<double>();
+    std::string path = prefix + "_head" + std::to_string(h) + ".png";
+    examples::write_png(path, examples::heatmap(values, static_cast<int>(map.size(0)),
+                                                static_cast<int>(map.size(1))));
+    std::cout << "wrote " << path << "\n";
+  }
+}
+
+void study(int64_t d_out, int64_t num_heads, const std::string& label) {
+  std::cout << "\n==== MultiHeadAttention(d_in=3, d_out=" << d_out << ", context_length=6, "
+            << "dropout=0.0, num_heads=" << num_heads << "): " << label << " ====\n";
+  Tensor inputs = tensor({{0.43, 0.15, 0.89},
+                          {0.55, 0.87, 0.66},
+                          {0.57, 0.85, 0.64},
+                          {0.22, 0.58, 0.33},
+                          {0.77, 0.25, 0.10},
+                          {0.05, 0.80, 0.55}});
+  Tensor batch = stack({inputs, inputs}, 0).requires_grad_();
+
+  manual_seed(123);
+  nn::MultiHeadAttention mha(3, d_out, 6, 0.0, num_heads);
+  mha.keep_trace = true;  // keep the intermediates, with retain_grad
+  Tensor out = mha.forward(batch);
+
+  // A loss that weighs every output differently, so no gradient is trivially uniform.
+  manual_seed(0);
+  Tensor loss_weights = rand(out.shape());
+  Tensor loss = (out * loss_weights).sum();
+  std::cout << "output:\n" << out << "\nloss = (output * loss_weights).sum() = " << loss << "\n";
+  loss.backward();
+
+  const nn::AttentionTrace& t = mha.trace;
+  std::cout << "\n-- gradients of the intermediates (batch 0) --\n";
+  std::cout << "d loss / d context [b, h, T, d]:\n" << t.context.grad()[0] << "\n";
+  std::cout << "d loss / d attn_weights:\n" << t.attn_weights.grad()[0] << "\n";
+  std::cout << "d loss / d attn_scores (0 where masked):\n" << t.attn_scores.grad()[0] << "\n";
+  std::cout << "d loss / d queries:\n" << t.queries.grad()[0] << "\n";
+  std::cout << "d loss / d keys:\n" << t.keys.grad()[0] << "\n";
+  std::cout << "d loss / d values:\n" << t.values.grad()[0] << "\n";
+  std::cout << "d loss / d input (both batch rows):\n" << batch.grad() << "\n";
+
+  std::cout << "\n-- gradients of the parameters --\n";
+  for (const auto& [name, p] : mha.named_parameters()) {
+    std::cout << name << " " << size_str(p.shape()) << ":\n" << p.grad() << "\n";
+  }
+
+  std::cout << "\n-- autograd against the hand-derived formulas --\n";
+  NoGradGuard no_grad;
+  const double scale = std::sqrt(static_cast<double>(mha.head_dim));
+  Tensor A = t.attn_weights.detach(), V = t.values.detach(), Q = t.queries.detach(),
+         K = t.keys.detach(), dC = t.context.grad();
+  Tensor dA = matmul(dC, V.transpose(-2, -1));
+  Tensor dV = matmul(A.transpose(-2, -1), dC);
+  Tensor dZ = A * (dA - (dA * A).sum(-1, /*keepdim=*/true));
+  Tensor dS = dZ / scale;
+  Tensor dQ = matmul(dS, K);
+  Tensor dK = matmul(dS.transpose(-2, -1), Q);
+  struct Check {
+    const char* what;
+    Tensor formula, autograd;
+  };
+  for (const Check& c : {Check{"dA = dC V^T", dA, t.attn_weights.grad()},
+                         Check{"dV = A^T dC", dV, t.values.grad()},
+                         Check{"dS = A * (dA - rowsum(dA * A)) / sqrt(d)", dS,
+                               t.attn_scores.grad()},
+                         Check{"dQ = dS K", dQ, t.queries.grad()},
+                         Check{"dK = dS^T Q", dK, t.keys.grad()}}) {
+    double diff = max_abs_diff(c.formula, c.autograd);
+    bool ok = allclose(c.formula, c.autograd, 1e-5, 1e-6);
+    std::cout << (ok ? "ok   " : "FAIL ") << c.what << ": max |formula - autograd| = " << diff
+              << "\n";
+  }
+
+  std::string stem = "attention_backprop_" + label;
+  std::ofstream(stem + ".dot") << autograd::to_dot(loss);
+  std::cout << "\nwrote " << stem << ".dot (render: dot -Tpng " << stem << ".dot -o graph.png)\n";
+  save_attention_maps(A, stem + "_weights");
+}
+
+// gradcheck in float64 of a module w.r.t. its input and every parameter.
+template <typename M> void check_module(const std::string& name, std::shared_ptr<M> module) {
+  module->to(DType::Float64);
+  std::vector<Tensor> inputs;
+  manual_seed(7);
+  inputs.push_back(rand({2, 4, 3}, DType::Float64).requires_grad_());
+  std::vector<Tensor> params = module->parameters();
+  inputs.insert(inputs.end(), params.begin(), params.end());
+  auto fn = [&](const std::vector<Tensor>& in) { return module->forward(in[0]); };
+  auto result = autograd::gradcheck(fn, inputs);
+  std::cout << (result.ok ? "ok   " : "FAIL ") << "gradcheck " << name << " (input and "
+            << params.size() << " parameters)" << (result.ok ? "" : "\n" + result.report) << "\n";
+}
+
+}  // namespace
+
+int main() {
+  study(/*d_out=*/2, /*num_heads=*/2, "head_dim1");
+  study(/*d_out=*/4, /*num_heads=*/2, "head_dim2");
+
+  std::cout << "\n==== gradcheck of every chapter module (float64, central differences) ====\n";
+  manual_seed(1);
+  check_module("SelfAttention_v2(3, 2, qkv_bias=true)",
+               std::make_shared<nn::SelfAttentionV2>(3, 2, true));
+  check_module("CausalAttention(3, 2, 6, 0.0)", std::make_shared<nn::CausalAttention>(3, 2, 6, 0.0));
+  check_module("MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)",
+               std::make_shared<nn::MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2));
+  check_module("MultiHeadAttention(3, 4, 6, 0.0, 2)",
+               std::make_shared<nn::MultiHeadAttention>(3, 4, 6, 0.0, 2));
+  // SelfAttention_v1 works on 2-d inputs.
+  auto v1 = std::make_shared<nn::SelfAttentionV1>(3, 2);
+  v1->to(DType::Float64);
+  std::vector<Tensor> inputs = {rand({5, 3}, DType::Float64).requires_grad_()};
+  for (const Tensor& p : v1->parameters()) inputs.push_back(p);
+  auto result = autograd::gradcheck(
+      [&](const std::vector<Tensor>& in) { return v1->forward(in[0]); }, inputs);
+  std::cout << (result.ok ? "ok   " : "FAIL ") << "gradcheck SelfAttention_v1(3, 2)\n";
+  return 0;
+}

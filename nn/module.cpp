@@ -1,0 +1,363 @@
+#include "nn/module.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <typeinfo>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+
+namespace ember::nn {
+
+namespace {
+
+// The class name of a module for printing: "ember::nn::Linear" -> "Linear".
+std::string class_name_without_namespaces(const std::type_info& type) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string name = status == 0 ? demangled : type.name();
+  std::free(demangled);
+  const std::size_t template_start = name.find('<');
+  const std::size_t last_scope = name.rfind("::", template_start);
+  return last_scope == std::string::npos ? name : name.substr(last_scope + 2);
+}
+
+template <typename Entry>
+const Entry* find_entry(const std::vector<std::pair<std::string, Entry>>& entries,
+                        const std::string& name) {
+  for (const auto& [key, value] : entries) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
+bool contains(const std::vector<const void*>& seen, const void* p) {
+  return std::find(seen.begin(), seen.end(), p) != seen.end();
+}
+
+// PyTorch's _addindent: every line but the first indented by `spaces`.
+std::string indent_following_lines(const std::string& text, int spaces) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += std::string(spaces, ' ');
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor Parameter(const Tensor& t, bool requires_grad) {
+  check(t.defined(), "Parameter: expected a defined tensor");
+  Tensor leaf = t.detach();
+  leaf.requires_grad_(requires_grad);
+  return leaf;
+}
+
+Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
+
+Tensor Module::forward(const Tensor& /*x*/) {
+  fail("Module [", type_name(), "] is missing the required \"forward\" function");
+}
+
+// ---- registration ----
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  check(!name.empty(), "register_", what, ": ", what, " name can't be empty string \"\"");
+  check(name.find('.') == std::string::npos, "register_", what, ": ", what,
+        " name can't contain \".\", got \"", name, "\"");
+  const bool taken =
+      find_entry(parameters_, name) || find_entry(buffers_, name) || find_entry(submodules_, name);
+  check(!taken, "register_", what, ": attribute '", name, "' already exists in ", type_name());
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name(name, "parameter");
+  if (tensor.defined()) {
+    if (!tensor.is_leaf()) {
+      fail("register_parameter: cannot register a non-leaf tensor as parameter '", name,
+           "' (it was computed by ", tensor.grad_fn()->name(),
+           "); register nn::Parameter(t) or t.detach() instead");
+    }
+    tensor.requires_grad_(requires_grad);
+  }
+  parameters_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+  check_new_name(name, "buffer");
+  buffers_.emplace_back(name, tensor);
+  if (!persistent) non_persistent_buffers_.push_back(name);
+  return tensor;
+}
+
+void Module::add_submodule(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name, "module");
+  check(module != nullptr, "register_module: module '", name, "' is null");
+  check(module.get() != this, "register_module: a module cannot be its own submodule ('", name,
+        "')");
+  submodules_.emplace_back(name, std::move(module));
+}
+
+// ---- traversal ----
+
+template <typename Visit>
+void Module::visit_modules(const std::string& prefix, std::vector<const Module*>& seen,
+                           Visit&& visit) const {
+  if (std::find(seen.begin(), seen.end(), this) != seen.end()) return;
+  seen.push_back(this);
+  visit(prefix, *this);
+  for (const auto& [name, child] : submodules_) {
+    child->visit_modules(prefix.empty() ? name : prefix + "." + name, seen, visit);
+  }
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  std::vector<const void*> seen_tensors;
+  auto collect = [&](const std::string& prefix, const Module& module) {
+    for (const auto& [name, tensor] : module.parameters_) {
+      if (!tensor.defined() || contains(seen_tensors, tensor.impl())) continue;
+      seen_tensors.push_back(tensor.impl());
+      out.emplace_back(prefix.empty() ? name : prefix + "." + name, tensor);
+    }
+  };
+  if (!recurse) {
+    collect("", *this);
+    return out;
+  }
+  std::vector<const Module*> seen_modules;
+  visit_modules("", seen_modules, collect);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  std::vector<const void*> seen_tensors;
+  auto collect = [&](const std::string& prefix, const Module& module) {
+    for (const auto& [name, tensor] : module.buffers_) {
+      if (!tensor.defined() || contains(seen_tensors, tensor.impl())) continue;
+      seen_tensors.push_back(tensor.impl());
+      out.emplace_back(prefix.empty() ? name : prefix + "." + name, tensor);
+    }
+  };
+  if (!recurse) {
+    collect("", *this);
+    return out;
+  }
+  std::vector<const Module*> seen_modules;
+  visit_modules("", seen_modules, collect);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, tensor] : named_parameters(recurse)) out.push_back(tensor);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, tensor] : named_buffers(recurse)) out.push_back(tensor);
+  return out;
+}
+
+NamedModules Module::named_children() const {
+  NamedModules out;
+  std::vector<const void*> seen;
+  for (const auto& [name, child] : submodules_) {
+    if (contains(seen, child.get())) continue;
+    seen.push_back(child.get());
+    out.emplace_back(name, child);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [name, child] : named_children()) out.push_back(child);
+  return out;
+}
+
+NamedModules Module::named_modules() {
+  // This module's own pointer: shared if it is owned by a shared_ptr, otherwise (a module on
+  // the stack) a non-owning one.
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+  NamedModules out = {{"", self}};
+  std::vector<const Module*> seen = {this};
+  for (const auto& [name, child] : submodules_) {
+    child->visit_modules(name, seen, [&](const std::string& prefix, const Module& module) {
+      // Every module below this one is held by its parent's shared_ptr.
+      out.emplace_back(prefix, std::const_pointer_cast<Module>(module.shared_from_this()));
+    });
+  }
+  return out;
+}
+
+// ---- modes and gradients ----
+
+Module& Module::train(bool on) {
+  training_ = on;
+  for (const auto& [name, child] : submodules_) child->train(on);
+  return *this;
+}
+
+void Module::zero_grad() {
+  for (Tensor& p : parameters()) p.set_grad(Tensor());
+}
+
+// ---- state dict ----
+
+void Module::append_state(const std::string& prefix, StateDict& out) const {
+  for (const auto& [name, tensor] : parameters_) {
+    if (tensor.defined()) out.emplace_back(prefix + name, tensor.detach());
+  }
+  for (const auto& [name, tensor] : buffers_) {
+    const bool persistent =
+        std::find(non_persistent_buffers_.begin(), non_persistent_buffers_.end(), name) ==
+        non_persistent_buffers_.end();
+    if (tensor.defined() && persistent) out.emplace_back(prefix + name, tensor.detach());
+  }
+  for (const auto& [name, child] : submodules_) child->append_state(prefix + name + ".", out);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  append_state("", out);
+  return out;
+}
+
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  const StateDict own = state_dict();
+  LoadResult result;
+  std::vector<std::string> size_mismatches;
+  for (const auto& [key, target] : own) {
+    const Tensor* source = find_entry(state, key);
+    if (!source) {
+      result.missing_keys.push_back(key);
+    } else if (source->shape() != target.shape()) {
+      size_mismatches.push_back("size mismatch for " + key + ": copying a param with shape " +
+                                shape_str(source->shape()) +
+                                " from checkpoint, the shape in current model is " +
+                                shape_str(target.shape()) + ".");
+    }
+  }
+  for (const auto& [key, source] : state) {
+    if (!find_entry(own, key)) result.unexpected_keys.push_back(key);
+  }
+
+  // PyTorch's message: missing keys, then unexpected keys (both only when strict), then sizes.
+  auto quoted_list = [](const std::vector<std::string>& keys) {
+    std::string text;
+    for (const std::string& key : keys) text += (text.empty() ? "\"" : ", \"") + key + "\"";
+    return text;
+  };
+  std::vector<std::string> errors;
+  if (strict && !result.missing_keys.empty()) {
+    errors.push_back("Missing key(s) in state_dict: " + quoted_list(result.missing_keys) + ". ");
+  }
+  if (strict && !result.unexpected_keys.empty()) {
+    errors.push_back("Unexpected key(s) in state_dict: " + quoted_list(result.unexpected_keys) +
+                     ". ");
+  }
+  errors.insert(errors.end(), size_mismatches.begin(), size_mismatches.end());
+  if (!errors.empty()) {
+    std::string message = "Error(s) in loading state_dict for " + type_name() + ":";
+    for (const std::string& error : errors) message += "\n\t" + error;
+    throw Error(message);
+  }
+
+  NoGradGuard no_grad;
+  for (const auto& [key, target] : own) {
+    if (const Tensor* source = find_entry(state, key)) {
+      Tensor destination = target;
+      destination.copy_(*source);
+    }
+  }
+  return result;
+}
+
+// ---- printing ----
+
+std::string Module::type_name() const {
+  return type_name_.empty() ? class_name_without_namespaces(typeid(*this)) : type_name_;
+}
+
+// PyTorch's Module.__repr__: "Name(extra)" on one line when there is one line of extra_repr and
+// no submodules; otherwise the extra_repr lines and "(name): <submodule repr>" lines, each on a
+// line of its own indented by two spaces.
+std::string Module::to_string() const {
+  std::vector<std::string> lines;
+  std::istringstream extra(extra_repr());
+  for (std::string line; std::getline(extra, line);) lines.push_back(line);
+  const std::size_t extra_lines = lines.size();
+  for (const auto& [name, child] : submodules_) {
+    lines.push_back("(" + name + "): " + indent_following_lines(child->to_string(), 2));
+  }
+  std::string text = type_name() + "(";
+  if (extra_lines == 1 && lines.size() == 1) {
+    text += lines[0];
+  } else if (!lines.empty()) {
+    for (const std::string& line : lines) text += "\n  " + line;
+    text += "\n";
+  }
+  return text + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) {
+  return os << module.to_string();
+}
+
+// Python's float repr: the shortest digits that read back as the same double, written
+// positionally when the decimal exponent is in [-4, 16), in scientific notation otherwise.
+std::string float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  const std::string scientific(buffer, result.ptr);  // "-1.5e-07"
+  const std::size_t e = scientific.find('e');
+  std::string mantissa = scientific.substr(0, e);
+  const int exponent = std::stoi(scientific.substr(e + 1));
+  std::string sign;
+  if (mantissa[0] == '-') {
+    sign = "-";
+    mantissa.erase(0, 1);
+  }
+  std::string digits = mantissa;  // the significant digits, without the point
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+
+  if (exponent >= -4 && exponent < 16) {
+    std::string integer_part, fraction;
+    if (exponent >= 0) {
+      const auto integer_digits = static_cast<std::size_t>(exponent) + 1;
+      if (digits.size() <= integer_digits) {
+        integer_part = digits + std::string(integer_digits - digits.size(), '0');
+        fraction = "0";
+      } else {
+        integer_part = digits.substr(0, integer_digits);
+        fraction = digits.substr(integer_digits);
+      }
+    } else {
+      integer_part = "0";
+      fraction = std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+    }
+    return sign + integer_part + "." + fraction;
+  }
+  std::string text = sign + digits.substr(0, 1);
+  if (digits.size() > 1) text += "." + digits.substr(1);
+  const int magnitude = std::abs(exponent);
+  text += exponent < 0 ? "e-" : "e+";
+  if (magnitude < 10) text += "0";
+  return text + std::to_string(magnitude);
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,153 @@
+// nn::Module: the base of every layer and model. A module registers what it owns by name:
+//
+//   class TwoLayers : public nn::Module {
+//    public:
+//     TwoLayers() {
+//       hidden = register_module("hidden", std::make_shared<nn::Linear>(3, 4));
+//       out = register_module("out", std::make_shared<nn::Linear>(4, 2));
+//       register_buffer("mask", ones({2, 2}));
+//     }
+//     Tensor forward(const Tensor& x) override { return (*out)(relu((*hidden)(x))); }
+//     std::shared_ptr<nn::Linear> hidden, out;
+//   };
+//
+// and the registry gives PyTorch's answers: named_parameters() lists "hidden.weight",
+// "hidden.bias", "out.weight", "out.bias"; state_dict() adds the buffer "mask"; train() and
+// eval() reach every submodule; printing shows the same text as PyTorch's repr(module).
+//
+// Modules are held by std::shared_ptr (a submodule may be shared by several parents, and
+// named_modules() hands out pointers to them). A module is not copyable.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::nn {
+
+class Module;
+
+// (dotted name, tensor) pairs in PyTorch's order: what named_parameters(), named_buffers() and
+// state_dict() return. Keys look like "W_query.weight" or "heads.0.W_key.weight".
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = NamedTensors;
+using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+
+// nn.Parameter(t): t as a leaf that requires grad (sharing t's storage), ready to register:
+//   W_query = register_parameter("W_query", nn::Parameter(rand({d_in, d_out})));
+Tensor Parameter(const Tensor& t, bool requires_grad = true);
+
+// What load_state_dict found (PyTorch's _IncompatibleKeys): keys the module has that the
+// state dict lacks, and keys of the state dict the module does not have.
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  // type_name is the name printing shows ("Linear"); left empty, it is the C++ class name
+  // without its namespaces, as PyTorch prints the Python class name.
+  explicit Module(std::string type_name = "");
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // ---- running ----
+
+  // The computation of the module on one input. Modules that take other arguments declare
+  // their own forward (and operator()) instead; this one then throws, like PyTorch's.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // ---- registering what the module owns ----
+  // Names must be non-empty, hold no dot, and be new to this module (among its parameters,
+  // buffers and submodules); each call returns what it registered.
+
+  // A parameter: a leaf tensor (set to require grad unless requires_grad is false). An
+  // undefined tensor reserves the name without a parameter, as PyTorch's
+  // register_parameter("bias", None) does; such entries are skipped everywhere.
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // A buffer: state that is not trained (a mask, running statistics). A persistent buffer is
+  // part of state_dict().
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // A submodule; its parameters appear under "name.".
+  template <typename ModuleType>
+  std::shared_ptr<ModuleType> register_module(const std::string& name,
+                                              std::shared_ptr<ModuleType> module) {
+    add_submodule(name, module);
+    return module;
+  }
+
+  // ---- what the module holds ----
+  // recurse=false: only this module's own entries. With recurse, every module is visited once,
+  // in PyTorch's order: this module's own entries first, then each submodule's (depth first,
+  // in registration order). A tensor or module reachable twice is listed once.
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;  // direct submodules
+  NamedModules named_children() const;
+  // This module (named "") and every module below it ("W_query", "heads.0.W_key", ...).
+  NamedModules named_modules();
+
+  // ---- training mode and gradients ----
+
+  // Sets training mode on this module and every module below it; Dropout reads it.
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+  // Resets the gradient of every parameter to undefined (PyTorch's set_to_none=True).
+  void zero_grad();
+
+  // ---- saving and loading ----
+
+  // Every parameter and persistent buffer, detached (sharing storage), keyed by dotted name:
+  // each module's own parameters, then its buffers, then its submodules' entries.
+  StateDict state_dict() const;
+  // Copies the values of `state` into this module's parameters and buffers (under no-grad).
+  // Throws, before copying anything, on shape mismatches and, when strict, on missing or
+  // unexpected keys, with PyTorch's message:
+  //   Error(s) in loading state_dict for Linear:
+  //   	Missing key(s) in state_dict: "bias".
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // ---- printing, as PyTorch's repr(module) ----
+
+  std::string type_name() const;
+  // The text inside the parentheses, e.g. "in_features=3, out_features=2, bias=True".
+  virtual std::string extra_repr() const { return ""; }
+  // "Linear(in_features=3, out_features=2, bias=True)", or the submodules one per line.
+  std::string to_string() const;
+
+ private:
+  void add_submodule(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name, const char* what) const;
+  // Calls visit(prefix, module) on this module and every module below it, each once, in
+  // PyTorch's order (pre-order, submodules in registration order).
+  template <typename Visit>
+  void visit_modules(const std::string& prefix, std::vector<const Module*>& seen,
+                     Visit&& visit) const;
+  void append_state(const std::string& prefix, StateDict& out) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::string> non_persistent_buffers_;
+  NamedModules submodules_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// Python's repr of a float, for extra_repr: 0.5 -> "0.5", 0.0 -> "0.0", 1e-5 -> "1e-05".
+std::string float_repr(double value);
+
+}  // namespace ember::nn

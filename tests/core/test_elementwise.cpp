@@ -1,0 +1,518 @@
+// Elementwise ops: forward values against PyTorch 1.13, broadcasting, dtype promotion,
+// comparisons, activations (gelu exact and tanh), masked_fill and where.
+//
+// Expected numbers come from /usr/bin/python3 with torch 1.13; the Python line that produced them
+// is in the comment above each literal.
+#include "core/ops/elementwise.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/autograd/function.h"
+#include "core/error.h"
+
+namespace ember {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::Pointwise;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 1.5])
+Tensor sample() { return tensor({-2.0, -0.5, 0.0, 0.5, 1.5}); }
+
+// ---- arithmetic and broadcasting ----
+
+TEST(ElementwiseArithmetic, BroadcastsLikePyTorch) {
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor b = tensor({10, 20, 30});
+  Tensor c = tensor({{2}, {4}});
+  // (a+b).tolist() -> [[11, 22, 33], [14, 25, 36]]
+  Tensor sum = a + b;
+  EXPECT_EQ(sum.shape(), (Shape{2, 3}));
+  EXPECT_THAT(values(sum), ElementsAre(11, 22, 33, 14, 25, 36));
+  // (a-c).tolist() -> [[-1, 0, 1], [0, 1, 2]]
+  EXPECT_THAT(values(a - c), ElementsAre(-1, 0, 1, 0, 1, 2));
+  // (a*c).tolist() -> [[2, 4, 6], [16, 20, 24]]
+  EXPECT_THAT(values(a * c), ElementsAre(2, 4, 6, 16, 20, 24));
+  // (b/c).tolist() -> [[5, 10, 15], [2.5, 5, 7.5]]
+  Tensor q = b / c;
+  EXPECT_EQ(q.shape(), (Shape{2, 3}));
+  EXPECT_THAT(values(q), ElementsAre(5, 10, 15, 2.5, 5, 7.5));
+  // (-a).tolist() -> [[-1, -2, -3], [-4, -5, -6]]
+  EXPECT_THAT(values(-a), ElementsAre(-1, -2, -3, -4, -5, -6));
+  EXPECT_THAT(values(neg(a)), ElementsAre(-1, -2, -3, -4, -5, -6));
+}
+
+TEST(ElementwiseArithmetic, NamedFunctionsMatchOperators) {
+  Tensor a = tensor({1.5, -2.0});
+  Tensor b = tensor({0.5, 4.0});
+  EXPECT_TRUE(equal(add(a, b), a + b));
+  EXPECT_TRUE(equal(sub(a, b), a - b));
+  EXPECT_TRUE(equal(mul(a, b), a * b));
+  EXPECT_TRUE(equal(div(a, b), a / b));
+  EXPECT_THAT(values(add(a, 1.0)), ElementsAre(2.5, -1.0));
+  EXPECT_THAT(values(sub(a, 1.0)), ElementsAre(0.5, -3.0));
+  EXPECT_THAT(values(mul(a, 2.0)), ElementsAre(3.0, -4.0));
+  EXPECT_THAT(values(div(a, 2.0)), ElementsAre(0.75, -1.0));
+}
+
+TEST(ElementwiseArithmetic, ScalarOnEitherSide) {
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}});
+  // (2-a).tolist() -> [[1, 0, -1], [-2, -3, -4]]
+  EXPECT_THAT(values(2.0 - a), ElementsAre(1, 0, -1, -2, -3, -4));
+  EXPECT_THAT(values(a - 2.0), ElementsAre(-1, 0, 1, 2, 3, 4));
+  EXPECT_THAT(values(1.0 + a), ElementsAre(2, 3, 4, 5, 6, 7));
+  EXPECT_THAT(values(3.0 * a), ElementsAre(3, 6, 9, 12, 15, 18));
+  // (2/a).tolist() -> [[2.0, 1.0, 0.6666666865348816], [0.5, 0.4000000059604645,
+  // 0.3333333432674408]]
+  EXPECT_THAT(values(2.0 / a),
+              ElementsAre(2.0, 1.0, 0.6666666865348816, 0.5, 0.4000000059604645,
+                          0.3333333432674408));
+  EXPECT_EQ((2.0 / a).dtype(), DType::Float32);
+}
+
+TEST(ElementwiseArithmetic, BroadcastsBothOperandsToANewShape) {
+  Tensor col = tensor({{1}, {2}, {3}});  // [3, 1]
+  Tensor row = tensor({10, 20});         // [2]
+  Tensor out = col * row;
+  EXPECT_EQ(out.shape(), (Shape{3, 2}));
+  EXPECT_THAT(values(out), ElementsAre(10, 20, 20, 40, 30, 60));
+  // A 0-d tensor broadcasts against anything.
+  EXPECT_THAT(values(col + scalar_tensor(0.5)), ElementsAre(1.5, 2.5, 3.5));
+}
+
+TEST(ElementwiseArithmetic, WorksOnNonContiguousOperands) {
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor at = a.t();  // [3, 2], strides [1, 3]
+  ASSERT_FALSE(at.is_contiguous());
+  Tensor out = at + tensor({{100, 200}, {300, 400}, {500, 600}});
+  EXPECT_TRUE(out.is_contiguous());
+  EXPECT_THAT(values(out), ElementsAre(101, 204, 302, 405, 503, 606));
+  // Slices with steps.
+  Tensor every_other = arange(10.0, DType::Float32).slice(0, 1, std::nullopt, 3);  // 1, 4, 7
+  EXPECT_THAT(values(every_other * 2.0), ElementsAre(2, 8, 14));
+}
+
+// ---- dtype promotion ----
+
+TEST(ElementwisePromotion, IntegerAndBoolOperands) {
+  Tensor i = tensor({1, 2, 3}, DType::Int64);
+  // (i+1).dtype -> torch.int64
+  Tensor plus = i + 1.0;
+  EXPECT_EQ(plus.dtype(), DType::Int64);
+  EXPECT_THAT(plus.to_vector<int64_t>(), ElementsAre(2, 3, 4));
+  // (i/2).dtype -> torch.float32 (true division); values [0.5, 1.0, 1.5]
+  Tensor half = i / 2.0;
+  EXPECT_EQ(half.dtype(), DType::Float32);
+  EXPECT_THAT(values(half), ElementsAre(0.5, 1.0, 1.5));
+  // (i*0.5).dtype -> torch.float32, [0.5, 1.0, 1.5]
+  Tensor scaled = i * 0.5;
+  EXPECT_EQ(scaled.dtype(), DType::Float32);
+  EXPECT_THAT(values(scaled), ElementsAre(0.5, 1.0, 1.5));
+  // int / int tensor -> float32
+  EXPECT_EQ((i / tensor({2, 2, 2}, DType::Int64)).dtype(), DType::Float32);
+  // (i + torch.tensor([0.5])).dtype -> torch.float32
+  EXPECT_EQ((i + tensor({0.5})).dtype(), DType::Float32);
+  // (torch.tensor([True, False]) + 1).tolist() -> [2, 1] (int64)
+  Tensor b = tensor({1, 0}, DType::Bool);
+  Tensor bp = b + 1.0;
+  EXPECT_EQ(bp.dtype(), DType::Int64);
+  EXPECT_THAT(bp.to_vector<int64_t>(), ElementsAre(2, 1));
+  // (torch.tensor([True, False]) + torch.tensor([True, True])).tolist() -> [True, True]
+  Tensor bb = b + tensor({1, 1}, DType::Bool);
+  EXPECT_EQ(bb.dtype(), DType::Bool);
+  EXPECT_THAT(bb.to_vector<int64_t>(), ElementsAre(1, 1));
+  // bool * bool is logical and.
+  Tensor band = b * tensor({1, 1}, DType::Bool);
+  EXPECT_EQ(band.dtype(), DType::Bool);
+  EXPECT_THAT(band.to_vector<int64_t>(), ElementsAre(1, 0));
+}
+
+TEST(ElementwisePromotion, FloatWidths) {
+  // (torch.tensor([1., 2.]) + torch.tensor(1., dtype=torch.float64)).dtype -> torch.float32
+  EXPECT_EQ((tensor({1, 2}) + scalar_tensor(1.0, DType::Float64)).dtype(), DType::Float32);
+  // (torch.tensor([1., 2.], dtype=torch.float64) + torch.tensor([1.])).dtype -> torch.float64
+  EXPECT_EQ((tensor({1, 2}, DType::Float64) + tensor({1.0})).dtype(), DType::Float64);
+  // Two 0-d tensors promote normally.
+  EXPECT_EQ((scalar_tensor(1.0) + scalar_tensor(1.0, DType::Float64)).dtype(), DType::Float64);
+  // Math on integers gives float32: torch.exp(torch.tensor([0, 1])).dtype -> torch.float32
+  Tensor e = exp(tensor({0, 1}, DType::Int64));
+  EXPECT_EQ(e.dtype(), DType::Float32);
+  EXPECT_THAT(values(e), Pointwise(DoubleNear(1e-6), std::vector<double>{1.0, std::exp(1.0)}));
+  // torch.tensor([-3, 2]).abs() -> tensor([3, 2]) int64
+  Tensor ab = abs(tensor({-3, 2}, DType::Int64));
+  EXPECT_EQ(ab.dtype(), DType::Int64);
+  EXPECT_THAT(ab.to_vector<int64_t>(), ElementsAre(3, 2));
+  // Float64 stays float64 through unary math.
+  EXPECT_EQ(exp(tensor({0.0}, DType::Float64)).dtype(), DType::Float64);
+}
+
+// ---- unary math ----
+
+TEST(ElementwiseUnary, MathFunctions) {
+  Tensor x = sample();
+  // torch.exp(x).tolist()
+  EXPECT_THAT(values(exp(x)), Pointwise(DoubleNear(1e-6), std::vector<double>{
+                                                              0.1353352814912796,
+                                                              0.6065306663513184,
+                                                              1.0,
+                                                              1.6487212181091309,
+                                                              4.481688976287842,
+                                                          }));
+  EXPECT_TRUE(allclose(x.exp(), exp(x)));
+  // p = torch.tensor([0.25, 1.0, 4.0]); torch.log(p), torch.sqrt(p), p.pow(1.5), p.pow(-1)
+  Tensor p = tensor({0.25, 1.0, 4.0});
+  EXPECT_THAT(values(log(p)), Pointwise(DoubleNear(1e-6), std::vector<double>{
+                                                              -1.3862943649291992,
+                                                              0.0,
+                                                              1.3862943649291992,
+                                                          }));
+  EXPECT_THAT(values(p.sqrt()), ElementsAre(0.5, 1.0, 2.0));
+  EXPECT_THAT(values(p.pow(1.5)), ElementsAre(0.125, 1.0, 8.0));
+  EXPECT_THAT(values(p.pow(-1)), ElementsAre(4.0, 1.0, 0.25));
+  EXPECT_THAT(values(p.pow(2)), ElementsAre(0.0625, 1.0, 16.0));
+  EXPECT_THAT(values(p.pow(0.5)), ElementsAre(0.5, 1.0, 2.0));
+  EXPECT_THAT(values(p.pow(0)), ElementsAre(1.0, 1.0, 1.0));
+  EXPECT_THAT(values(abs(x)), ElementsAre(2.0, 0.5, 0.0, 0.5, 1.5));
+  EXPECT_THAT(values(x.abs()), ElementsAre(2.0, 0.5, 0.0, 0.5, 1.5));
+  EXPECT_THAT(values(x.neg()), ElementsAre(2.0, 0.5, -0.0, -0.5, -1.5));
+  // Integer powers of integers stay integers: torch.tensor([2, 3]).pow(2) -> tensor([4, 9])
+  Tensor ip = tensor({2, 3}, DType::Int64).pow(2);
+  EXPECT_EQ(ip.dtype(), DType::Int64);
+  EXPECT_THAT(ip.to_vector<int64_t>(), ElementsAre(4, 9));
+}
+
+TEST(ElementwiseUnary, Activations) {
+  Tensor x = sample();
+  // torch.tanh(x).tolist()
+  EXPECT_THAT(values(tanh(x)), Pointwise(DoubleNear(1e-6), std::vector<double>{
+                                                               -0.9640275835990906,
+                                                               -0.46211716532707214,
+                                                               0.0,
+                                                               0.46211716532707214,
+                                                               0.9051482677459717,
+                                                           }));
+  // torch.sigmoid(x).tolist()
+  EXPECT_THAT(values(sigmoid(x)), Pointwise(DoubleNear(1e-6), std::vector<double>{
+                                                                  0.11920291930437088,
+                                                                  0.3775406777858734,
+                                                                  0.5,
+                                                                  0.622459352016449,
+                                                                  0.8175744414329529,
+                                                              }));
+  // torch.relu(x).tolist() -> [0.0, 0.0, 0.0, 0.5, 1.5]
+  EXPECT_THAT(values(relu(x)), ElementsAre(0.0, 0.0, 0.0, 0.5, 1.5));
+}
+
+TEST(ElementwiseUnary, GeluExactAndTanhMatchPyTorch) {
+  Tensor x = sample();
+  // torch.nn.functional.gelu(x).tolist()
+  EXPECT_THAT(values(gelu(x)), Pointwise(DoubleNear(1e-6), std::vector<double>{
+                                                               -0.045500099658966064,
+                                                               -0.1542687863111496,
+                                                               0.0,
+                                                               0.3457311987876892,
+                                                               1.3997890949249268,
+                                                           }));
+  // torch.nn.functional.gelu(x, approximate='tanh').tolist()
+  EXPECT_THAT(values(gelu(x, "tanh")), Pointwise(DoubleNear(1e-6), std::vector<double>{
+                                                                       -0.04540228843688965,
+                                                                       -0.1542859971523285,
+                                                                       0.0,
+                                                                       0.3457140028476715,
+                                                                       1.3995715379714966,
+                                                                   }));
+  // The two differ (here by ~2e-4 at 1.5), so a mix-up would show.
+  EXPECT_GT(std::fabs(gelu(x).at({4}) - gelu(x, "tanh").at({4})), 1e-4);
+}
+
+TEST(ElementwiseUnary, GeluGradientsMatchPyTorch) {
+  // xd = x.double().requires_grad_(); gelu(xd).sum().backward(); xd.grad.tolist()
+  const std::vector<double> exact = {-0.08523180107819692, 0.13250487534383712, 0.5,
+                                     0.8674951246561629, 1.1274691922299795};
+  // same with approximate='tanh'
+  const std::vector<double> approx = {-0.0860992566236183, 0.13263009646535764, 0.5,
+                                      0.8673699035346424, 1.127710793151433};
+  for (const char* mode : {"none", "tanh"}) {
+    Tensor x = sample().to(DType::Float64).requires_grad_();
+    Tensor y = gelu(x, mode);
+    EXPECT_EQ(y.grad_fn()->name(), "GeluBackward0");
+    y.backward(ones_like(y));
+    EXPECT_THAT(values(x.grad()),
+                Pointwise(DoubleNear(1e-12), std::string(mode) == "none" ? exact : approx))
+        << mode;
+  }
+}
+
+// ---- selections ----
+
+TEST(ElementwiseSelect, MaximumAndMinimumBroadcast) {
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor b = tensor({2, 2, 7});
+  // torch.maximum(a, b).tolist() -> [[2, 2, 7], [4, 5, 7]]
+  EXPECT_THAT(values(maximum(a, b)), ElementsAre(2, 2, 7, 4, 5, 7));
+  // torch.minimum(a, b).tolist() -> [[1, 2, 3], [2, 2, 6]]
+  EXPECT_THAT(values(minimum(a, b)), ElementsAre(1, 2, 3, 2, 2, 6));
+  // nan propagates: torch.maximum(torch.tensor([nan]), torch.tensor([1.])) -> nan
+  Tensor n = maximum(tensor({std::nan("")}), tensor({1.0}));
+  EXPECT_TRUE(std::isnan(n.item()));
+}
+
+TEST(ElementwiseSelect, MaximumSplitsTheGradientOnTies) {
+  // a = torch.tensor([1., 5., 3.], requires_grad=True); b = torch.tensor([4., 2., 3.], ...)
+  // torch.maximum(a, b).sum().backward(); a.grad -> [0, 1, 0.5]; b.grad -> [1, 0, 0.5]
+  Tensor a = tensor({1, 5, 3}).requires_grad_();
+  Tensor b = tensor({4, 2, 3}).requires_grad_();
+  Tensor m = maximum(a, b);
+  EXPECT_EQ(m.grad_fn()->name(), "MaximumBackward0");
+  m.backward(ones_like(m));
+  EXPECT_THAT(values(a.grad()), ElementsAre(0, 1, 0.5));
+  EXPECT_THAT(values(b.grad()), ElementsAre(1, 0, 0.5));
+  Tensor c = tensor({1, 5, 3}).requires_grad_();
+  Tensor mn = minimum(c, tensor({4, 2, 3}));
+  EXPECT_EQ(mn.grad_fn()->name(), "MinimumBackward0");
+  mn.backward(ones_like(mn));
+  EXPECT_THAT(values(c.grad()), ElementsAre(1, 0, 0.5));
+}
+
+TEST(ElementwiseSelect, MaskedFillWithMinusInfinityLikeTheBook) {
+  // m = torch.triu(torch.ones(3, 3), diagonal=1).bool(); s.masked_fill(m, -torch.inf)
+  Tensor mask = triu(ones({3, 3}), 1).to_bool();
+  EXPECT_EQ(mask.dtype(), DType::Bool);
+  Tensor s = tensor({{0.2899, 0.4656, 0.1723}, {0.1344, 0.5202, 0.9}, {0.7421, 0.0512, 0.3057}});
+  Tensor filled = s.masked_fill(mask, -kInf);
+  EXPECT_EQ(filled.dtype(), DType::Float32);
+  EXPECT_THAT(values(filled),
+              ElementsAre(DoubleNear(0.2899, 1e-6), -kInf, -kInf, DoubleNear(0.1344, 1e-6),
+                          DoubleNear(0.5202, 1e-6), -kInf, DoubleNear(0.7421, 1e-6),
+                          DoubleNear(0.0512, 1e-6), DoubleNear(0.3057, 1e-6)));
+  // The input is untouched, and the free function agrees with the method.
+  EXPECT_FLOAT_EQ(s.at({0, 1}), 0.4656f);
+  EXPECT_TRUE(equal(masked_fill(s, mask, -kInf), filled));
+  EXPECT_EQ(repr(filled),
+            "tensor([[0.2899,   -inf,   -inf],\n"
+            "        [0.1344, 0.5202,   -inf],\n"
+            "        [0.7421, 0.0512, 0.3057]])");
+}
+
+TEST(ElementwiseSelect, MaskedFillBroadcastsTheMask) {
+  Tensor t = zeros({2, 3});
+  Tensor row_mask = tensor({1, 0, 1}, DType::Bool);
+  EXPECT_THAT(values(t.masked_fill(row_mask, 7)), ElementsAre(7, 0, 7, 7, 0, 7));
+  // An int tensor keeps its dtype.
+  Tensor i = tensor({1, 2, 3}, DType::Int64).masked_fill(row_mask, -1);
+  EXPECT_EQ(i.dtype(), DType::Int64);
+  EXPECT_THAT(i.to_vector<int64_t>(), ElementsAre(-1, 2, -1));
+}
+
+TEST(ElementwiseSelect, WhereBroadcastsAllThree) {
+  // torch.where(torch.tensor([True, False, True]), torch.tensor([1., 2., 3.]),
+  //             torch.tensor([[10.], [20.]])).tolist() -> [[1, 10, 3], [1, 20, 3]]
+  Tensor w = where(tensor({1, 0, 1}, DType::Bool), tensor({1, 2, 3}), tensor({{10}, {20}}));
+  EXPECT_EQ(w.shape(), (Shape{2, 3}));
+  EXPECT_THAT(values(w), ElementsAre(1, 10, 3, 1, 20, 3));
+}
+
+TEST(ElementwiseSelect, WhereGradientsFollowTheCondition) {
+  Tensor a = tensor({1, 2, 3}).requires_grad_();
+  Tensor b = tensor({{10}, {20}}).requires_grad_();
+  Tensor w = where(tensor({1, 0, 1}, DType::Bool), a, b);
+  EXPECT_EQ(w.grad_fn()->name(), "WhereBackward0");
+  w.backward(ones_like(w));
+  // a.grad -> [2, 0, 2] (summed over the broadcast rows); b.grad -> [[1], [1]]
+  EXPECT_THAT(values(a.grad()), ElementsAre(2, 0, 2));
+  EXPECT_EQ(b.grad().shape(), (Shape{2, 1}));
+  EXPECT_THAT(values(b.grad()), ElementsAre(1, 1));
+}
+
+// ---- comparisons ----
+
+TEST(ElementwiseCompare, ReturnBoolTensors) {
+  Tensor i = tensor({1, 2, 3}, DType::Int64);
+  // (i > 1.5).tolist() -> [False, True, True]
+  Tensor g = gt(i, 1.5);
+  EXPECT_EQ(g.dtype(), DType::Bool);
+  EXPECT_THAT(g.to_vector<int64_t>(), ElementsAre(0, 1, 1));
+  // (i == 2).tolist() -> [False, True, False]
+  EXPECT_THAT(eq(i, 2).to_vector<int64_t>(), ElementsAre(0, 1, 0));
+  EXPECT_THAT(ne(i, 2).to_vector<int64_t>(), ElementsAre(1, 0, 1));
+  EXPECT_THAT(lt(i, 2).to_vector<int64_t>(), ElementsAre(1, 0, 0));
+  EXPECT_THAT(le(i, 2).to_vector<int64_t>(), ElementsAre(1, 1, 0));
+  EXPECT_THAT(ge(i, 2).to_vector<int64_t>(), ElementsAre(0, 1, 1));
+  // Tensor against tensor, broadcast: a [2, 1] vs b [3]
+  Tensor a = tensor({{1}, {3}});
+  Tensor b = tensor({1, 2, 3});
+  Tensor c = lt(a, b);
+  EXPECT_EQ(c.shape(), (Shape{2, 3}));
+  EXPECT_EQ(c.dtype(), DType::Bool);
+  EXPECT_THAT(c.to_vector<int64_t>(), ElementsAre(0, 1, 1, 0, 0, 0));
+  EXPECT_THAT(eq(a, b).to_vector<int64_t>(), ElementsAre(1, 0, 0, 0, 0, 1));
+  EXPECT_THAT(ne(a, b).to_vector<int64_t>(), ElementsAre(0, 1, 1, 1, 1, 0));
+  EXPECT_THAT(le(a, b).to_vector<int64_t>(), ElementsAre(1, 1, 1, 0, 0, 1));
+  EXPECT_THAT(gt(a, b).to_vector<int64_t>(), ElementsAre(0, 0, 0, 1, 1, 0));
+  EXPECT_THAT(ge(a, b).to_vector<int64_t>(), ElementsAre(1, 0, 0, 1, 1, 1));
+}
+
+TEST(ElementwiseCompare, AreNotRecordedInTheGraph) {
+  Tensor x = tensor({1, -1}).requires_grad_();
+  Tensor c = gt(x, 0.0);
+  EXPECT_FALSE(c.requires_grad());
+  EXPECT_EQ(c.grad_fn(), nullptr);
+}
+
+// ---- graph names for the arithmetic ops ----
+
+TEST(ElementwiseGradFn, NamesMatchPyTorch) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor y = tensor({3, 4}).requires_grad_();
+  EXPECT_EQ((x + y).grad_fn()->name(), "AddBackward0");
+  EXPECT_EQ((x - y).grad_fn()->name(), "SubBackward0");
+  EXPECT_EQ((x * y).grad_fn()->name(), "MulBackward0");
+  EXPECT_EQ((x / y).grad_fn()->name(), "DivBackward0");
+  EXPECT_EQ((2.0 - x).grad_fn()->name(), "RsubBackward1");
+  EXPECT_EQ((-x).grad_fn()->name(), "NegBackward0");
+  EXPECT_EQ(x.exp().grad_fn()->name(), "ExpBackward0");
+  EXPECT_EQ(x.log().grad_fn()->name(), "LogBackward0");
+  EXPECT_EQ(x.sqrt().grad_fn()->name(), "SqrtBackward0");
+  EXPECT_EQ(x.pow(3).grad_fn()->name(), "PowBackward0");
+  EXPECT_EQ(x.abs().grad_fn()->name(), "AbsBackward0");
+  EXPECT_EQ(tanh(x).grad_fn()->name(), "TanhBackward0");
+  EXPECT_EQ(sigmoid(x).grad_fn()->name(), "SigmoidBackward0");
+  EXPECT_EQ(relu(x).grad_fn()->name(), "ReluBackward0");
+  EXPECT_EQ(x.masked_fill(tensor({1, 0}, DType::Bool), 0).grad_fn()->name(),
+            "MaskedFillBackward0");
+}
+
+TEST(ElementwiseGradFn, UnaryGradientsMatchPyTorch) {
+  // x = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
+  // for f in [exp, log, sqrt, tanh, sigmoid, relu, abs, pow(3), neg, 2 - x, 2 / x, x / 2]:
+  //   f(x).sum().backward(); x.grad
+  struct Case {
+    const char* name;
+    Tensor (*f)(const Tensor&);
+    std::vector<double> grad;
+  };
+  const std::vector<Case> cases = {
+      {"exp", [](const Tensor& x) { return exp(x); },
+       {1.6487212707001282, 2.718281828459045, 7.38905609893065}},
+      {"log", [](const Tensor& x) { return log(x); }, {2.0, 1.0, 0.5}},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); },
+       {0.7071067811865475, 0.5, 0.35355339059327373}},
+      {"tanh", [](const Tensor& x) { return tanh(x); },
+       {0.7864477329659274, 0.41997434161402614, 0.07065082485316443}},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); },
+       {0.2350037122015945, 0.19661193324148185, 0.10499358540350662}},
+      {"relu", [](const Tensor& x) { return relu(x - 0.75); }, {0.0, 1.0, 1.0}},
+      {"abs", [](const Tensor& x) { return abs(x - 1.0); }, {-1.0, 0.0, 1.0}},
+      {"pow3", [](const Tensor& x) { return x.pow(3); }, {0.75, 3.0, 12.0}},
+      {"neg", [](const Tensor& x) { return -x; }, {-1.0, -1.0, -1.0}},
+      {"rsub", [](const Tensor& x) { return 2.0 - x; }, {-1.0, -1.0, -1.0}},
+      {"rdiv", [](const Tensor& x) { return 2.0 / x; }, {-8.0, -2.0, -0.5}},
+      {"div", [](const Tensor& x) { return x / 2.0; }, {0.5, 0.5, 0.5}},
+  };
+  for (const Case& c : cases) {
+    Tensor x = tensor({0.5, 1.0, 2.0}, DType::Float64).requires_grad_();
+    Tensor y = c.f(x);
+    y.backward(ones_like(y));
+    EXPECT_THAT(values(x.grad()), Pointwise(DoubleNear(1e-12), c.grad)) << c.name;
+  }
+}
+
+TEST(ElementwiseGradFn, BinaryGradientsMatchPyTorch) {
+  // a = torch.tensor([[1., 2.], [3., 4.]], dtype=torch.float64, requires_grad=True)
+  // b = torch.tensor([0.5, 4.], dtype=torch.float64, requires_grad=True)
+  // (a / b).sum().backward() -> a.grad [[2, 0.25], [2, 0.25]], b.grad [-16, -0.375]
+  Tensor a = tensor({{1, 2}, {3, 4}}, DType::Float64).requires_grad_();
+  Tensor b = tensor({0.5, 4}, DType::Float64).requires_grad_();
+  Tensor q = a / b;
+  q.backward(ones_like(q));
+  EXPECT_THAT(values(a.grad()), ElementsAre(2, 0.25, 2, 0.25));
+  EXPECT_THAT(values(b.grad()), ElementsAre(-16, -0.375));
+  // (a * b - a).sum().backward() -> a.grad [[-0.5, 3], [-0.5, 3]], b.grad [4, 6]
+  a.set_grad(Tensor());
+  b.set_grad(Tensor());
+  Tensor r = a * b - a;
+  r.backward(ones_like(r));
+  EXPECT_THAT(values(a.grad()), ElementsAre(-0.5, 3, -0.5, 3));
+  EXPECT_THAT(values(b.grad()), ElementsAre(4, 6));
+}
+
+TEST(ElementwiseInPlace, AddAndMulWriteIntoTheStorage) {
+  Tensor t = tensor({1, 2, 3});
+  const void* data = t.storage()->data();
+  int64_t version = t.version();
+  t.add_(tensor({10, 10, 10}));
+  t += tensor({1, 1, 1});
+  t.mul_(2.0);
+  EXPECT_EQ(t.storage()->data(), data);
+  EXPECT_GT(t.version(), version);
+  EXPECT_THAT(values(t), ElementsAre(24, 26, 28));
+  // In place on an int tensor keeps the dtype (the float result is cast back).
+  Tensor i = tensor({1, 2}, DType::Int64);
+  i.add_(tensor({1, 1}, DType::Int64));
+  EXPECT_EQ(i.dtype(), DType::Int64);
+  EXPECT_THAT(i.to_vector<int64_t>(), ElementsAre(2, 3));
+  // masked_fill_ writes through.
+  Tensor m = zeros({2, 2});
+  m.masked_fill_(tensor({{1, 0}, {0, 1}}, DType::Bool), 5);
+  EXPECT_THAT(values(m), ElementsAre(5, 0, 0, 5));
+}
+
+TEST(ElementwiseInPlace, BroadcastingIntoTheDestinationOnly) {
+  Tensor t = zeros({2, 3});
+  t.add_(tensor({1, 2, 3}));
+  EXPECT_THAT(values(t), ElementsAre(1, 2, 3, 1, 2, 3));
+  Tensor small = zeros({3});
+  EXPECT_THROW(small.add_(ones({2, 3})), Error);
+  EXPECT_THAT(values(small), ElementsAre(0, 0, 0));
+}
+
+TEST(ElementwiseInPlace, BoolArithmeticIsRefusedWithAClearMessage) {
+  Tensor b = tensor({1, 0}, DType::Bool);
+  try {
+    (void)neg(b);
+    FAIL() << "neg of a bool tensor should throw";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("neg"));
+  }
+  EXPECT_THROW((void)(b - b), Error);
+  // Math functions take bools as float32: torch.exp(torch.tensor([True, False]))
+  // -> tensor([2.7183, 1.0000])
+  Tensor e = exp(b);
+  EXPECT_EQ(e.dtype(), DType::Float32);
+  EXPECT_THAT(values(e), Pointwise(DoubleNear(1e-6), std::vector<double>{std::exp(1.0), 1.0}));
+}
+
+TEST(ElementwiseGelu, RejectsUnknownApproximation) {
+  try {
+    (void)gelu(sample(), "erf");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("gelu"));
+    EXPECT_THAT(e.what(), HasSubstr("erf"));
+  }
+}
+
+TEST(ElementwiseLargeValues, StayFinite) {
+  // sigmoid(-100) and sigmoid(100) are 0 and 1 without nan; exp overflows to inf like torch.
+  // torch.sigmoid(torch.tensor([-100., 100.])) -> [3.7200760e-44, 1.]
+  Tensor s = sigmoid(tensor({-100.0, 100.0}));
+  EXPECT_NEAR(s.at({0}), 0.0, 1e-40);
+  EXPECT_EQ(s.at({1}), 1.0);
+  EXPECT_EQ(exp(tensor({100.0})).item(), kInf);
+  EXPECT_THAT(values(tanh(tensor({-30.0, 30.0}))), ElementsAreArray({-1.0, 1.0}));
+}
+
+}  // namespace
+}  // namespace ember

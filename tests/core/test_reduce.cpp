@@ -1,0 +1,471 @@
+// Reductions: sum, mean, max/min, var, argmax; values, shapes, dtypes, gradients and errors.
+//
+// Expected numbers are worked out by hand or printed by PyTorch 1.13 (the Python line that
+// printed them is in the comment above each).
+#include "core/ops/reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/autograd/node.h"
+#include "core/ops/elementwise.h"
+
+namespace ember {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+
+// Every element of t (row-major) equals the expected value within tol (nan matches nan).
+void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
+  std::vector<double> actual = t.to_vector<double>();
+  ASSERT_EQ(actual.size(), expected.size()) << "shape " << shape_str(t.shape());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(actual[i])) << "element " << i << " is " << actual[i];
+    } else if (std::isinf(expected[i])) {
+      EXPECT_EQ(actual[i], expected[i]) << "element " << i;
+    } else {
+      EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+    }
+  }
+}
+
+// fn throws an ember::Error whose message contains `fragment`.
+void expect_error(const std::function<void()>& fn, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << fragment;
+  }
+}
+
+std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : "None"; }
+
+// A dim list for var: var(t, {1}) would pick var(t, correction=1), as {1} converts to an int.
+using Dims = std::vector<int64_t>;
+
+// torch.arange(24.).reshape(2, 3, 4)
+Tensor arange_2x3x4() { return arange(0, 24, 1, DType::Float32).reshape({2, 3, 4}); }
+
+// a = torch.tensor([[0.3, -1.2, 2.5, 0.7], [1.1, 0.4, -0.6, 2.5], [-2.0, 0.9, 0.2, 1.3]])
+Tensor sample_3x4() {
+  return tensor({{0.3, -1.2, 2.5, 0.7}, {1.1, 0.4, -0.6, 2.5}, {-2.0, 0.9, 0.2, 1.3}});
+}
+
+// ---- sum ----
+
+TEST(ReduceSum, AllElements) {
+  Tensor s = tensor({{1, 2, 3}, {4, 5, 6}}).sum();
+  EXPECT_EQ(s.shape(), Shape{});
+  EXPECT_EQ(s.dtype(), DType::Float32);
+  EXPECT_EQ(s.item(), 21.0);
+}
+
+TEST(ReduceSum, OneDimWithAndWithoutKeepdim) {
+  Tensor x = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor rows = x.sum(1);
+  EXPECT_EQ(rows.shape(), (Shape{2}));
+  expect_values(rows, {6, 15});
+  Tensor columns = x.sum(0, /*keepdim=*/true);
+  EXPECT_EQ(columns.shape(), (Shape{1, 3}));
+  expect_values(columns, {5, 7, 9});
+  expect_values(x.sum(-1), {6, 15});
+}
+
+TEST(ReduceSum, SeveralDims) {
+  Tensor x = arange_2x3x4();
+  // torch.arange(24.).reshape(2, 3, 4).sum([0, 2])  ->  tensor([ 60.,  92., 124.])
+  Tensor s = sum(x, {0, 2});
+  EXPECT_EQ(s.shape(), (Shape{3}));
+  expect_values(s, {60, 92, 124});
+  // x.sum([2, 0], keepdim=True).shape  ->  torch.Size([1, 3, 1])
+  Tensor kept = sum(x, {2, 0}, /*keepdim=*/true);
+  EXPECT_EQ(kept.shape(), (Shape{1, 3, 1}));
+  expect_values(kept, {60, 92, 124});
+  // x.sum(1)  ->  tensor([[12., 15., 18., 21.], [48., 51., 54., 57.]])
+  expect_values(x.sum(1), {12, 15, 18, 21, 48, 51, 54, 57});
+  expect_values(sum(x, {-1, -2}), {66, 210});
+  // Reduced dims around a dim of size 1 are still one block; a kept size-1 dim stays.
+  Tensor y = arange(0, 6, 1, DType::Float32).reshape({2, 1, 3});
+  Tensor around = sum(y, {0, 2});
+  EXPECT_EQ(around.shape(), (Shape{1}));
+  expect_values(around, {15});
+  expect_values(sum(y, {0, 1}), {3, 5, 7});
+  expect_values(sum(y, {1}), {0, 1, 2, 3, 4, 5});
+}
+
+TEST(ReduceSum, NonContiguousInput) {
+  // x.transpose(0, 2).sum(1)  ->  [[12., 48.], [15., 51.], [18., 54.], [21., 57.]]
+  Tensor s = arange_2x3x4().transpose(0, 2).sum(1);
+  EXPECT_EQ(s.shape(), (Shape{4, 2}));
+  expect_values(s, {12, 48, 15, 51, 18, 54, 21, 57});
+  // A transposed matrix summed over its rows reads the original's columns in order.
+  Tensor m = tensor({{1, 2, 3}, {4, 5, 6}});
+  expect_values(m.t().sum(0), {6, 15});
+  expect_values(m.t().sum(1), {5, 7, 9});
+  expect_values(m.t().sum(), {21});
+  // A broadcast (stride 0) input: each of the 4 copies of a row.
+  expect_values(tensor({1, 2, 3}).expand({4, 3}).sum(0), {4, 8, 12});
+}
+
+TEST(ReduceSum, IntegerAndBoolSumToInt64) {
+  Tensor ints = arange(6);
+  Tensor total = ints.sum();
+  EXPECT_EQ(total.dtype(), DType::Int64);
+  EXPECT_EQ(total.item(), 15.0);
+  // torch.tensor([[True, False], [True, True]]).sum(0)  ->  tensor([2, 1])
+  Tensor flags = tensor({{1, 0}, {1, 1}}, DType::Bool);
+  Tensor counts = flags.sum(0);
+  EXPECT_EQ(counts.dtype(), DType::Int64);
+  expect_values(counts, {2, 1});
+  EXPECT_EQ(flags.sum().item(), 3.0);
+}
+
+TEST(ReduceSum, EmptyDimListReducesEverything) {
+  // PyTorch 1.13: x.sum(dim=[]) -> tensor(15., grad_fn=<SumBackward1>)
+  Tensor x = arange(0, 6, 1, DType::Float32).reshape({2, 3}).requires_grad_();
+  Tensor s = sum(x, {});
+  EXPECT_EQ(s.shape(), Shape{});
+  EXPECT_EQ(s.item(), 15.0);
+  EXPECT_EQ(grad_fn_name(s), "SumBackward1");
+  EXPECT_EQ(sum(x, {}, /*keepdim=*/true).shape(), (Shape{1, 1}));
+}
+
+TEST(ReduceSum, EmptyTensorsSumToZero) {
+  EXPECT_EQ(zeros({0}).sum().item(), 0.0);
+  Tensor s = zeros({0, 3}).sum(0);
+  EXPECT_EQ(s.shape(), (Shape{3}));
+  expect_values(s, {0, 0, 0});
+  EXPECT_EQ(zeros({0, 3}).sum(1).shape(), (Shape{0}));
+}
+
+TEST(ReduceSum, ZeroDimTensor) {
+  // torch.tensor(3.).sum(0)  ->  tensor(3.)
+  Tensor x = scalar_tensor(3.0);
+  EXPECT_EQ(x.sum(0).shape(), Shape{});
+  EXPECT_EQ(x.sum(0).item(), 3.0);
+  EXPECT_EQ(x.sum(-1, /*keepdim=*/true).item(), 3.0);
+  EXPECT_EQ(x.sum().item(), 3.0);
+}
+
+TEST(ReduceSum, Float32SumIsAccurate) {
+  // A million float32 0.1s: a naive float accumulator drifts by about 1%.
+  Tensor x = full({1000000}, 0.1);
+  const double exact = 1000000 * static_cast<double>(0.1f);
+  EXPECT_NEAR(x.sum().item(), exact, exact * 1e-6);
+  EXPECT_NEAR(x.reshape({1000, 1000}).sum(0).sum().item(), exact, exact * 1e-6);
+}
+
+TEST(ReduceSum, GradFnNames) {
+  Tensor x = ones({2, 3}).requires_grad_();
+  EXPECT_EQ(grad_fn_name(x.sum()), "SumBackward0");
+  EXPECT_EQ(grad_fn_name(x.sum(1)), "SumBackward1");
+  EXPECT_EQ(grad_fn_name(sum(x, {0, 1})), "SumBackward1");
+}
+
+TEST(ReduceSum, BackwardBroadcastsTheGradient) {
+  Tensor x = ones({2, 3}).requires_grad_();
+  x.sum().backward();
+  EXPECT_EQ(x.grad().shape(), (Shape{2, 3}));
+  expect_values(x.grad(), {1, 1, 1, 1, 1, 1});
+
+  Tensor y = ones({2, 3}).requires_grad_();
+  y.sum(1).backward(tensor({2, 3}));  // each row gets its output's gradient
+  expect_values(y.grad(), {2, 2, 2, 3, 3, 3});
+
+  Tensor z = ones({2, 3, 4}).requires_grad_();
+  sum(z, {0, 2}, /*keepdim=*/true).backward(tensor({{{1}, {2}, {3}}}));
+  EXPECT_EQ(z.grad().shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(z.grad().at({1, 2, 3}), 3.0);
+  EXPECT_EQ(z.grad().at({0, 1, 0}), 2.0);
+}
+
+TEST(ReduceSum, EngineSumsBroadcastGradientsWithIt) {
+  // (a + b).sum() with b broadcast over a's rows: b's gradient is summed over them.
+  Tensor a = ones({4, 3}).requires_grad_();
+  Tensor b = tensor({1, 2, 3}).requires_grad_();
+  (a + b).sum().backward();
+  expect_values(b.grad(), {4, 4, 4});
+  expect_values(a.grad(), std::vector<double>(12, 1.0));
+}
+
+TEST(ReduceSum, Errors) {
+  Tensor x = ones({2, 3});
+  expect_error([&] { x.sum(2); },
+               "sum: dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  expect_error([&] { sum(x, {0, -2}); }, "sum: dim 0 appears multiple times in the list of dims");
+  expect_error([&] { sum(x, {1, 1}); }, "input shape [2, 3]");
+  expect_error([&] { scalar_tensor(3.0).sum(1); },
+               "sum: dimension out of range (expected to be in range of [-1, 0], but got 1)");
+  expect_error([&] { sum(scalar_tensor(3.0), {0, 0}); }, "appears multiple times");
+}
+
+// ---- mean ----
+
+TEST(ReduceMean, Values) {
+  Tensor x = arange_2x3x4();
+  EXPECT_EQ(x.mean().item(), 11.5);
+  // x.mean([0, 2])  ->  tensor([ 7.5000, 11.5000, 15.5000])
+  expect_values(mean(x, {0, 2}), {7.5, 11.5, 15.5});
+  Tensor kept = x.mean(-1, /*keepdim=*/true);
+  EXPECT_EQ(kept.shape(), (Shape{2, 3, 1}));
+  expect_values(kept, {1.5, 5.5, 9.5, 13.5, 17.5, 21.5});
+  EXPECT_EQ(mean(x.to(DType::Float64), {1}).dtype(), DType::Float64);
+}
+
+TEST(ReduceMean, EmptyGivesNan) {
+  // torch.empty(0).mean() -> tensor(nan); torch.empty(0, 3).mean(0) -> tensor([nan, nan, nan])
+  EXPECT_TRUE(std::isnan(zeros({0}).mean().item()));
+  expect_values(zeros({0, 3}).mean(0), {kNan, kNan, kNan});
+}
+
+TEST(ReduceMean, NonFloatIsAnError) {
+  expect_error([] { arange(6).mean(); },
+               "mean(): could not infer output dtype. Input dtype must be either a floating point "
+               "or complex dtype. Got: int64");
+  expect_error([] { ones({2}, DType::Bool).mean(0); }, "Got: bool (input shape [2])");
+  expect_error([] { ones({2, 3}).mean(3); }, "mean: dimension out of range");
+}
+
+TEST(ReduceMean, Backward) {
+  Tensor x = ones({2, 3}).requires_grad_();
+  Tensor m = x.mean();
+  EXPECT_EQ(grad_fn_name(m), "MeanBackward0");
+  m.backward();
+  expect_values(x.grad(), std::vector<double>(6, 1.0 / 6));
+
+  Tensor y = ones({2, 3}).requires_grad_();
+  Tensor rows = y.mean(1);
+  EXPECT_EQ(grad_fn_name(rows), "MeanBackward1");
+  rows.backward(tensor({3, 6}));  // 3/3 and 6/3
+  expect_values(y.grad(), {1, 1, 1, 2, 2, 2});
+}
+
+// ---- max and min ----
+
+TEST(ReduceMax, AllElements) {
+  Tensor a = sample_3x4();
+  Tensor m = max(a);
+  EXPECT_EQ(m.shape(), Shape{});
+  EXPECT_NEAR(m.item(), 2.5, 1e-7);
+  EXPECT_NEAR(min(a).item(), -2.0, 1e-7);
+  EXPECT_EQ(max(arange(6)).item(), 5.0);
+  EXPECT_EQ(max(arange(6)).dtype(), DType::Int64);
+  // torch.tensor([[True, False], [True, True]]).min()  ->  tensor(False)
+  EXPECT_EQ(min(tensor({{1, 0}, {1, 1}}, DType::Bool)).item(), 0.0);
+  EXPECT_TRUE(std::isnan(max(tensor({1.0, kNan, 3.0})).item()));
+  EXPECT_EQ(max(tensor({-kInf, -kInf})).item(), -kInf);
+}
+
+TEST(ReduceMax, AlongADim) {
+  // a.max(1)  ->  values=tensor([2.5000, 2.5000, 1.3000]), indices=tensor([2, 3, 3])
+  Tensor a = sample_3x4();
+  ValuesIndices by_row = max(a, 1);
+  EXPECT_EQ(by_row.values.shape(), (Shape{3}));
+  EXPECT_EQ(by_row.indices.dtype(), DType::Int64);
+  expect_values(by_row.values, {2.5, 2.5, 1.3});
+  expect_values(by_row.indices, {2, 3, 3});
+  // a.min(0)  ->  values=tensor([-2.0000, -1.2000, -0.6000, 0.7000]), indices=tensor([2, 0, 1, 0])
+  ValuesIndices by_column = min(a, 0);
+  expect_values(by_column.values, {-2.0, -1.2, -0.6, 0.7});
+  expect_values(by_column.indices, {2, 0, 1, 0});
+  // a.t().max(1)  ->  values=tensor([1.1000, 0.9000, 2.5000, 2.5000]), indices=tensor([1, 2, 0, 1])
+  ValuesIndices transposed = max(a.t(), 1);
+  expect_values(transposed.values, {1.1, 0.9, 2.5, 2.5});
+  expect_values(transposed.indices, {1, 2, 0, 1});
+  ValuesIndices kept = max(a, -1, /*keepdim=*/true);
+  EXPECT_EQ(kept.values.shape(), (Shape{3, 1}));
+  EXPECT_EQ(kept.indices.shape(), (Shape{3, 1}));
+}
+
+TEST(ReduceMax, TiesGiveTheFirstIndexAndNanWins) {
+  expect_values(max(tensor({{1, 3, 3}, {2, 2, 2}}), 1).indices, {1, 0});
+  expect_values(min(tensor({{1, 3, 1}}), 1).indices, {0});
+  // torch.tensor([float('nan'), 1., float('nan')]).min(0) -> values=tensor(nan), indices=tensor(0)
+  ValuesIndices with_nan = min(tensor({kNan, 1.0, kNan}), 0);
+  EXPECT_TRUE(std::isnan(with_nan.values.item()));
+  EXPECT_EQ(with_nan.indices.item(), 0.0);
+  EXPECT_EQ(max(tensor({1.0, kNan, kNan}), 0).indices.item(), 1.0);
+}
+
+TEST(ReduceMax, ZeroDimTensor) {
+  // torch.tensor(3.).max(0, keepdim=True) -> values=tensor(3.), indices=tensor(0)
+  ValuesIndices r = max(scalar_tensor(3.0), 0, /*keepdim=*/true);
+  EXPECT_EQ(r.values.shape(), Shape{});
+  EXPECT_EQ(r.values.item(), 3.0);
+  EXPECT_EQ(r.indices.item(), 0.0);
+}
+
+TEST(ReduceMax, AllBackwardSharesTiesEvenly) {
+  // x = torch.tensor([1., 2., 2.]); torch.max(x).backward() -> x.grad = [0.0000, 0.5000, 0.5000]
+  Tensor x = tensor({1, 2, 2}).requires_grad_();
+  Tensor m = max(x);
+  EXPECT_EQ(grad_fn_name(m), "MaxBackward1");
+  m.backward();
+  expect_values(x.grad(), {0, 0.5, 0.5});
+  // The same with nan as the max: the nan elements share it.
+  Tensor y = tensor({1.0, kNan, kNan}).requires_grad_();
+  max(y).backward();
+  expect_values(y.grad(), {0, 0.5, 0.5});
+  Tensor z = tensor({{4, 1}, {1, 3}}).requires_grad_();
+  Tensor low = min(z);
+  EXPECT_EQ(grad_fn_name(low), "MinBackward1");
+  (low * 6.0).backward();
+  expect_values(z.grad(), {0, 3, 3, 0});
+}
+
+TEST(ReduceMax, DimBackwardGoesToTheIndex) {
+  // x = torch.tensor([1., 2., 2.]); torch.max(x, 0)[0].backward() -> x.grad = [0., 1., 0.]
+  Tensor x = tensor({1, 2, 2}).requires_grad_();
+  Tensor v = max(x, 0).values;
+  EXPECT_EQ(grad_fn_name(v), "MaxBackward0");
+  v.backward();
+  expect_values(x.grad(), {0, 1, 0});
+
+  Tensor a = sample_3x4().requires_grad_();
+  max(a, 1).values.backward(tensor({1, 2, 3}));
+  expect_values(a.grad(), {0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 3});
+
+  Tensor b = sample_3x4().requires_grad_();
+  ValuesIndices low = min(b, 0, /*keepdim=*/true);
+  EXPECT_EQ(grad_fn_name(low.values), "MinBackward0");
+  EXPECT_FALSE(low.indices.requires_grad());
+  low.values.backward(tensor({{1, 2, 3, 4}}));
+  expect_values(b.grad(), {0, 2, 0, 4, 0, 0, 3, 0, 1, 0, 0, 0});
+}
+
+TEST(ReduceMax, EmptyErrors) {
+  expect_error([] { max(zeros({0})); },
+               "max(): Expected reduction dim to be specified for input.numel() == 0.");
+  expect_error([] { min(zeros({2, 0})); }, "min(): Expected reduction dim");
+  expect_error(
+      [] {
+        max(zeros({0, 3}), 0);
+      },
+      "max(): Expected reduction dim 0 to have non-zero size. (input shape [0, 3])");
+  // Reducing a non-empty dim of an empty tensor is fine: torch.empty(0, 3).max(1) -> empty.
+  ValuesIndices r = max(zeros({0, 3}), 1);
+  EXPECT_EQ(r.values.shape(), (Shape{0}));
+  EXPECT_EQ(r.indices.shape(), (Shape{0}));
+  expect_error([] { max(ones({2, 3}), 3); }, "max: dimension out of range");
+}
+
+// ---- var ----
+
+TEST(ReduceVar, Values) {
+  Tensor a = sample_3x4();
+  // a.var()  ->  tensor(1.78992426)
+  Tensor all = var(a);
+  EXPECT_EQ(all.shape(), Shape{});
+  EXPECT_NEAR(all.item(), 1.78992426, 1e-6);
+  // a.var(1)  ->  tensor([2.31583333, 1.69666672, 2.16666651])
+  expect_values(var(a, Dims{1}), {2.31583333, 1.69666672, 2.16666651});
+  // torch.var(a, 0, correction=0)  ->  tensor([1.72666669, 0.80222225, 1.72666669, 0.56000000])
+  expect_values(var(a, Dims{0}, /*correction=*/0), {1.72666669, 0.80222225, 1.72666669, 0.56});
+  // torch.var(a, [0, 1], keepdim=True)  ->  tensor([[1.78992426]])
+  Tensor kept = var(a, Dims{0, 1}, 1, /*keepdim=*/true);
+  EXPECT_EQ(kept.shape(), (Shape{1, 1}));
+  expect_values(kept, {1.78992426});
+  expect_values(var(a.t(), Dims{1}), {1.72666669 * 1.5, 0.80222225 * 1.5, 1.72666669 * 1.5, 0.84});
+}
+
+TEST(ReduceVar, TwoPassIsAccurateForALargeMean) {
+  // float32 values near 10^4 with a spread of 0.1: E[x^2] - E[x]^2 would lose every digit.
+  // torch.tensor([10000.1, 10000.2, 10000.3, 10000.4]).double().var() -> 0.016731897989908855
+  Tensor b = tensor({10000.1, 10000.2, 10000.3, 10000.4});
+  EXPECT_NEAR(var(b).item(), 0.016731897989908855, 0.016731897989908855 * 1e-6);
+  EXPECT_NEAR(var(b.reshape({2, 2}), Dims{0, 1}).item(), 0.016731897989908855, 1e-8);
+}
+
+TEST(ReduceVar, EdgeCases) {
+  // torch.tensor([1.]).var() -> tensor(nan); torch.empty(0).var() -> tensor(nan)
+  EXPECT_TRUE(std::isnan(var(tensor({1.0})).item()));
+  EXPECT_TRUE(std::isnan(var(zeros({0})).item()));
+  // torch.var(torch.tensor([1., 2.]), None, correction=3) -> tensor(inf) (divisor max(0, n - 3))
+  EXPECT_EQ(var(tensor({1, 2}), 3).item(), kInf);
+  // torch.tensor(3.).var(0) -> tensor(nan)
+  EXPECT_TRUE(std::isnan(var(scalar_tensor(3.0), Dims{0}).item()));
+  expect_error([] { var(arange(6)); },
+               "var: std and var only support floating point and complex dtypes (got int64");
+  expect_error([] { var(ones({2, 3}), Dims{0, 0}); }, "var: dim 0 appears multiple times");
+}
+
+TEST(ReduceVar, Backward) {
+  // x = a.clone().requires_grad_(); torch.var(x, 1).backward(torch.tensor([1., 2., 3.]))
+  Tensor x = sample_3x4().requires_grad_();
+  Tensor v = var(x, Dims{1});
+  EXPECT_EQ(grad_fn_name(v), "VarBackward0");
+  v.backward(tensor({1, 2, 3}));
+  expect_values(x.grad(), {-0.18333332, -1.18333340, 1.28333330, 0.08333334,  //
+                           0.33333334, -0.60000002, -1.93333340, 2.20000005,  //
+                           -4.19999981, 1.60000002, 0.20000005, 2.39999986});
+  // torch.var(x).backward()
+  Tensor y = sample_3x4().requires_grad_();
+  Tensor w = var(y);
+  EXPECT_EQ(grad_fn_name(w), "VarBackward0");
+  w.backward();
+  expect_values(y.grad(), {-0.03787879, -0.31060606, 0.36212122, 0.03484849,  //
+                           0.10757577, -0.01969697, -0.20151515, 0.36212122,  //
+                           -0.45606059, 0.07121212, -0.05606061, 0.14393939});
+  // torch.var(x, 0, correction=2) on [1., 2., 2.]: 2 (x - 5/3) / 1 -> [-1.3333, 0.6667, 0.6667]
+  Tensor z = tensor({1, 2, 2}).requires_grad_();
+  var(z, Dims{0}, /*correction=*/2).backward();
+  expect_values(z.grad(), {-4.0 / 3, 2.0 / 3, 2.0 / 3});
+}
+
+// ---- argmax ----
+
+TEST(ReduceArgmax, Values) {
+  Tensor a = sample_3x4();
+  // a.argmax() -> tensor(2); a.argmax(0) -> tensor([1, 2, 0, 1])
+  Tensor flat = argmax(a);
+  EXPECT_EQ(flat.shape(), Shape{});
+  EXPECT_EQ(flat.dtype(), DType::Int64);
+  EXPECT_EQ(flat.item(), 2.0);
+  expect_values(argmax(a, 0), {1, 2, 0, 1});
+  // a.argmax(1, keepdim=True) -> tensor([[2], [3], [3]])
+  Tensor kept = a.argmax(1, /*keepdim=*/true);
+  EXPECT_EQ(kept.shape(), (Shape{3, 1}));
+  expect_values(kept, {2, 3, 3});
+  // Flattened in row-major order of the logical shape, whatever the strides.
+  EXPECT_EQ(argmax(a.t()).item(), 6.0);
+  // torch.tensor([[1., 3.], [3., 1.]]).argmax() -> tensor(1) (the first of the ties)
+  EXPECT_EQ(argmax(tensor({{1, 3}, {3, 1}})).item(), 1.0);
+  EXPECT_EQ(argmax(tensor({kNan, 1.0, kNan})).item(), 0.0);
+  EXPECT_EQ(argmax(arange(5)).item(), 4.0);
+  EXPECT_EQ(argmax(scalar_tensor(3.0)).item(), 0.0);
+}
+
+TEST(ReduceArgmax, IsNotDifferentiable) {
+  Tensor x = sample_3x4().requires_grad_();
+  EXPECT_FALSE(argmax(x).requires_grad());
+  EXPECT_FALSE(x.argmax(1).requires_grad());
+}
+
+TEST(ReduceArgmax, Errors) {
+  expect_error([] { argmax(zeros({0})); },
+               "argmax(): Expected reduction dim to be specified for input.numel() == 0.");
+  expect_error(
+      [] {
+        argmax(zeros({0, 3}), 0);
+      },
+      "argmax(): Expected reduction dim 0 to have non-zero size.");
+  EXPECT_EQ(argmax(zeros({0, 3}), 1).shape(), (Shape{0}));
+  expect_error([] { argmax(ones({2}, DType::Bool)); }, "argmax: not implemented for bool");
+  expect_error(
+      [] {
+        ones({2, 3}).argmax(-3);
+      },
+      "argmax: dimension out of range (expected to be in range of [-2, 1], but got -3)");
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,493 @@
+// The tensor handle: dtypes and conversions, factories, element access, copies, comparisons.
+//
+// Expected values come from PyTorch 1.13 (/usr/bin/python3 -c 'import torch; ...'); the Python
+// expression is in the comment above each literal.
+#include "core/tensor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/autograd/node.h"
+#include "core/error.h"
+#include "core/ops/elementwise.h"
+
+namespace ember {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// The message of the ember::Error `f` throws (a marker when it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no ember::Error thrown>";
+}
+
+// ---- dtypes ----
+
+TEST(TensorDType, DefaultsToFloat32) {
+  Tensor t = tensor({{1, 2}, {3, 4}});
+  EXPECT_EQ(t.dtype(), DType::Float32);
+  EXPECT_EQ(zeros({2}).dtype(), DType::Float32);
+  EXPECT_EQ(ones({2}).dtype(), DType::Float32);
+  EXPECT_EQ(full({2}, 3).dtype(), DType::Float32);
+  EXPECT_EQ(empty({2}).dtype(), DType::Float32);
+  EXPECT_EQ(eye(2).dtype(), DType::Float32);
+  EXPECT_EQ(scalar_tensor(1).dtype(), DType::Float32);
+}
+
+TEST(TensorDType, EveryDTypeStoresItsValues) {
+  Tensor f64 = tensor({0.1, 0.2}, DType::Float64);
+  EXPECT_EQ(f64.dtype(), DType::Float64);
+  EXPECT_EQ(f64.at({0}), 0.1);  // exact in double
+  EXPECT_EQ(f64.data_ptr<double>()[1], 0.2);
+  Tensor f32 = tensor({0.1, 0.2});
+  EXPECT_EQ(f32.at({0}), static_cast<double>(0.1f));  // rounded to float
+  EXPECT_EQ(f32.data_ptr<float>()[1], 0.2f);
+  Tensor i64 = tensor({3, -4}, DType::Int64);
+  EXPECT_EQ(i64.data_ptr<int64_t>()[1], -4);
+  EXPECT_THAT(i64.to_vector<int64_t>(), ElementsAre(3, -4));
+  Tensor b = tensor({1, 0, 1}, DType::Bool);
+  EXPECT_EQ(b.dtype(), DType::Bool);
+  EXPECT_THAT(b.to_vector<int64_t>(), ElementsAre(1, 0, 1));
+  EXPECT_TRUE(b.data_ptr<bool>()[0]);
+  // Asking for the wrong C++ type is an Error, not a reinterpretation.
+  EXPECT_THAT(error_of([&] { (void)f32.data_ptr<double>(); }), HasSubstr("float32"));
+}
+
+TEST(TensorDType, ToConvertsLikePyTorch) {
+  // torch.tensor([1.7, -1.7, 0.5]).to(torch.int64) -> tensor([ 1, -1,  0])
+  Tensor i = tensor({1.7, -1.7, 0.5}).to(DType::Int64);
+  EXPECT_EQ(i.dtype(), DType::Int64);
+  EXPECT_THAT(i.to_vector<int64_t>(), ElementsAre(1, -1, 0));
+  // torch.tensor([1.7, -1.7, 0.0]).bool() -> tensor([ True,  True, False])
+  Tensor b = tensor({1.7, -1.7, 0.0}).to_bool();
+  EXPECT_EQ(b.dtype(), DType::Bool);
+  EXPECT_THAT(b.to_vector<int64_t>(), ElementsAre(1, 1, 0));
+  // torch.tensor([True, False]).float() -> tensor([1., 0.])
+  Tensor f = tensor({1, 0}, DType::Bool).to(DType::Float32);
+  EXPECT_THAT(values(f), ElementsAre(1, 0));
+  Tensor d = tensor({0.1}).to(DType::Float64);
+  EXPECT_EQ(d.dtype(), DType::Float64);
+  EXPECT_EQ(d.item(), static_cast<double>(0.1f));
+  // Same dtype: the same tensor, no copy.
+  Tensor same = tensor({1, 2});
+  EXPECT_TRUE(same.to(DType::Float32).is_same(same));
+  // A conversion copies: writing to the copy leaves the source alone.
+  Tensor copy = same.to(DType::Float64);
+  copy.set({0}, 9);
+  EXPECT_EQ(same.at({0}), 1);
+}
+
+TEST(TensorDType, ToIsDifferentiableBetweenFloatTypes) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor y = x.to(DType::Float64);
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "ToCopyBackward0");
+  y.backward(tensor({0.5, 0.25}, DType::Float64));
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), DType::Float32);  // the gradient has the leaf's dtype
+  EXPECT_THAT(values(x.grad()), ElementsAre(0.5, 0.25));
+  // To an integer type: no graph.
+  Tensor n = x.to(DType::Int64);
+  EXPECT_FALSE(n.requires_grad());
+  EXPECT_EQ(n.grad_fn(), nullptr);
+}
+
+// ---- factories ----
+
+TEST(TensorFactory, NestedListsGiveShapeAndValues) {
+  Tensor t = tensor({{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}});
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_EQ(t.dim(), 2);
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.strides(), (Shape{3, 1}));
+  EXPECT_EQ(t.offset(), 0);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_FLOAT_EQ(t.at({1, 2}), 0.66f);
+  Tensor cube = tensor({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}});
+  EXPECT_EQ(cube.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(cube.strides(), (Shape{4, 2, 1}));
+  EXPECT_THAT(values(cube), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8));
+  Tensor vec = tensor({1, 2, 3});
+  EXPECT_EQ(vec.shape(), (Shape{3}));
+  Tensor scalar = tensor(2.5);
+  EXPECT_EQ(scalar.dim(), 0);
+  EXPECT_EQ(scalar.shape(), Shape{});
+  EXPECT_EQ(scalar.numel(), 1);
+  EXPECT_EQ(scalar.item(), 2.5);
+  Tensor one = tensor({7});
+  EXPECT_EQ(one.shape(), (Shape{1}));
+}
+
+TEST(TensorFactory, UnevenNestingIsAnError) {
+  // torch.tensor([[1, 2], [3]]) -> ValueError: expected sequence of length 2 at dim 1 (got 1)
+  EXPECT_THAT(error_of([] { (void)tensor({{1, 2}, {3}}); }), HasSubstr("tensor"));
+  EXPECT_THAT(error_of([] { (void)tensor({{1, 2}, {3}}); }), HasSubstr("length"));
+  // A scalar where a list was expected, and the other way round.
+  EXPECT_THAT(error_of([] { (void)tensor({{1, 2}, 3}); }), HasSubstr("tensor"));
+  EXPECT_THAT(error_of([] { (void)tensor({1, {2, 3}}); }), HasSubstr("tensor"));
+  EXPECT_THAT(error_of([] { (void)tensor({{{1}, {2}}, {3, 4}}); }), HasSubstr("tensor"));
+  EXPECT_THAT(error_of([] { (void)tensor({{1, 2}, {{3}, {4}}}); }), HasSubstr("tensor"));
+}
+
+TEST(TensorFactory, ZerosOnesFullEmpty) {
+  Tensor z = zeros({2, 3});
+  EXPECT_EQ(z.shape(), (Shape{2, 3}));
+  EXPECT_THAT(values(z), ElementsAre(0, 0, 0, 0, 0, 0));
+  EXPECT_THAT(values(ones({2, 2}, DType::Int64)), ElementsAre(1, 1, 1, 1));
+  EXPECT_EQ(ones({2}, DType::Int64).dtype(), DType::Int64);
+  Tensor f = full({3}, -1.5, DType::Float64);
+  EXPECT_EQ(f.dtype(), DType::Float64);
+  EXPECT_THAT(values(f), ElementsAre(-1.5, -1.5, -1.5));
+  Tensor b = full({2}, 1, DType::Bool);
+  EXPECT_THAT(b.to_vector<int64_t>(), ElementsAre(1, 1));
+  Tensor e = empty({4, 0});
+  EXPECT_EQ(e.shape(), (Shape{4, 0}));
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(empty({3}, DType::Int64).dtype(), DType::Int64);
+  EXPECT_EQ(scalar_tensor(3, DType::Int64).item<int64_t>(), 3);
+  EXPECT_THAT(error_of([] { (void)zeros({2, -1}); }), HasSubstr("negative"));
+}
+
+TEST(TensorFactory, LikeFactoriesKeepShapeAndDType) {
+  Tensor src = tensor({{1, 2, 3}}, DType::Float64);
+  Tensor z = zeros_like(src);
+  EXPECT_EQ(z.shape(), (Shape{1, 3}));
+  EXPECT_EQ(z.dtype(), DType::Float64);
+  EXPECT_THAT(values(z), ElementsAre(0, 0, 0));
+  Tensor o = ones_like(tensor({1, 2}, DType::Int64));
+  EXPECT_EQ(o.dtype(), DType::Int64);
+  EXPECT_THAT(o.to_vector<int64_t>(), ElementsAre(1, 1));
+  Tensor f = full_like(src, 4);
+  EXPECT_THAT(values(f), ElementsAre(4, 4, 4));
+  EXPECT_EQ(empty_like(src).shape(), src.shape());
+  // Fresh storage, not requiring grad even when the source does.
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor zx = zeros_like(x);
+  EXPECT_FALSE(zx.requires_grad());
+  EXPECT_NE(zx.storage(), x.storage());
+}
+
+TEST(TensorFactory, ArangeIsInt64UnlessAFloatDTypeIsGiven) {
+  // torch.arange(5) -> tensor([0, 1, 2, 3, 4]), dtype torch.int64
+  Tensor a = arange(5);
+  EXPECT_EQ(a.dtype(), DType::Int64);
+  EXPECT_EQ(a.shape(), (Shape{5}));
+  EXPECT_THAT(a.to_vector<int64_t>(), ElementsAre(0, 1, 2, 3, 4));
+  // torch.arange(5, 0, -2) -> tensor([5, 3, 1])
+  EXPECT_THAT(arange(5, 0, -2).to_vector<int64_t>(), ElementsAre(5, 3, 1));
+  // torch.arange(1, 2.5, 0.5) -> tensor([1.0000, 1.5000, 2.0000])
+  Tensor f = arange(1, 2.5, 0.5, DType::Float32);
+  EXPECT_EQ(f.dtype(), DType::Float32);
+  EXPECT_THAT(values(f), ElementsAre(1.0, 1.5, 2.0));
+  // torch.arange(0., 1., 0.1).shape -> torch.Size([10]); last element 0.8999999761581421
+  Tensor tenths = arange(0, 1, 0.1, DType::Float32);
+  EXPECT_EQ(tenths.shape(), (Shape{10}));
+  EXPECT_EQ(tenths.at({9}), 0.8999999761581421);
+  EXPECT_EQ(arange(4, DType::Float64).dtype(), DType::Float64);
+  EXPECT_EQ(arange(0).numel(), 0);
+  EXPECT_THAT(error_of([] { (void)arange(0, 5, 0); }), HasSubstr("arange"));
+  EXPECT_THAT(error_of([] { (void)arange(0, 5, -1); }), HasSubstr("arange"));
+}
+
+TEST(TensorFactory, Eye) {
+  // torch.eye(3)
+  Tensor e = eye(3);
+  EXPECT_EQ(e.shape(), (Shape{3, 3}));
+  EXPECT_THAT(values(e), ElementsAre(1, 0, 0, 0, 1, 0, 0, 0, 1));
+  EXPECT_EQ(eye(2, DType::Int64).dtype(), DType::Int64);
+}
+
+TEST(TensorFactory, TriuAndTrilWithAnyDiagonal) {
+  // m = torch.arange(1., 13.).reshape(3, 4)
+  Tensor m = arange(1, 13, 1, DType::Float32).reshape({3, 4});
+  // torch.triu(m, 0) -> [[1, 2, 3, 4], [0, 6, 7, 8], [0, 0, 11, 12]]
+  EXPECT_THAT(values(triu(m)), ElementsAre(1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12));
+  // torch.tril(m, 0) -> [[1, 0, 0, 0], [5, 6, 0, 0], [9, 10, 11, 0]]
+  EXPECT_THAT(values(tril(m)), ElementsAre(1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0));
+  // torch.triu(m, 1) -> [[0, 2, 3, 4], [0, 0, 7, 8], [0, 0, 0, 12]]
+  EXPECT_THAT(values(triu(m, 1)), ElementsAre(0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12));
+  // torch.tril(m, 1) -> [[1, 2, 0, 0], [5, 6, 7, 0], [9, 10, 11, 12]]
+  EXPECT_THAT(values(tril(m, 1)), ElementsAre(1, 2, 0, 0, 5, 6, 7, 0, 9, 10, 11, 12));
+  // torch.triu(m, -1) -> [[1, 2, 3, 4], [5, 6, 7, 8], [0, 10, 11, 12]]
+  EXPECT_THAT(values(triu(m, -1)), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 0, 10, 11, 12));
+  // torch.tril(m, -1) -> [[0, 0, 0, 0], [5, 0, 0, 0], [9, 10, 0, 0]]
+  EXPECT_THAT(values(tril(m, -1)), ElementsAre(0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0));
+  // torch.tril(m, -2) -> [[0, 0, 0, 0], [0, 0, 0, 0], [9, 0, 0, 0]]
+  EXPECT_THAT(values(tril(m, -2)), ElementsAre(0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0));
+  // torch.triu(m, 3) -> [[0, 0, 0, 4], [0, 0, 0, 0], [0, 0, 0, 0]]
+  EXPECT_THAT(values(triu(m, 3)), ElementsAre(0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0));
+  // torch.triu(m, -3) is m; torch.tril(m, -3) is all zeros
+  EXPECT_TRUE(equal(triu(m, -3), m));
+  EXPECT_TRUE(equal(tril(m, -3), zeros({3, 4})));
+  // The input is not modified.
+  EXPECT_EQ(m.at({1, 0}), 5);
+}
+
+TEST(TensorFactory, TriuAndTrilAreBatchedOverLeadingDims) {
+  // b = torch.arange(1., 9.).reshape(2, 2, 2)
+  Tensor b = arange(1, 9, 1, DType::Float32).reshape({2, 2, 2});
+  // torch.triu(b) -> [[[1, 2], [0, 4]], [[5, 6], [0, 8]]]
+  Tensor u = triu(b);
+  EXPECT_EQ(u.shape(), (Shape{2, 2, 2}));
+  EXPECT_THAT(values(u), ElementsAre(1, 2, 0, 4, 5, 6, 0, 8));
+  // torch.tril(b, -1) -> [[[0, 0], [3, 0]], [[0, 0], [7, 0]]]
+  EXPECT_THAT(values(tril(b, -1)), ElementsAre(0, 0, 3, 0, 0, 0, 7, 0));
+  // On a non-contiguous input (a transpose) and other dtypes.
+  Tensor bt = b.transpose(1, 2);  // [[[1, 3], [2, 4]], [[5, 7], [6, 8]]]
+  EXPECT_THAT(values(triu(bt)), ElementsAre(1, 3, 0, 4, 5, 7, 0, 8));
+  Tensor mask = triu(ones({3, 3}, DType::Bool), 1);
+  EXPECT_EQ(mask.dtype(), DType::Bool);
+  EXPECT_THAT(mask.to_vector<int64_t>(), ElementsAre(0, 1, 1, 0, 0, 1, 0, 0, 0));
+  EXPECT_THAT(error_of([] { (void)triu(ones({3})); }), HasSubstr("triu"));
+}
+
+TEST(TensorFactory, FromVector) {
+  Tensor t = from_vector({1, 2, 3, 4, 5, 6}, {3, 2}, DType::Int64);
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+  EXPECT_EQ(t.at({2, 1}), 6);
+  EXPECT_THAT(error_of([] { (void)from_vector({1, 2, 3}, {2, 2}); }), HasSubstr("[2, 2]"));
+}
+
+// ---- element access ----
+
+TEST(TensorAccess, ItemOnOneElementOnly) {
+  EXPECT_EQ(tensor(3.5).item(), 3.5);
+  EXPECT_EQ(tensor({{4}}).item(), 4);  // any shape with one element
+  EXPECT_EQ(tensor({7}, DType::Int64).item<int64_t>(), 7);
+  EXPECT_EQ(tensor({1}, DType::Bool).item<bool>(), true);
+  // torch.tensor([1., 2.]).item() -> "only one element tensors can be converted to Python scalars"
+  std::string msg = error_of([] { (void)tensor({1, 2}).item(); });
+  EXPECT_THAT(msg, HasSubstr("item"));
+  EXPECT_THAT(msg, HasSubstr("2 elements"));
+  EXPECT_THAT(error_of([] { (void)zeros({0}).item(); }), HasSubstr("0 elements"));
+}
+
+TEST(TensorAccess, AtAndSetWithNegativeIndices) {
+  Tensor t = zeros({2, 3});
+  t.set({1, 2}, 5);
+  t.set({-2, -1}, 7);  // row 0, last column
+  EXPECT_EQ(t.at({1, 2}), 5);
+  EXPECT_EQ(t.at({-1, -1}), 5);
+  EXPECT_EQ(t.at({0, 2}), 7);
+  EXPECT_THAT(values(t), ElementsAre(0, 0, 7, 0, 0, 5));
+  // at() reads through strides and offsets.
+  Tensor m = tensor({{1, 2, 3}, {4, 5, 6}});
+  EXPECT_EQ(m.t().at({2, 0}), 3);
+  EXPECT_EQ(m[1].at({0}), 4);
+  // set() bumps the version (an in-place write).
+  int64_t v = t.version();
+  t.set({0, 0}, 1);
+  EXPECT_GT(t.version(), v);
+  // Int64 precision beyond double's 2^53 is not needed, but large values round-trip.
+  Tensor big = zeros({1}, DType::Int64);
+  big.set({0}, 1e15);
+  EXPECT_EQ(big.item<int64_t>(), 1000000000000000);
+}
+
+// ---- copies ----
+
+TEST(TensorCopy, CloneCopiesTheData) {
+  Tensor a = tensor({{1, 2}, {3, 4}});
+  Tensor c = a.clone();
+  EXPECT_NE(c.storage(), a.storage());
+  EXPECT_TRUE(equal(a, c));
+  c.set({0, 0}, 100);
+  EXPECT_EQ(a.at({0, 0}), 1);
+  // A clone of a non-contiguous view is contiguous with the view's values.
+  Tensor ct = a.t().clone();
+  EXPECT_TRUE(ct.is_contiguous());
+  EXPECT_THAT(values(ct), ElementsAre(1, 3, 2, 4));
+  // Differentiable.
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor y = x.clone();
+  EXPECT_EQ(y.grad_fn()->name(), "CloneBackward0");
+  y.backward(tensor({3, 4}));
+  EXPECT_THAT(values(x.grad()), ElementsAre(3, 4));
+}
+
+TEST(TensorCopy, DetachSharesStorageAndLeavesTheGraph) {
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor y = x * 2.0;
+  Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+  EXPECT_EQ(d.grad_fn(), nullptr);
+  EXPECT_EQ(d.storage(), y.storage());
+  EXPECT_EQ(d.shape(), y.shape());
+  // Writes through the detached tensor are seen by the original (same storage).
+  d.set({0}, 42);
+  EXPECT_EQ(y.at({0}), 42);
+  // A detached view keeps the view's geometry.
+  Tensor dt = tensor({{1, 2}, {3, 4}}).t().detach();
+  EXPECT_EQ(dt.strides(), (Shape{1, 2}));
+  EXPECT_EQ(dt.at({0, 1}), 3);
+  // Ops on it record nothing.
+  Tensor z = d * 3.0;
+  EXPECT_FALSE(z.requires_grad());
+}
+
+TEST(TensorCopy, CopyBroadcastsAndConvertsDType) {
+  // x = torch.zeros(2, 3); x.copy_(torch.tensor([1, 2, 3]))
+  Tensor x = zeros({2, 3});
+  const void* data = x.storage()->data();
+  x.copy_(tensor({1, 2, 3}, DType::Int64));
+  EXPECT_EQ(x.dtype(), DType::Float32);
+  EXPECT_EQ(x.storage()->data(), data);
+  EXPECT_THAT(values(x), ElementsAre(1, 2, 3, 1, 2, 3));
+  // x = torch.zeros(2, 3, dtype=torch.int64); x.copy_(torch.tensor([1.9, 2.2, -3.7]))
+  // -> [[1, 2, -3], [1, 2, -3]]
+  Tensor i = zeros({2, 3}, DType::Int64);
+  i.copy_(tensor({1.9, 2.2, -3.7}));
+  EXPECT_THAT(i.to_vector<int64_t>(), ElementsAre(1, 2, -3, 1, 2, -3));
+  // Into a view: only the viewed elements change.
+  Tensor base = zeros({3, 3});
+  base.slice(1, 1, 3).copy_(ones({3, 2}));
+  EXPECT_THAT(values(base), ElementsAre(0, 1, 1, 0, 1, 1, 0, 1, 1));
+  // From a non-contiguous source.
+  Tensor dst = zeros({2, 2});
+  dst.copy_(tensor({{1, 2}, {3, 4}}).t());
+  EXPECT_THAT(values(dst), ElementsAre(1, 3, 2, 4));
+  // The source must broadcast to the destination, not the other way.
+  std::string msg = error_of([] {
+    Tensor small = zeros({3});
+    small.copy_(ones({2, 3}));
+  });
+  EXPECT_THAT(msg, HasSubstr("copy_"));
+  EXPECT_THAT(msg, HasSubstr("[2, 3]"));
+}
+
+TEST(TensorCopy, CopyFromATensorThatRequiresGradIsDifferentiable) {
+  Tensor src = tensor({1, 2}).requires_grad_();
+  Tensor dst = zeros({2, 2});
+  dst.copy_(src);
+  EXPECT_TRUE(dst.requires_grad());
+  EXPECT_FALSE(dst.is_leaf());
+  EXPECT_THAT(values(dst), ElementsAre(1, 2, 1, 2));
+  dst.backward(tensor({{1, 2}, {3, 4}}));
+  EXPECT_THAT(values(src.grad()), ElementsAre(4, 6));
+}
+
+TEST(TensorCopy, CopyIntoAnIntegerTensorFromOneThatRequiresGrad) {
+  // torch.zeros(2, dtype=torch.int64).copy_(torch.tensor([1.5, 2.5], requires_grad=True))
+  // -> tensor([1, 2]), no grad
+  Tensor src = tensor({1.5, 2.5}).requires_grad_();
+  Tensor dst = zeros({2}, DType::Int64);
+  dst.copy_(src);
+  EXPECT_THAT(dst.to_vector<int64_t>(), ElementsAre(1, 2));
+  EXPECT_FALSE(dst.requires_grad());
+}
+
+TEST(TensorCopy, FillAndZero) {
+  Tensor t = zeros({2, 2});
+  t.fill_(2.5);
+  EXPECT_THAT(values(t), ElementsAre(2.5, 2.5, 2.5, 2.5));
+  // Through a strided view: only the column changes.
+  t.select(1, 0).fill_(-1);
+  EXPECT_THAT(values(t), ElementsAre(-1, 2.5, -1, 2.5));
+  t.zero_();
+  EXPECT_THAT(values(t), ElementsAre(0, 0, 0, 0));
+  Tensor i = zeros({2}, DType::Int64);
+  i.fill_(3.9);
+  EXPECT_THAT(i.to_vector<int64_t>(), ElementsAre(3, 3));
+}
+
+TEST(TensorCopy, ContiguousCopiesOnlyWhenNeeded) {
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor same = a.contiguous();
+  EXPECT_TRUE(same.is_same(a));
+  EXPECT_EQ(same.storage(), a.storage());
+  Tensor t = a.t();
+  EXPECT_FALSE(t.is_contiguous());
+  Tensor c = t.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_NE(c.storage(), a.storage());
+  EXPECT_EQ(c.strides(), (Shape{2, 1}));
+  EXPECT_THAT(values(c), ElementsAre(1, 4, 2, 5, 3, 6));
+  // A row slice is contiguous (offset, no gaps); a column slice is not.
+  EXPECT_TRUE(a[1].is_contiguous());
+  EXPECT_TRUE(a[1].contiguous().storage() == a.storage());
+  EXPECT_FALSE(a.select(1, 0).is_contiguous());
+  // Size-1 dims do not break contiguity (as in PyTorch).
+  EXPECT_TRUE(a.slice(0, 0, 1).is_contiguous());
+  EXPECT_TRUE(a.unsqueeze(1).is_contiguous());
+}
+
+// ---- comparisons ----
+
+TEST(TensorCompare, EqualNeedsSameShapeAndValues) {
+  Tensor a = tensor({{1, 2}, {3, 4}});
+  EXPECT_TRUE(equal(a, tensor({{1, 2}, {3, 4}})));
+  EXPECT_FALSE(equal(a, tensor({{1, 2}, {3, 5}})));
+  EXPECT_FALSE(equal(a, tensor({1, 2, 3, 4})));  // same values, other shape
+  EXPECT_TRUE(equal(a.t(), tensor({{1, 3}, {2, 4}})));
+  const double nan = std::nan("");
+  EXPECT_FALSE(equal(tensor({nan}), tensor({nan})));
+}
+
+TEST(TensorCompare, AllcloseUsesPyTorchTolerances) {
+  // torch.allclose(torch.tensor([1., 2.]), torch.tensor([1. + 1e-6, 2.])) -> True
+  EXPECT_TRUE(allclose(tensor({1.0, 2.0}), tensor({1.0 + 1e-6, 2.0})));
+  // torch.allclose(torch.tensor([1.]), torch.tensor([1.001])) -> False
+  EXPECT_FALSE(allclose(tensor({1.0}), tensor({1.001})));
+  EXPECT_TRUE(allclose(tensor({1.0}), tensor({1.001}), 1e-2));
+  EXPECT_TRUE(allclose(tensor({0.0}), tensor({1e-3}), 0, 1e-2));
+  // torch.allclose(nan, nan, equal_nan=True) -> True; False without it.
+  const double nan = std::nan("");
+  EXPECT_TRUE(allclose(tensor({nan}), tensor({nan}), 1e-5, 1e-8, true));
+  EXPECT_FALSE(allclose(tensor({nan}), tensor({nan})));
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(allclose(tensor({inf, -inf}), tensor({inf, -inf})));
+  EXPECT_FALSE(allclose(tensor({inf}), tensor({-inf})));
+  // Broadcasts; incompatible shapes are an Error.
+  EXPECT_TRUE(allclose(ones({2, 3}), tensor({1.0})));
+  EXPECT_THAT(error_of([] { (void)allclose(ones({2}), ones({3})); }), HasSubstr("allclose"));
+}
+
+// ---- printing and metadata helpers ----
+
+TEST(TensorPrint, ReprShowsGradFnAndRequiresGrad) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  EXPECT_EQ(repr(x), "tensor([1., 2.], requires_grad=True)");
+  EXPECT_EQ(repr(x * 2.0), "tensor([2., 4.], grad_fn=<MulBackward0>)");
+  EXPECT_EQ(repr(Tensor()), "None");
+  EXPECT_EQ(size_str({2, 6, 3}), "torch.Size([2, 6, 3])");
+  EXPECT_EQ(repr(arange(3)), "tensor([0, 1, 2])");
+}
+
+TEST(TensorMeta, SizeAndStrideAcceptNegativeDims) {
+  Tensor t = zeros({2, 3, 4});
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_EQ(t.size(0), 2);
+  EXPECT_EQ(t.stride(-1), 1);
+  EXPECT_EQ(t.stride(-3), 12);
+  EXPECT_THAT(error_of([&] { (void)t.size(3); }), HasSubstr("[-3, 2]"));
+  EXPECT_THAT(error_of([&] { (void)t.stride(-4); }), HasSubstr("but got -4"));
+}
+
+TEST(TensorMeta, HandlesShareState) {
+  Tensor a = zeros({2});
+  Tensor b = a;  // a copy of the handle, like Python's b = a
+  EXPECT_TRUE(a.is_same(b));
+  b.set({0}, 3);
+  EXPECT_EQ(a.at({0}), 3);
+  b.requires_grad_();
+  EXPECT_TRUE(a.requires_grad());
+  EXPECT_FALSE(Tensor().defined());
+}
+
+}  // namespace
+}  // namespace ember
