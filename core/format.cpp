@@ -171,8 +171,10 @@ class Printer {
       }
     }
     std::size_t sub_dims = shape_.size() - dim - 1;
-    std::string sep = "," + std::string(sub_dims, '\n') + std::string(indent + 1, ' ');
-    return "[" + join(slices, sep) + "]";
+    // Built with append, not operator+ (GCC 12 -O3 warns falsely on the latter, bug 105329).
+    std::string sep = ",";
+    sep.append(sub_dims, '\n').append(indent + 1, ' ');
+    return bracketed(join(slices, sep));
   }
 
  private:
@@ -215,7 +217,15 @@ class Printer {
         lines.back() += ", " + data[i];
       }
     }
-    return "[" + join(lines, ",\n" + std::string(indent + 1, ' ')) + "]";
+    std::string sep = ",\n";
+    sep.append(indent + 1, ' ');
+    return bracketed(join(lines, sep));
+  }
+
+  static std::string bracketed(const std::string& inner) {
+    std::string out = "[";
+    out.append(inner).append("]");
+    return out;
   }
 
   static std::string join(const std::vector<std::string>& parts, const std::string& sep) {

@@ -358,7 +358,8 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
       continue;
     }
     if (x[i] == y[i]) continue;  // equal infinities
-    if (std::isinf(x[i]) || std::isinf(y[i])) return false;  // inf - (-inf) is inf, not > inf
+    // Unequal infinities: |inf - (-inf)| = inf is not > atol + rtol * inf, so say it here.
+    if (std::isinf(x[i]) || std::isinf(y[i])) return false;
     if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
   }
   return true;

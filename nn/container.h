@@ -20,6 +20,10 @@ class ModuleList : public Module {
  public:
   ModuleList() = default;
   ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
+  // ModuleList(a, b, c) with shared_ptrs to modules of any types.
+  template <typename... ModuleTypes>
+  explicit ModuleList(std::shared_ptr<ModuleTypes>... modules)
+      : ModuleList({std::shared_ptr<Module>(std::move(modules))...}) {}
 
   void push_back(std::shared_ptr<Module> module);
   // The i-th module; a negative i counts from the end, as in Python.
@@ -42,13 +46,18 @@ class ModuleList : public Module {
 };
 
 // Runs its modules in order, each on the output of the previous one:
-//   nn::Sequential mlp({std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::ReLU>(),
-//                       std::make_shared<nn::Linear>(4, 2)});
-//   Tensor y = mlp(x);
+//   auto mlp = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 4),
+//                                               std::make_shared<nn::ReLU>(),
+//                                               std::make_shared<nn::Linear>(4, 2));
+//   Tensor y = (*mlp)(x);
 class Sequential : public Module {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  // Sequential(a, b, c) with shared_ptrs to modules of any types.
+  template <typename... ModuleTypes>
+  explicit Sequential(std::shared_ptr<ModuleTypes>... modules)
+      : Sequential({std::shared_ptr<Module>(std::move(modules))...}) {}
 
   Tensor forward(const Tensor& x) override;
 

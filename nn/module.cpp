@@ -213,6 +213,34 @@ void Module::zero_grad() {
   for (Tensor& p : parameters()) p.set_grad(Tensor());
 }
 
+namespace {
+
+// PyTorch's `t.data = data`: the tensor object t (every handle to it) now holds data's values.
+void replace_data(const Tensor& t, const Tensor& data) {
+  TensorImpl* impl = t.impl();
+  impl->storage = data.storage();
+  impl->shape = data.shape();
+  impl->strides = data.strides();
+  impl->offset = data.offset();
+  impl->dtype = data.dtype();
+}
+
+}  // namespace
+
+Module& Module::to(DType dtype) {
+  check(is_floating(dtype), "Module::to: only floating point dtypes are supported, got ",
+        dtype_name(dtype));
+  NoGradGuard no_grad;
+  std::vector<Tensor> tensors = parameters();
+  for (const Tensor& b : buffers()) tensors.push_back(b);
+  for (Tensor& t : tensors) {
+    if (!is_floating(t.dtype())) continue;
+    replace_data(t, t.to(dtype));
+    if (t.grad().defined()) t.set_grad(t.grad().to(dtype));
+  }
+  return *this;
+}
+
 // ---- state dict ----
 
 void Module::append_state(const std::string& prefix, StateDict& out) const {

@@ -106,6 +106,10 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   // Resets the gradient of every parameter to undefined (PyTorch's set_to_none=True).
   void zero_grad();
+  // Converts every floating point parameter and buffer (and gradient) to `dtype`, in place:
+  // the tensors stay the same objects, so handles such as Linear::weight see the new values
+  // (PyTorch's module.to(dtype), which assigns param.data). Integer and bool buffers are kept.
+  Module& to(DType dtype);
 
   // ---- saving and loading ----
 

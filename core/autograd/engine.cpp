@@ -78,7 +78,12 @@ Tensor run_output_hooks(Node* node, Tensor grad) {
   if (!out) return grad;
   for (const GradHook& hook : out->hooks) {
     Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
+    if (replaced.defined()) {
+      check(replaced.shape() == grad.shape(), node->name(),
+            ": a hook replaced a gradient of shape ", grad.shape(), " by one of shape ",
+            replaced.shape());
+      grad = replaced;
+    }
   }
   if (out->retains_grad) {
     out->grad = out->grad.defined() ? add(out->grad, grad) : grad.clone();

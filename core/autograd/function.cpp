@@ -73,7 +73,12 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor grad = grad_output;
   for (const GradHook& hook : leaf_->hooks) {
     Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
+    if (replaced.defined()) {
+      check(replaced.shape() == grad.shape(),
+            "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),
+            " by one of shape ", replaced.shape());
+      grad = replaced;
+    }
   }
   NoGradGuard no_grad;
   if (!leaf_->grad.defined()) {

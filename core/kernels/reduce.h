@@ -34,16 +34,13 @@ using SumAccumulator = std::conditional_t<std::is_floating_point_v<T>, double, i
 // x[0] + ... + x[n-1] in Acc, with four running sums so the additions do not wait on each other.
 template <typename Acc, typename T>
 Acc sum_row(const T* x, int64_t n) {
+  const int64_t whole = n - n % 4;  // elements handled four at a time
   Acc partial[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    partial[0] += static_cast<Acc>(x[i]);
-    partial[1] += static_cast<Acc>(x[i + 1]);
-    partial[2] += static_cast<Acc>(x[i + 2]);
-    partial[3] += static_cast<Acc>(x[i + 3]);
+  for (int64_t i = 0; i < whole; i += 4) {
+    for (int k = 0; k < 4; ++k) partial[k] += static_cast<Acc>(x[i + k]);
   }
   Acc total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  for (; i < n; ++i) total += static_cast<Acc>(x[i]);
+  for (int64_t i = whole; i < n; ++i) total += static_cast<Acc>(x[i]);
   return total;
 }
 
@@ -176,6 +173,21 @@ void scatter_to_indices(const T* grad, const int64_t* indices, T* out, const Red
   }
 }
 
+// The largest of x[0..n) (-inf when n == 0), with four running maxima like sum_row. A nan is
+// skipped here; it still turns its whole softmax row into nan through exp(nan - max).
+template <typename T>
+T max_row(const T* x, int64_t n) {
+  const T minus_infinity = -std::numeric_limits<T>::infinity();
+  const int64_t whole = n - n % 4;
+  T partial[4] = {minus_infinity, minus_infinity, minus_infinity, minus_infinity};
+  for (int64_t i = 0; i < whole; i += 4) {
+    for (int k = 0; k < 4; ++k) partial[k] = x[i + k] > partial[k] ? x[i + k] : partial[k];
+  }
+  T max = std::max(std::max(partial[0], partial[1]), std::max(partial[2], partial[3]));
+  for (int64_t i = whole; i < n; ++i) max = x[i] > max ? x[i] : max;
+  return max;
+}
+
 // Softmax (or log-softmax when `log`) along the middle dim of [outer, reduced, inner]; out has
 // the same layout. Each row is one fused pass of three loops:
 //   m = max(x);  e_j = exp(x_j - m), s = sum(e);  softmax y_j = e_j / s,
@@ -191,13 +203,9 @@ void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
     for (int64_t o = 0; o < s.outer; ++o) {
       const T* x = in + o * n;
       T* y = out + o * n;
-      T max = minus_infinity;
-      for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
-      T total = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        y[j] = std::exp(x[j] - max);
-        total += y[j];
-      }
+      const T max = max_row(x, n);
+      for (int64_t j = 0; j < n; ++j) y[j] = std::exp(x[j] - max);
+      const T total = sum_row<T>(y, n);
       if (log) {
         const T log_total = std::log(total);
         for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - max) - log_total;

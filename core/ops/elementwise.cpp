@@ -234,7 +234,8 @@ struct Abs : Function<Abs> {
   static constexpr const char* name = "AbsBackward0";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});
-    return unary_kernel(x, x.dtype(), [](auto v) { return v < 0 ? -v : v; });
+    // std::abs, not v < 0 ? -v : v, which keeps the sign of -0.0 (PyTorch gives +0.0).
+    return unary_kernel(x, x.dtype(), [](auto v) { return std::abs(v); });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor sign = unary_kernel(saved(0), grad.dtype(),

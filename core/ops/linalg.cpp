@@ -2,14 +2,16 @@
 // picks one of them the way PyTorch's at::matmul does (aten/src/ATen/native/LinearAlgebra.cpp,
 // _matmul_impl, as in PyTorch 1.13), so that the grad_fn a user prints is PyTorch's:
 //
-//   a.dim()  b.dim()   what runs                                   grad_fn of the result
-//   1        1         dot(a, b)                                   DotBackward0
-//   2        1         mv(a, b)                                    MvBackward0
-//   1        2         mm(a.unsqueeze(0), b), row 0                SqueezeBackward3
-//   2        2         mm(a, b)                                    MmBackward0
-//   >=3      1 or 2    "fold": a.reshape(-1, K) mm/mv b            UnsafeViewBackward0
-//   1 or 2   >=3       fold b^T the same way, transpose back       (see folded_matmul)
-//   otherwise          broadcast batch dims, bmm on 3-d copies     UnsafeViewBackward0
+//   a.dim()  b.dim()   what runs                                     grad_fn of the result
+//   1        1         dot(a, b)                                     DotBackward0
+//   2        1         mv(a, b)                                      MvBackward0
+//   1        2         mm(a.unsqueeze(0), b), row 0                  SqueezeBackward3
+//   2        2         mm(a, b)                                      MmBackward0
+//   >=3      1 or 2    "fold": a.reshape(-1, K) mm/mv b              UnsafeViewBackward0
+//   1 or 2   >=3       fold b^T the same way (a @ b = (b^T a^T)^T)   UnsafeViewBackward0 (1-d a)
+//                      and transpose the result back                 CloneBackward0 (2-d a)
+//   otherwise          broadcast batch dims, bmm on 3-d copies       UnsafeViewBackward0
+// (A 3-d operand whose last two dims are transposed does not fold: see should_fold.)
 //
 // Every product runs through kernels::gemm_batched, which reads its operands through their
 // strides: a transposed or sliced operand is never copied here.

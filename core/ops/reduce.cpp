@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <optional>
 
 #include "core/autograd/function.h"
 #include "core/kernels/reduce.h"
@@ -36,19 +38,6 @@ std::vector<bool> reduced_dims(const Tensor& t, const std::vector<int64_t>& dims
 
 std::vector<bool> all_dims(const Tensor& t) { return std::vector<bool>(t.dim(), true); }
 
-// The shape of the result: reduced dims dropped, or kept with size 1.
-Shape reduced_shape(const Shape& shape, const std::vector<bool>& reduced, bool keepdim) {
-  Shape out;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (!reduced[d]) {
-      out.push_back(shape[d]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
-
 // How many input elements go into each output element.
 int64_t reduced_count(const Shape& shape, const std::vector<bool>& reduced) {
   int64_t count = 1;
@@ -67,61 +56,119 @@ std::vector<int64_t> dim_list(const std::vector<bool>& reduced) {
 
 // The input of a reduction as one contiguous [outer, reduced, inner] block (core/kernels/reduce.h).
 struct ReductionInput {
-  Tensor data;  // contiguous; data.data_ptr<T>() is the block's first element
+  Tensor data;  // contiguous: the input with its dims put in `order`
   kernels::ReduceShape shape;
+  std::vector<int64_t> order;  // data's dim k is the input's dim order[k]
 };
 
-// When t is contiguous and its reduced dims are adjacent (size-1 dims in between do not matter),
-// t already is such a block. Otherwise the reduced dims are permuted to the end (inner == 1) and
-// the permuted view is copied, unless it happens to be contiguous (e.g. x.t() reduced over 0).
-ReductionInput reduction_input(const Tensor& t, const std::vector<bool>& reduced) {
-  NoGradGuard no_grad;  // a layout change, not part of any graph
-  const Shape& shape = t.shape();
-  const int64_t ndim = t.dim();
-  if (t.is_contiguous()) {
-    int64_t first = -1, last = -1;  // the first and last reduced dims that are not of size 1
-    bool adjacent = true;
-    for (int64_t d = 0; d < ndim; ++d) {
-      if (shape[d] == 1) continue;
-      if (reduced[d]) {
-        if (first < 0) first = d;
-        if (last >= 0 && last != d - 1) {
-          // A kept dim of size > 1 between two reduced dims breaks the block.
-          for (int64_t k = last + 1; k < d; ++k) adjacent = adjacent && shape[k] == 1;
-        }
-        last = d;
-      }
-    }
-    if (adjacent) {
-      kernels::ReduceShape s;
-      for (int64_t d = 0; d < ndim; ++d) {
-        if (first < 0 || d < first) {
-          s.outer *= shape[d];
-        } else if (d <= last) {
-          s.reduced *= shape[d];
-        } else {
-          s.inner *= shape[d];
-        }
-      }
-      return {t, s};
+// A view of t with its dims in `order` (no copy).
+Tensor permuted_view(const Tensor& t, const std::vector<int64_t>& order) {
+  Shape shape, strides;
+  for (int64_t d : order) {
+    shape.push_back(t.shape()[d]);
+    strides.push_back(t.strides()[d]);
+  }
+  return detail::make_view(t, shape, strides, t.offset());
+}
+
+// The dims of t from the largest stride to the smallest: the order its elements lie in memory.
+// Reading a transposed matrix in this order makes it contiguous again.
+std::vector<int64_t> memory_order(const Tensor& t) {
+  std::vector<int64_t> order(t.dim());
+  std::iota(order.begin(), order.end(), 0);
+  if (!t.is_contiguous()) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return t.strides()[a] > t.strides()[b]; });
+  }
+  return order;
+}
+
+// [outer, reduced, inner] for a contiguous `shape` whose reduced dims are adjacent (size-1 dims
+// may sit between them, or anywhere); nothing when a kept dim of size > 1 splits them.
+std::optional<kernels::ReduceShape> as_block(const Shape& shape, const std::vector<bool>& reduced) {
+  const auto ndim = static_cast<int64_t>(shape.size());
+  int64_t first = ndim, last = -1;  // the first and last reduced dims not of size 1
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (reduced[d] && shape[d] != 1) {
+      first = std::min(first, d);
+      last = d;
     }
   }
-  Shape permuted_shape, permuted_strides;
+  for (int64_t d = first + 1; d < last; ++d)
+    if (!reduced[d] && shape[d] != 1) return std::nullopt;
   kernels::ReduceShape s;
   for (int64_t d = 0; d < ndim; ++d) {
+    if (d < first) {
+      s.outer *= shape[d];
+    } else if (d <= last) {
+      s.reduced *= shape[d];
+    } else {
+      s.inner *= shape[d];
+    }
+  }
+  return s;
+}
+
+// No copy when t, read in memory order, is contiguous with its reduced dims adjacent (a
+// contiguous tensor over any one dim, or a transposed one). Otherwise the kept dims go first and
+// the reduced dims last (inner == 1), and that view is copied unless it is already contiguous.
+ReductionInput reduction_input(const Tensor& t, const std::vector<bool>& reduced) {
+  NoGradGuard no_grad;  // a layout change, not part of any graph
+  std::vector<int64_t> order = memory_order(t);
+  Tensor in_memory_order = permuted_view(t, order);
+  if (in_memory_order.is_contiguous()) {
+    std::vector<bool> reduced_in_order;
+    for (int64_t d : order) reduced_in_order.push_back(reduced[d]);
+    if (auto block = as_block(in_memory_order.shape(), reduced_in_order)) {
+      return {in_memory_order, *block, order};
+    }
+  }
+  order.clear();
+  kernels::ReduceShape s;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (!reduced[d]) {
+      order.push_back(d);
+      s.outer *= t.shape()[d];
+    }
+  }
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (reduced[d]) {
+      order.push_back(d);
+      s.reduced *= t.shape()[d];
+    }
+  }
+  return {permuted_view(t, order).contiguous(), s, order};
+}
+
+// An uninitialised result of the reduction, laid out as the kernel writes it: [outer, inner],
+// that is the kept dims in the input's `order`. Contiguous unless `order` moved kept dims (then
+// finish_result copies it).
+Tensor empty_result(const Tensor& input, const ReductionInput& in, const std::vector<bool>& reduced,
+                    bool keepdim, DType dtype) {
+  // Strides of the input's dims in the result (reduced dims have size 1: any stride will do).
+  std::vector<int64_t> stride_of_dim(input.dim(), 1);
+  int64_t running = 1;
+  for (auto k = static_cast<int64_t>(in.order.size()) - 1; k >= 0; --k) {
+    const int64_t d = in.order[k];
     if (reduced[d]) continue;
-    permuted_shape.push_back(shape[d]);
-    permuted_strides.push_back(t.strides()[d]);
-    s.outer *= shape[d];
+    stride_of_dim[d] = running;
+    running *= std::max<int64_t>(input.shape()[d], 1);
   }
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (!reduced[d]) continue;
-    permuted_shape.push_back(shape[d]);
-    permuted_strides.push_back(t.strides()[d]);
-    s.reduced *= shape[d];
+  Shape shape, strides;
+  for (int64_t d = 0; d < input.dim(); ++d) {
+    if (!reduced[d] || keepdim) {
+      shape.push_back(reduced[d] ? 1 : input.shape()[d]);
+      strides.push_back(stride_of_dim[d]);
+    }
   }
-  Tensor permuted = detail::make_view(t, permuted_shape, permuted_strides, t.offset());
-  return {permuted.contiguous(), s};
+  Tensor storage = empty({numel_of(shape)}, dtype);
+  return detail::make_view(storage, shape, strides, 0);
+}
+
+// Results are handed out contiguous, like every other op's.
+Tensor finish_result(const Tensor& result) {
+  NoGradGuard no_grad;
+  return result.contiguous();
 }
 
 // The gradient of a reduction spread back over its input: each input element gets the gradient
@@ -143,13 +190,13 @@ Tensor expand_to_input(const Tensor& grad, const std::vector<bool>& reduced, boo
 Tensor sum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim, bool average) {
   ReductionInput in = reduction_input(x, reduced);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
-  Tensor out = empty(reduced_shape(x.shape(), reduced, keepdim), out_dtype);
+  Tensor out = empty_result(x, in, reduced, keepdim, out_dtype);
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using R = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
     kernels::sum(in.data.data_ptr<T>(), out.data_ptr<R>(), in.shape, average);
   });
-  return out;
+  return finish_result(out);
 }
 
 // d(sum x)/dx_i = 1: every element receives the gradient of the sum.
@@ -230,14 +277,14 @@ constexpr const char* extremum_name(bool is_max) { return is_max ? "max" : "min"
 template <bool kMax>
 ValuesIndices extremum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim) {
   ReductionInput in = reduction_input(x, reduced);
-  const Shape out_shape = reduced_shape(x.shape(), reduced, keepdim);
-  ValuesIndices out{empty(out_shape, x.dtype()), empty(out_shape, DType::Int64)};
+  ValuesIndices out{empty_result(x, in, reduced, keepdim, x.dtype()),
+                    empty_result(x, in, reduced, keepdim, DType::Int64)};
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::extremum<kMax>(in.data.data_ptr<T>(), out.values.data_ptr<T>(),
                             out.indices.data_ptr<int64_t>(), in.shape);
   });
-  return out;
+  return {finish_result(out.values), finish_result(out.indices)};
 }
 
 void check_not_empty(const Tensor& t, const char* op) {
@@ -339,13 +386,13 @@ struct Var : autograd::Function<Var> {
     correction = corr;
     keepdim = keep;
     ReductionInput in = reduction_input(x, reduced);
-    Tensor out = empty(reduced_shape(x.shape(), reduced, keepdim), x.dtype());
+    Tensor out = empty_result(x, in, reduced, keepdim, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       kernels::variance(in.data.data_ptr<T>(), out.data_ptr<T>(), in.shape, correction);
     });
     save_for_backward({x});
-    return out;
+    return finish_result(out);
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
@@ -408,7 +455,10 @@ Tensor argmax(const Tensor& t) {
   check(t.numel() > 0,
         "argmax(): Expected reduction dim to be specified for input.numel() == 0. (input shape ",
         t.shape(), ")");
-  return extremum_kernel<true>(t, all_dims(t), /*keepdim=*/false).indices;
+  // The index counts in row-major order, and the first of tied maxima wins in that order, so a
+  // strided input is made contiguous first (a reduction may otherwise read it in memory order).
+  NoGradGuard no_grad;
+  return extremum_kernel<true>(t.contiguous(), all_dims(t), /*keepdim=*/false).indices;
 }
 
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {

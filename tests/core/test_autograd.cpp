@@ -87,7 +87,9 @@ TEST(AutogradLeaves, RequiresGradAndIsLeaf) {
 }
 
 TEST(AutogradLeaves, OnlyFloatLeavesCanRequireGrad) {
-  EXPECT_THAT(error_of([] { tensor({1, 2}, DType::Int64).requires_grad_(); }),
+  EXPECT_THAT(error_of([] {
+                tensor({1, 2}, DType::Int64).requires_grad_();
+              }),
               HasSubstr("floating point"));
   EXPECT_THAT(error_of([] { tensor({1, 0}, DType::Bool).requires_grad_(); }), HasSubstr("bool"));
   Tensor x = tensor({1.0}).requires_grad_();
@@ -193,8 +195,8 @@ TEST(AutogradBackward, TheSameOutputTwiceWithASharedNode) {
   Tensor y = c * 3.0;
   Tensor g = ones({2}, DType::Float64);
   autograd::backward({s, y, y}, {g, g, g});
-  EXPECT_THAT(values(x.grad()), Pointwise(DoubleNear(1e-12), std::vector<double>{8.0,
-                                                                                21.74625462767236}));
+  EXPECT_THAT(values(x.grad()),
+              Pointwise(DoubleNear(1e-12), std::vector<double>{8.0, 21.74625462767236}));
 }
 
 // ---- retain_graph ----
@@ -398,8 +400,9 @@ TEST(AutogradGradFunction, AllowUnused) {
   Tensor x = tensor({1, 2}).requires_grad_();
   Tensor unused = tensor({5.0}).requires_grad_();
   Tensor out = (x * 2.0).sum();
-  std::string msg =
-      error_of([&] { (void)autograd::grad({out}, {x, unused}, {}, /*retain_graph=*/true); });
+  std::string msg = error_of([&] {
+    (void)autograd::grad({out}, {x, unused}, {}, /*retain_graph=*/true);
+  });
   EXPECT_THAT(msg, HasSubstr("allow_unused"));
   std::vector<Tensor> g = autograd::grad({out}, {x, unused}, {}, false, /*allow_unused=*/true);
   EXPECT_THAT(values(g[0]), ElementsAre(2, 2));
@@ -439,10 +442,10 @@ TEST(AutogradGraph, Diamonds) {
 }
 
 TEST(AutogradGraph, BroadcastingIsUndone) {
-  Tensor b = tensor({1, 2, 3}).requires_grad_();       // [3]
+  Tensor b = tensor({1, 2, 3}).requires_grad_();               // [3]
   Tensor m = tensor({{1, 2, 3}, {4, 5, 6}}).requires_grad_();  // [2, 3]
-  Tensor c = tensor({{10}, {20}}).requires_grad_();    // [2, 1]
-  Tensor s = tensor(2.0).requires_grad_();             // 0-d
+  Tensor c = tensor({{10}, {20}}).requires_grad_();            // [2, 1]
+  Tensor s = tensor(2.0).requires_grad_();                     // 0-d
   Tensor out = (m + b) * c * s;
   EXPECT_EQ(out.shape(), (Shape{2, 3}));
   out.backward(ones({2, 3}));
@@ -551,7 +554,10 @@ TEST(AutogradInPlace, AddAndMulOnANonLeaf) {
 TEST(AutogradInPlace, OnALeafThatRequiresGradThrows) {
   Tensor x = tensor({1, 2}).requires_grad_();
   for (auto op : std::vector<std::pair<const char*, std::function<void()>>>{
-           {"masked_fill_", [&] { x.masked_fill_(tensor({1, 0}, DType::Bool), 0); }},
+           {"masked_fill_",
+            [&] {
+              x.masked_fill_(tensor({1, 0}, DType::Bool), 0);
+            }},
            {"add_", [&] { x.add_(ones({2})); }},
            {"mul_", [&] { x.mul_(2.0); }},
            {"fill_", [&] { x.fill_(1.0); }},

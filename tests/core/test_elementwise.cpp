@@ -76,9 +76,8 @@ TEST(ElementwiseArithmetic, ScalarOnEitherSide) {
   EXPECT_THAT(values(3.0 * a), ElementsAre(3, 6, 9, 12, 15, 18));
   // (2/a).tolist() -> [[2.0, 1.0, 0.6666666865348816], [0.5, 0.4000000059604645,
   // 0.3333333432674408]]
-  EXPECT_THAT(values(2.0 / a),
-              ElementsAre(2.0, 1.0, 0.6666666865348816, 0.5, 0.4000000059604645,
-                          0.3333333432674408));
+  EXPECT_THAT(values(2.0 / a), ElementsAre(2.0, 1.0, 0.6666666865348816, 0.5, 0.4000000059604645,
+                                           0.3333333432674408));
   EXPECT_EQ((2.0 / a).dtype(), DType::Float32);
 }
 
@@ -187,6 +186,10 @@ TEST(ElementwiseUnary, MathFunctions) {
   EXPECT_THAT(values(abs(x)), ElementsAre(2.0, 0.5, 0.0, 0.5, 1.5));
   EXPECT_THAT(values(x.abs()), ElementsAre(2.0, 0.5, 0.0, 0.5, 1.5));
   EXPECT_THAT(values(x.neg()), ElementsAre(2.0, 0.5, -0.0, -0.5, -1.5));
+  // torch.abs(torch.tensor([-0.0, -inf])) -> tensor([0., inf]), and the zero is +0.0
+  Tensor az = abs(tensor({-0.0, -std::numeric_limits<double>::infinity()}));
+  EXPECT_FALSE(std::signbit(az.at({0})));
+  EXPECT_EQ(az.at({1}), std::numeric_limits<double>::infinity());
   // Integer powers of integers stay integers: torch.tensor([2, 3]).pow(2) -> tensor([4, 9])
   Tensor ip = tensor({2, 3}, DType::Int64).pow(2);
   EXPECT_EQ(ip.dtype(), DType::Int64);
@@ -390,8 +393,7 @@ TEST(ElementwiseGradFn, NamesMatchPyTorch) {
   EXPECT_EQ(tanh(x).grad_fn()->name(), "TanhBackward0");
   EXPECT_EQ(sigmoid(x).grad_fn()->name(), "SigmoidBackward0");
   EXPECT_EQ(relu(x).grad_fn()->name(), "ReluBackward0");
-  EXPECT_EQ(x.masked_fill(tensor({1, 0}, DType::Bool), 0).grad_fn()->name(),
-            "MaskedFillBackward0");
+  EXPECT_EQ(x.masked_fill(tensor({1, 0}, DType::Bool), 0).grad_fn()->name(), "MaskedFillBackward0");
 }
 
 TEST(ElementwiseGradFn, UnaryGradientsMatchPyTorch) {
@@ -404,14 +406,18 @@ TEST(ElementwiseGradFn, UnaryGradientsMatchPyTorch) {
     std::vector<double> grad;
   };
   const std::vector<Case> cases = {
-      {"exp", [](const Tensor& x) { return exp(x); },
+      {"exp",
+       [](const Tensor& x) { return exp(x); },
        {1.6487212707001282, 2.718281828459045, 7.38905609893065}},
       {"log", [](const Tensor& x) { return log(x); }, {2.0, 1.0, 0.5}},
-      {"sqrt", [](const Tensor& x) { return sqrt(x); },
+      {"sqrt",
+       [](const Tensor& x) { return sqrt(x); },
        {0.7071067811865475, 0.5, 0.35355339059327373}},
-      {"tanh", [](const Tensor& x) { return tanh(x); },
+      {"tanh",
+       [](const Tensor& x) { return tanh(x); },
        {0.7864477329659274, 0.41997434161402614, 0.07065082485316443}},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); },
+      {"sigmoid",
+       [](const Tensor& x) { return sigmoid(x); },
        {0.2350037122015945, 0.19661193324148185, 0.10499358540350662}},
       {"relu", [](const Tensor& x) { return relu(x - 0.75); }, {0.0, 1.0, 1.0}},
       {"abs", [](const Tensor& x) { return abs(x - 1.0); }, {-1.0, 0.0, 1.0}},

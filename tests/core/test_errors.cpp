@@ -1,1 +1,273 @@
+// Every bad input raises ember::Error, never a crash or a silent wrong answer, and the message
+// names the op, the shapes or dtypes involved and what was expected.
+//
+// PyTorch 1.13's wording, where we follow it, is quoted next to each case.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/autograd/engine.h"
+#include "core/error.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+#include "core/tensor.h"
+
+namespace ember {
+namespace {
+
+// Succeeds when `f` throws an ember::Error whose message contains every one of `parts`.
+testing::AssertionResult ThrowsWith(const std::function<void()>& f,
+                                    const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& part : parts) {
+      if (msg.find(part) == std::string::npos) {
+        return testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << part << "\"";
+      }
+    }
+    return testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return testing::AssertionFailure() << "threw a non-ember exception: " << e.what();
+  }
+  return testing::AssertionFailure() << "threw nothing";
+}
+
+TEST(ErrorsType, IsARuntimeError) {
+  try {
+    (void)(ones({2, 3}) + ones({4}));
+    FAIL() << "expected an Error";
+  } catch (const std::runtime_error& e) {  // ember::Error derives from std::runtime_error
+    EXPECT_NE(dynamic_cast<const Error*>(&e), nullptr);
+  }
+}
+
+// ---- broadcasting ----
+
+TEST(ErrorsBroadcast, ShapeMismatchNamesTheOpAndBothShapes) {
+  // torch.ones(2, 3) + torch.ones(4) -> The size of tensor a (3) must match the size of tensor b
+  // (4) at non-singleton dimension 1
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        (void)(ones({2, 3}) + ones({4}));
+      },
+      {"add", "[2, 3]", "[4]", "cannot be broadcast", "3 != 4"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)(ones({2, 3}) - ones({3, 2})); }, {"sub", "[2, 3]", "[3, 2]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)(ones({5}) * ones({2, 4})); }, {"mul", "[5]", "[2, 4]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)(ones({2}) / ones({3})); }, {"div", "[2]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)maximum(ones({2}), ones({3})); }, {"maximum", "[2]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)minimum(ones({2}), ones({3})); }, {"minimum", "[2]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)lt(ones({2}), ones({3})); }, {"lt", "[2]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)eq(ones({2, 2}), ones({3})); }, {"eq", "[2, 2]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)where(ones({2}, DType::Bool), ones({3}), ones({3})); },
+                         {"where", "[2]", "[3]"}));
+}
+
+TEST(ErrorsBroadcast, InPlaceDestinationsCannotGrow) {
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        Tensor t = zeros({3});
+        t.copy_(ones({2, 3}));
+      },
+      {"copy_", "[2, 3]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        Tensor t = zeros({3});
+        t.add_(ones({2, 3}));
+      },
+      {"add_", "[2, 3]", "[3]"}));
+  // A mask that would broadcast the tensor to a bigger shape.
+  // torch.ones(3).masked_fill_(torch.ones(2, 3, dtype=torch.bool), 0) -> RuntimeError
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        (void)ones({3}).masked_fill(ones({2, 3}, DType::Bool), 0);
+      },
+      {"masked_fill", "[2, 3]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        (void)ones({2, 3}).masked_fill(ones({4}, DType::Bool), 0);
+      },
+      {"masked_fill", "[2, 3]", "[4]"}));
+}
+
+// ---- dims ----
+
+TEST(ErrorsDim, OutOfRangeDimsNameTheValidRange) {
+  // torch.ones(2, 3).transpose(0, 3) -> Dimension out of range (expected to be in range of
+  // [-2, 1], but got 3)
+  Tensor t = ones({2, 3});
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.transpose(0, 3); },
+                         {"transpose", "dimension out of range", "[-2, 1]", "but got 3"}));
+  // torch.ones(2, 3).squeeze(-3) -> ... [-2, 1], but got -3
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.squeeze(-3); }, {"squeeze", "[-2, 1]", "but got -3"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.select(2, 0); }, {"select", "[-2, 1]", "but got 2"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.slice(-3, 0, 1); }, {"slice", "but got -3"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.unsqueeze(3); }, {"unsqueeze", "[-3, 2]", "but got 3"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.unsqueeze(-4); }, {"unsqueeze", "but got -4"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.permute({0, 2}); }, {"permute", "but got 2"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.flatten(0, 2); }, {"flatten", "but got 2"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.narrow(-3, 0, 1); }, {"narrow", "but got -3"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.size(2); }, {"size", "but got 2"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.stride(-3); }, {"stride", "but got -3"}));
+  // 0-d tensors accept dims 0 and -1 only.
+  EXPECT_TRUE(ThrowsWith([] { (void)tensor(1.0).unsqueeze(2); }, {"unsqueeze", "[-1, 0]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)tensor(1.0).select(0, 0); }, {"select", "0-dim"}));
+}
+
+TEST(ErrorsDim, BadPermutationsAndShapes) {
+  Tensor t = ones({2, 3});
+  // torch.ones(2, 3).permute(0, 0) -> permute(): duplicate dims are not allowed.
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.permute({0, 0}); }, {"permute", "repeated"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.permute({0}); }, {"permute", "[2, 3]"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.view({4, 2}); }, {"view", "[4, 2]", "6"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.reshape({-1, 4}); }, {"reshape", "[-1, 4]", "6"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.view({-1, -1}); }, {"view", "only one dimension"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.view({-2, 3}); }, {"view", "-2"}));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        (void)t.expand({2, 4});
+      },
+      {"expand", "(4)", "(3)", "[2, 4]", "[2, 3]"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.expand({3}); }, {"expand", "[3]", "[2, 3]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)ones({2, 3, 4}).t(); }, {"t", "[2, 3, 4]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)zeros({2, -3}); }, {"negative", "[2, -3]"}));
+}
+
+// ---- dtypes ----
+
+TEST(ErrorsDType, MasksAndConditionsMustBeBool) {
+  EXPECT_TRUE(ThrowsWith([] { (void)ones({3}).masked_fill(ones({3}), 0); },
+                         {"masked_fill", "boolean", "float32"}));
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        Tensor t = ones({3});
+        t.masked_fill_(ones({3}, DType::Int64), 0);
+      },
+      {"masked_fill", "boolean", "int64"}));
+  // torch.where(torch.ones(3), ...) -> where expected condition to be a boolean tensor, but got a
+  // tensor with dtype Float
+  EXPECT_TRUE(ThrowsWith([] { (void)where(ones({3}), ones({3}), ones({3})); },
+                         {"where", "bool", "float32"}));
+}
+
+TEST(ErrorsDType, OtherDTypeMisuse) {
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        tensor({1, 2}, DType::Int64).requires_grad_();
+      },
+      {"requires_grad_", "floating point", "int64"}));
+  EXPECT_TRUE(
+      ThrowsWith([] { (void)ones({2}).data_ptr<int64_t>(); }, {"data_ptr", "float32", "int64"}));
+  Tensor b = ones({2}, DType::Bool);
+  EXPECT_TRUE(ThrowsWith([&] { (void)(b - b); }, {"sub", "bool"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)neg(b); }, {"neg", "bool"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)gelu(ones({2}), "fast"); }, {"gelu", "'fast'"}));
+}
+
+// ---- views and indices ----
+
+TEST(ErrorsView, IncompatibleStrides) {
+  // x.t().view(-1) -> view size is not compatible with input tensor's size and stride (at least
+  // one dimension spans across two contiguous subspaces). Use .reshape(...) instead.
+  Tensor x = ones({2, 3});
+  EXPECT_TRUE(ThrowsWith([&] { (void)x.t().view({-1}); },
+                         {"view", "not compatible", "[3, 2]", "[1, 3]", "reshape"}));
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        (void)ones({4, 4}).slice(1, 0, 2).view({8});
+      },
+      {"view", "[4, 2]", "[4, 1]", "[8]"}));
+}
+
+TEST(ErrorsIndex, OutOfRangeIndices) {
+  Tensor t = ones({3, 4});
+  // torch.ones(3, 4).select(0, 5) -> select(): index 5 out of range for tensor of size [3, 4] at
+  // dimension 0
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.select(0, 5); }, {"select", "index 5", "size 3", "[3, 4]"}));
+  // torch.ones(3, 4)[:, -5] -> index -5 is out of bounds for dimension 1 with size 4
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.select(1, -5); }, {"select", "index -5", "size 4"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t[3]; }, {"select", "index 3", "size 3"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.index({Slice(), 4}); }, {"select", "index 4", "size 4"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.index({0, 0, 0}); }, {"index", "too many", "[3, 4]"}));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        (void)t.at({3, 0});
+      },
+      {"at", "index 3", "out of bounds", "dimension 0", "size 3"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.at({0, -5}); }, {"at", "index -5", "dimension 1"}));
+  EXPECT_TRUE(ThrowsWith([&] { (void)t.at({0}); }, {"at", "expected 2 indices", "[3, 4]"}));
+  EXPECT_TRUE(ThrowsWith([&] { t.set({0, 4}, 1); }, {"set", "index 4", "size 4"}));
+  // torch.ones(3).narrow(0, 2, 2) -> start (2) + length (2) exceeds dimension size (3).
+  EXPECT_TRUE(ThrowsWith([] { (void)ones({3}).narrow(0, 2, 2); },
+                         {"narrow", "start (2)", "length (2)", "(3)"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)ones({3}).slice(0, 0, 2, 0); }, {"slice", "step"}));
+}
+
+TEST(ErrorsValue, ItemAndConstruction) {
+  EXPECT_TRUE(ThrowsWith([] { (void)ones({2, 2}).item(); }, {"item", "4 elements", "[2, 2]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)tensor({{1, 2}, {3}}); }, {"tensor", "length 2", "got 1"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)tensor({{1, 2}, 3}); }, {"tensor", "uneven"}));
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        (void)from_vector({1, 2, 3}, {2, 2});
+      },
+      {"from_vector", "3 values", "[2, 2]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)arange(0, 1, 0); }, {"arange", "step"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)triu(ones({4})); }, {"triu", "2 dimensions", "[4]"}));
+  EXPECT_TRUE(ThrowsWith([] { (void)tril(ones({4})); }, {"tril", "[4]"}));
+}
+
+// ---- autograd ----
+
+TEST(ErrorsAutograd, BackwardOnANonScalarWithoutAGradient) {
+  // torch.ones(3, requires_grad=True).mul(2).backward() -> grad can be implicitly created only
+  // for scalar outputs
+  Tensor x = ones({3}).requires_grad_();
+  Tensor y = x * 2.0;
+  EXPECT_TRUE(ThrowsWith([&] { y.backward(); },
+                         {"backward", "implicitly created only for scalar outputs", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([&] { y.backward(ones({3, 1})); }, {"backward", "[3, 1]", "[3]"}));
+  EXPECT_TRUE(ThrowsWith([] { ones({1}).backward(); }, {"backward", "does not require grad"}));
+}
+
+TEST(ErrorsAutograd, GraphMisuse) {
+  Tensor x = ones({2}).requires_grad_();
+  EXPECT_TRUE(
+      ThrowsWith([&] { x.mul_(2.0); }, {"mul_", "leaf Variable that requires grad", "in-place"}));
+  Tensor loss = x.exp().sum();
+  loss.backward();
+  EXPECT_TRUE(
+      ThrowsWith([&] { loss.backward(); }, {"ExpBackward0", "second time", "retain_graph"}));
+  Tensor e = x.exp();
+  Tensor l2 = e.sum();
+  e.masked_fill_(ones({2}, DType::Bool), 0);
+  EXPECT_TRUE(ThrowsWith([&] { l2.backward(); },
+                         {"modified by an inplace operation", "ExpBackward0", "version"}));
+  EXPECT_TRUE(
+      ThrowsWith([&] { (void)autograd::grad({(x * 2.0).sum()}, {ones({1}).requires_grad_()}); },
+                 {"autograd::grad", "allow_unused"}));
+  EXPECT_TRUE(ThrowsWith([] { ones({1}).register_hook([](const Tensor& g) { return g; }); },
+                         {"register_hook", "doesn't require gradient"}));
+  EXPECT_TRUE(ThrowsWith([] { ones({1}).retain_grad(); }, {"retain_grad", "requires_grad=False"}));
+}
+
+TEST(ErrorsAutograd, AHookThatChangesTheShapeIsCaught) {
+  Tensor x = ones({3}).requires_grad_();
+  Tensor y = x * 2.0;
+  y.register_hook([](const Tensor&) { return ones({4}); });
+  EXPECT_TRUE(ThrowsWith([&] { y.sum().backward(); }, {"MulBackward0", "hook", "[4]", "[3]"}));
+  Tensor leaf = ones({2}).requires_grad_();
+  leaf.register_hook([](const Tensor&) { return ones({2, 2}); });
+  EXPECT_TRUE(ThrowsWith([&] { (leaf * 2.0).sum().backward(); },
+                         {"AccumulateGrad", "hook", "[2, 2]", "[2]"}));
+  EXPECT_FALSE(leaf.grad().defined());
+}
+
+}  // namespace
+}  // namespace ember

@@ -116,6 +116,39 @@ TEST(ReduceSum, NonContiguousInput) {
   expect_values(tensor({1, 2, 3}).expand({4, 3}).sum(0), {4, 8, 12});
 }
 
+TEST(ReduceLayout, StridedInputsGiveWhatTheirContiguousCopiesGive) {
+  // Permuted, transposed, sliced and broadcast views go through other kernel layouts (read in
+  // memory order, or permuted and copied); the results must not tell.
+  Tensor base = arange(0, 120, 1, DType::Float32).reshape({2, 3, 4, 5});
+  const std::vector<Tensor> views = {base.permute({2, 0, 3, 1}), base.transpose(1, 3),
+                                     base.slice(3, 1, 4), tensor({1, 2, 3}).expand({2, 4, 3}),
+                                     base.reshape({6, 4, 5}).transpose(0, 2)};
+  const std::vector<std::vector<int64_t>> dim_lists = {{0}, {1}, {-1}, {0, 2}, {1, 2}, {0, 1, 2}};
+  for (const Tensor& view : views) {
+    Tensor copy = view.contiguous();
+    for (const auto& dims : dim_lists) {
+      for (bool keepdim : {false, true}) {
+        SCOPED_TRACE("view " + shape_str(view.shape()) + ", dims " + shape_str(dims) +
+                     (keepdim ? ", keepdim" : ""));
+        Tensor s = sum(view, dims, keepdim);
+        EXPECT_TRUE(s.is_contiguous());
+        EXPECT_TRUE(equal(s, sum(copy, dims, keepdim)));
+        EXPECT_TRUE(equal(mean(view, dims, keepdim), mean(copy, dims, keepdim)));
+        EXPECT_TRUE(allclose(var(view, dims, 1, keepdim), var(copy, dims, 1, keepdim)));
+        ValuesIndices m = max(view, dims[0], keepdim), expected = max(copy, dims[0], keepdim);
+        EXPECT_TRUE(m.values.is_contiguous());
+        EXPECT_TRUE(equal(m.values, expected.values));
+        EXPECT_TRUE(equal(m.indices, expected.indices));
+        EXPECT_TRUE(
+            equal(min(view, dims[0], keepdim).indices, min(copy, dims[0], keepdim).indices));
+        EXPECT_TRUE(equal(argmax(view, dims[0], keepdim), argmax(copy, dims[0], keepdim)));
+      }
+    }
+    EXPECT_TRUE(equal(view.sum(), copy.sum()));
+    EXPECT_TRUE(equal(argmax(view), argmax(copy)));
+  }
+}
+
 TEST(ReduceSum, IntegerAndBoolSumToInt64) {
   Tensor ints = arange(6);
   Tensor total = ints.sum();

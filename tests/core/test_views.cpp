@@ -92,7 +92,10 @@ TEST(ViewReshape, ReshapeOfAContiguousTensorIsAView) {
   EXPECT_EQ(r.storage(), x.storage());
   r.set({0, 0}, 99);
   EXPECT_EQ(x.at({0, 0, 0}), 99);
-  EXPECT_THAT(error_of([&] { (void)x.reshape({5, -1}); }), HasSubstr("invalid for input of size 24"));
+  EXPECT_THAT(error_of([&] {
+                (void)x.reshape({5, -1});
+              }),
+              HasSubstr("invalid for input of size 24"));
   EXPECT_THAT(error_of([&] { (void)x.view({-1, -1}); }), HasSubstr("only one dimension"));
   EXPECT_THAT(error_of([&] { (void)x.view({7, 4}); }), HasSubstr("[7, 4]"));
 }
@@ -160,7 +163,11 @@ TEST(ViewTranspose, Gradients) {
   // y = x.permute(2, 0, 1); (y * w.permute(2, 0, 1)).sum().backward(); x.grad == w
   Tensor w = cube();
   Tensor g = grad_through(
-      cube(), [](const Tensor& c) { return c.permute({2, 0, 1}); }, w.permute({2, 0, 1}));
+      cube(),
+      [](const Tensor& c) {
+        return c.permute({2, 0, 1});
+      },
+      w.permute({2, 0, 1}));
   EXPECT_TRUE(equal(g, w));
   Tensor c = cube().requires_grad_();
   EXPECT_EQ(c.permute({2, 0, 1}).grad_fn()->name(), "PermuteBackward0");
@@ -341,7 +348,8 @@ TEST(ViewSelect, IndexWithIntegersAndSlices) {
   Tensor sub = mask.index({Slice(None, 4), Slice(None, 4)});
   EXPECT_EQ(sub.shape(), (Shape{4, 4}));
   EXPECT_EQ(sub.dtype(), DType::Bool);
-  EXPECT_THAT(sub.to_vector<int64_t>(), ElementsAre(0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0));
+  EXPECT_THAT(sub.to_vector<int64_t>(),
+              ElementsAre(0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0));
   a.set({1, 0}, 100);
   EXPECT_EQ(x.at({1, 1, 0}), 100);
   EXPECT_THAT(error_of([&] { (void)x.index({0, 0, 0, 0}); }), HasSubstr("too many indices"));
@@ -364,7 +372,8 @@ TEST(ViewSelect, Gradients) {
   // y = x[:, 1:3:1, ::2]; (y * y).sum().backward(): 2 * x at the picked elements
   // x.grad[0] -> [[0, 0, 0, 0], [8, 0, 12, 0], [16, 0, 20, 0]]
   Tensor g = grad_through(
-      cube(), [](const Tensor& c) { return c.slice(1, 1, 3).slice(2, std::nullopt, std::nullopt, 2); },
+      cube(),
+      [](const Tensor& c) { return c.slice(1, 1, 3).slice(2, std::nullopt, std::nullopt, 2); },
       cube().slice(1, 1, 3).slice(2, std::nullopt, std::nullopt, 2) * 2.0);
   EXPECT_THAT(values(g[0]), ElementsAre(0, 0, 0, 0, 8, 0, 12, 0, 16, 0, 20, 0));
   EXPECT_THAT(values(g[1]), ElementsAre(0, 0, 0, 0, 32, 0, 36, 0, 40, 0, 44, 0));

@@ -89,8 +89,8 @@ std::string error_message(Fn&& fn) {
 }
 
 std::shared_ptr<Sequential> make_mlp() {
-  return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
-      std::make_shared<Linear>(3, 4), std::make_shared<ReLU>(), std::make_shared<Linear>(4, 2)});
+  return std::make_shared<Sequential>(std::make_shared<Linear>(3, 4), std::make_shared<ReLU>(),
+                                      std::make_shared<Linear>(4, 2));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ TEST(ModuleRegistry, AttributesAndRegistryAreTheSameTensors) {
 TEST(ModuleRegistry, ASharedSubmoduleIsListedOnceButSavedUnderEachName) {
   // l = nn.Linear(2, 2); s = nn.Sequential(l, l)
   auto shared = std::make_shared<Linear>(2, 2);
-  Sequential twice({shared, shared});
+  Sequential twice(shared, shared);
   EXPECT_EQ(keys(twice.named_parameters()), (std::vector<std::string>{"0.weight", "0.bias"}));
   EXPECT_EQ(keys(twice.state_dict()),
             (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"}));
@@ -273,6 +273,29 @@ TEST(ModuleRegistry, ZeroGradResetsEveryGradientToUndefined) {
   for (const auto& [name, p] : mlp->named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
   mlp->zero_grad();
   for (const auto& [name, p] : mlp->named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;
+}
+
+TEST(ModuleRegistry, ToConvertsParametersAndBuffersInPlace) {
+  manual_seed(123);
+  Wrapper model;
+  const Tensor weight = model.out_proj->weight;
+  const Tensor before = weight.clone();
+  Tensor loss = sum((*model.out_proj)(ones({2, 4})));
+  loss.backward();
+  model.heads->at<Head>(0)->register_buffer("positions", arange(4));  // int64: kept as is
+
+  model.to(DType::Float64);
+  for (const auto& [name, p] : model.named_parameters()) {
+    EXPECT_EQ(p.dtype(), DType::Float64) << name;
+    EXPECT_TRUE(p.is_leaf() && p.requires_grad()) << name;
+  }
+  EXPECT_EQ(model.heads->at<Head>(1)->mask.dtype(), DType::Float64);
+  EXPECT_EQ(model.named_buffers()[1].second.dtype(), DType::Int64);
+  // The same tensor objects, holding the same values in the new dtype.
+  EXPECT_TRUE(model.out_proj->weight.is_same(weight));
+  EXPECT_TRUE(equal(weight.to(DType::Float32), before));
+  EXPECT_EQ(weight.grad().dtype(), DType::Float64);
+  EXPECT_EQ((*model.out_proj)(ones({2, 4}, DType::Float64)).dtype(), DType::Float64);
 }
 
 // ---------------------------------------------------------------------------------------------
