@@ -119,12 +119,15 @@ void study(int64_t d_out, int64_t num_heads, const std::string& label) {
   save_attention_maps(A, stem + "_weights");
 }
 
-// gradcheck in float64 of a module w.r.t. its input and every parameter.
-template <typename M> void check_module(const std::string& name, std::shared_ptr<M> module) {
+// gradcheck in float64 of a module w.r.t. its input and every parameter. The batched modules
+// take [batch, tokens, d_in]; SelfAttention_v1/v2 (keys.T) take one sequence [tokens, d_in].
+template <typename M>
+void check_module(const std::string& name, std::shared_ptr<M> module,
+                  const Shape& input_shape = {2, 4, 3}) {
   module->to(DType::Float64);
   std::vector<Tensor> inputs;
   manual_seed(7);
-  inputs.push_back(rand({2, 4, 3}, DType::Float64).requires_grad_());
+  inputs.push_back(rand(input_shape, DType::Float64).requires_grad_());
   std::vector<Tensor> params = module->parameters();
   inputs.insert(inputs.end(), params.begin(), params.end());
   auto fn = [&](const std::vector<Tensor>& in) { return module->forward(in[0]); };
@@ -142,7 +145,7 @@ int main() {
   std::cout << "\n==== gradcheck of every chapter module (float64, central differences) ====\n";
   manual_seed(1);
   check_module("SelfAttention_v2(3, 2, qkv_bias=true)",
-               std::make_shared<nn::SelfAttentionV2>(3, 2, true));
+               std::make_shared<nn::SelfAttentionV2>(3, 2, true), {4, 3});
   check_module("CausalAttention(3, 2, 6, 0.0)", std::make_shared<nn::CausalAttention>(3, 2, 6, 0.0));
   check_module("MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)",
                std::make_shared<nn::MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2));

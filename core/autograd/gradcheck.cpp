@@ -341,7 +341,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
            << " Jacobian entries, output shape " << shape_str(output_shape);
   } else {
     report << "gradcheck failed:\n";
-    for (const std::string& problem : problems) report << problem << "\n";
+    for (const std::string& problem : problems) {
+      report << problem << (problem.ends_with('\n') ? "" : "\n");
+    }
   }
   result.report = report.str();
   return result;

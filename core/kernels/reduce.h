@@ -6,7 +6,8 @@
 //   - Reducing dim 0 of a matrix is outer == 1: whole rows are added into an accumulator row,
 //     a loop over independent elements that the compiler vectorizes.
 // The ops in core/ops/reduce.cpp and core/ops/softmax.cpp bring every reduction to this form,
-// copying the input only when its reduced dims are not one contiguous block.
+// copying the input only when its reduced dims are not one contiguous block (even when the
+// input is read in memory order, which makes a transposed matrix contiguous).
 #pragma once
 
 #include <algorithm>
@@ -189,9 +190,10 @@ T max_row(const T* x, int64_t n) {
 }
 
 // Softmax (or log-softmax when `log`) along the middle dim of [outer, reduced, inner]; out has
-// the same layout. Each row is one fused pass of three loops:
-//   m = max(x);  e_j = exp(x_j - m), s = sum(e);  softmax y_j = e_j / s,
-//                                                 log_softmax y_j = (x_j - m) - log(s).
+// the same layout. Each row is finished before the next starts, so it stays in cache through
+//   m = max(x);  e_j = exp(x_j - m);  s = sum(e);  softmax y_j = e_j * (1 / s),
+//                                                  log_softmax y_j = (x_j - m) - log(s)
+// (the operations of PyTorch's CPU kernels; only the order of the additions in s differs).
 // Subtracting the max keeps exp from overflowing (softmax([1000, 1001]) is [0.2689, 0.7311]);
 // an element at -inf gives exactly 0 (or -inf), and a row of -inf gives nan everywhere, since
 // -inf - -inf is nan, as in PyTorch. Accumulates in T, as PyTorch does for float32.
@@ -216,7 +218,7 @@ void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
     }
     return;
   }
-  // Rows with a stride of `inner`: the same three loops, over `inner` rows side by side.
+  // Rows with a stride of `inner`: the same steps, over `inner` rows side by side.
   std::vector<T> max(s.inner), total(s.inner);
   for (int64_t o = 0; o < s.outer; ++o) {
     const T* x = in + o * n * s.inner;

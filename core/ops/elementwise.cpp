@@ -455,6 +455,11 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, int which) {
 Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
   check(result.shape() == self.shape(), op, ": result of shape ", result.shape(),
         " does not fit the in-place destination of shape ", self.shape());
+  // Rebasing a view's history would leave its base out of the graph while its values change:
+  // the base's gradients would then be silently wrong (copy_ refuses the same case).
+  check(!(result.grad_fn() && self.impl()->is_view), op,
+        ": writing a result that requires grad into a view of shape ", self.shape(),
+        " is not supported (the view's base would not see it); apply the op out of place");
   {
     NoGradGuard no_grad;
     self.copy_(result);

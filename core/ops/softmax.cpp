@@ -67,7 +67,7 @@ int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
   const int64_t d = wrap_dim(dim, t.dim(), op);
   check(is_floating(t.dtype()), op, ": expected a floating point tensor, got ",
         dtype_name(t.dtype()), " (input shape ", t.shape(), ")");
-  return t.dim() == 0 ? 0 : d;
+  return d;
 }
 
 }  // namespace

@@ -396,6 +396,21 @@ TEST(AutogradGradFunction, NonLeafInputsAndBroadcastInputs) {
   EXPECT_THAT(values(gb[0]), ElementsAre(2, 2, 2));
 }
 
+TEST(AutogradGradFunction, InputHooksDoNotRunButRetainGradFills) {
+  // As torch 1.13: x.register_hook(lambda g: g * 2); torch.autograd.grad((x * 3).sum(), [x])
+  // -> (tensor([3., 3.]),); with h = x * 1; h.retain_grad(): torch.autograd.grad(..., [x])
+  // fills h.grad with [3, 3].
+  Tensor x = tensor({1, 2}).requires_grad_();
+  x.register_hook([](const Tensor& g) { return g * 2.0; });
+  EXPECT_THAT(values(autograd::grad({(x * 3.0).sum()}, {x})[0]), ElementsAre(3, 3));
+  Tensor a = tensor({1, 2}).requires_grad_();
+  Tensor h = a * 1.0;
+  h.retain_grad();
+  EXPECT_THAT(values(autograd::grad({(h * 3.0).sum()}, {a})[0]), ElementsAre(3, 3));
+  EXPECT_THAT(values(h.grad()), ElementsAre(3, 3));
+  EXPECT_FALSE(a.grad().defined());
+}
+
 TEST(AutogradGradFunction, AllowUnused) {
   Tensor x = tensor({1, 2}).requires_grad_();
   Tensor unused = tensor({5.0}).requires_grad_();

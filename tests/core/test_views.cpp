@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/error.h"
 #include "core/ops/elementwise.h"
@@ -409,6 +410,21 @@ TEST(ViewInPlace, WritingIntoAViewOfATensorThatRequiresGradIsRefused) {
   std::string msg = error_of([&] { v.masked_fill_(tensor({1, 0}, DType::Bool), 0); });
   EXPECT_THAT(msg, HasSubstr("masked_fill_"));
   EXPECT_THAT(msg, HasSubstr("view"));
+  // A view of a plain tensor cannot take a result that requires grad either: its base would
+  // change without joining the graph, and the base's gradients would be silently wrong.
+  Tensor base = zeros({2, 3});
+  Tensor row = base[0];
+  std::string add_msg = error_of([&] { row.add_(x); });
+  EXPECT_THAT(add_msg, HasSubstr("add_"));
+  EXPECT_THAT(add_msg, HasSubstr("view"));
+  EXPECT_THAT(error_of([&] { base.slice(0, 0, 1).copy_(x); }), HasSubstr("copy_"));
+  // Without grad (e.g. an optimizer step under NoGradGuard) writing through views is fine.
+  {
+    NoGradGuard no_grad;
+    row.add_(x);
+  }
+  row.add_(ones({3}));
+  EXPECT_THAT(values(base), ElementsAre(2, 3, 4, 0, 0, 0));
 }
 
 }  // namespace
