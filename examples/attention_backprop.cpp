@@ -32,9 +32,7 @@ using namespace ember;
 
 namespace {
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return max(abs(a - b)).item();
-}
+double max_abs_diff(const Tensor& a, const Tensor& b) { return max(abs(a - b)).item(); }
 
 void save_attention_maps(const Tensor& weights, const std::string& prefix) {
   // weights: [batch, heads, T, T]; one picture per head of the first batch element.
@@ -101,12 +99,10 @@ void study(int64_t d_out, int64_t num_heads, const std::string& label) {
     const char* what;
     Tensor formula, autograd;
   };
-  for (const Check& c : {Check{"dA = dC V^T", dA, t.attn_weights.grad()},
-                         Check{"dV = A^T dC", dV, t.values.grad()},
-                         Check{"dS = A * (dA - rowsum(dA * A)) / sqrt(d)", dS,
-                               t.attn_scores.grad()},
-                         Check{"dQ = dS K", dQ, t.queries.grad()},
-                         Check{"dK = dS^T Q", dK, t.keys.grad()}}) {
+  for (const Check& c :
+       {Check{"dA = dC V^T", dA, t.attn_weights.grad()}, Check{"dV = A^T dC", dV, t.values.grad()},
+        Check{"dS = A * (dA - rowsum(dA * A)) / sqrt(d)", dS, t.attn_scores.grad()},
+        Check{"dQ = dS K", dQ, t.queries.grad()}, Check{"dK = dS^T Q", dK, t.keys.grad()}}) {
     double diff = max_abs_diff(c.formula, c.autograd);
     bool ok = allclose(c.formula, c.autograd, 1e-5, 1e-6);
     std::cout << (ok ? "ok   " : "FAIL ") << c.what << ": max |formula - autograd| = " << diff
@@ -146,7 +142,8 @@ int main() {
   manual_seed(1);
   check_module("SelfAttention_v2(3, 2, qkv_bias=true)",
                std::make_shared<nn::SelfAttentionV2>(3, 2, true), {4, 3});
-  check_module("CausalAttention(3, 2, 6, 0.0)", std::make_shared<nn::CausalAttention>(3, 2, 6, 0.0));
+  check_module("CausalAttention(3, 2, 6, 0.0)",
+               std::make_shared<nn::CausalAttention>(3, 2, 6, 0.0));
   check_module("MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)",
                std::make_shared<nn::MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2));
   check_module("MultiHeadAttention(3, 4, 6, 0.0, 2)",

@@ -30,7 +30,8 @@ namespace ember::kernels {
 namespace cascade {
 
 // A SIMD register's worth of lanes, added lane by lane (what Vectorized<T> does).
-template <typename T, int L> struct Lanes {
+template <typename T, int L>
+struct Lanes {
   std::array<T, L> v{};
   Lanes& operator+=(const Lanes& o) {
     for (int i = 0; i < L; ++i) v[i] += o.v[i];
@@ -38,10 +39,12 @@ template <typename T, int L> struct Lanes {
   }
 };
 
-template <typename T> constexpr int kLanes = 32 / static_cast<int>(sizeof(T));  // AVX2: 256 bits
+template <typename T>
+constexpr int kLanes = 32 / static_cast<int>(sizeof(T));  // AVX2: 256 bits
 
 // Element `index` of a strided sequence starting at `base`: a scalar, or L consecutive scalars.
-template <typename Acc, typename T> Acc load(const T* base, int64_t stride, int64_t index) {
+template <typename Acc, typename T>
+Acc load(const T* base, int64_t stride, int64_t index) {
   if constexpr (std::is_same_v<Acc, T>) {
     return base[index * stride];
   } else {
@@ -91,7 +94,8 @@ std::array<Acc, nrows> multi_row_sum(const T* base, int64_t row_stride, int64_t 
 }
 
 // One row of `size` elements `stride` apart, as four interleaved partial sums.
-template <typename Acc, typename T> Acc row_sum(const T* base, int64_t stride, int64_t size) {
+template <typename Acc, typename T>
+Acc row_sum(const T* base, int64_t stride, int64_t size) {
   constexpr int ilp = 4;
   const int64_t size_ilp = size / ilp;
   auto partial = multi_row_sum<Acc, ilp>(base, stride * ilp, stride, size_ilp);
@@ -205,7 +209,8 @@ void cascade_sum(const T* in, const Shape& shape, const Shape& in_strides, T* ou
   for (const Dim& d : dims) {
     if (!merged.empty()) {
       Dim& last = merged.back();
-      if (last.in_stride * last.size == d.in_stride && last.out_stride * last.size == d.out_stride) {
+      if (last.in_stride * last.size == d.in_stride &&
+          last.out_stride * last.size == d.out_stride) {
         last.size *= d.size;
         continue;
       }
@@ -224,9 +229,8 @@ void cascade_sum(const T* in, const Shape& shape, const Shape& in_strides, T* ou
       in_off += counter[k] * merged[k + 2].in_stride;
       out_off += counter[k] * merged[k + 2].out_stride;
     }
-    cascade::loop2d(in + in_off, out + out_off, merged[0].size, merged[1].size,
-                    merged[0].in_stride, merged[1].in_stride, merged[0].out_stride,
-                    merged[1].out_stride);
+    cascade::loop2d(in + in_off, out + out_off, merged[0].size, merged[1].size, merged[0].in_stride,
+                    merged[1].in_stride, merged[0].out_stride, merged[1].out_stride);
     std::size_t k = 0;
     for (; k < outer; ++k) {
       if (++counter[k] < merged[k + 2].size) break;

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/autograd/function.h"
+#include "core/kernels/cascade_sum.h"
 #include "core/kernels/reduce.h"
 #include "core/ops/elementwise.h"
 
@@ -185,9 +186,40 @@ Tensor expand_to_input(const Tensor& grad, const std::vector<bool>& reduced, boo
 
 // ---- sum and mean ----
 
+// Float sums add in PyTorch's order (kernels::cascade_sum), so float32 results round exactly as
+// PyTorch's do; a mean is that sum divided by the count, as PyTorch's CPU mean is.
+Tensor floating_sum(const Tensor& x, const std::vector<bool>& reduced, bool keepdim, bool average) {
+  Shape kept_shape = x.shape(), result_shape;
+  int64_t count = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (reduced[d]) {
+      count *= x.shape()[d];
+      kept_shape[d] = 1;
+      if (keepdim) result_shape.push_back(1);
+    } else {
+      result_shape.push_back(x.shape()[d]);
+    }
+  }
+  Tensor out = zeros(kept_shape, x.dtype());
+  Shape out_strides = out.strides();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (reduced[d]) out_strides[d] = 0;
+  dispatch_floating(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::cascade_sum(x.data_ptr<T>(), x.shape(), x.strides(), out.data_ptr<T>(), out_strides);
+    if (average) {
+      T* o = out.data_ptr<T>();
+      const T n = static_cast<T>(count);
+      for (int64_t i = 0; i < out.numel(); ++i) o[i] = o[i] / n;  // 0 / 0 = nan when empty
+    }
+  });
+  return out.view(result_shape);
+}
+
 // The raw sum (or mean, when `average`) over the flagged dims. Floats stay in their dtype; bool
 // and int64 sum to int64.
 Tensor sum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim, bool average) {
+  if (is_floating(x.dtype())) return floating_sum(x, reduced, keepdim, average);
   ReductionInput in = reduction_input(x, reduced);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
   Tensor out = empty_result(x, in, reduced, keepdim, out_dtype);

@@ -484,7 +484,7 @@ TEST(ElementwiseInPlace, BroadcastingIntoTheDestinationOnly) {
   EXPECT_THAT(values(small), ElementsAre(0, 0, 0));
 }
 
-TEST(ElementwiseInPlace, BoolArithmeticIsRefusedWithAClearMessage) {
+TEST(ElementwiseInPlace, BoolNegAndSubAreRefusedWhileMathPromotes) {
   Tensor b = tensor({1, 0}, DType::Bool);
   try {
     (void)neg(b);

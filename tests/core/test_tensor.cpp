@@ -451,7 +451,9 @@ TEST(TensorCompare, AllcloseUsesPyTorchTolerances) {
   EXPECT_FALSE(allclose(tensor({nan}), tensor({nan})));
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_TRUE(allclose(tensor({inf, -inf}), tensor({inf, -inf})));
+  // torch.allclose(inf, -inf) -> False; torch.allclose(inf, 1e38) -> False
   EXPECT_FALSE(allclose(tensor({inf}), tensor({-inf})));
+  EXPECT_FALSE(allclose(tensor({inf}), tensor({1e38})));
   // Broadcasts; incompatible shapes are an Error.
   EXPECT_TRUE(allclose(ones({2, 3}), tensor({1.0})));
   EXPECT_THAT(error_of([] { (void)allclose(ones({2}), ones({3})); }), HasSubstr("allclose"));

@@ -21,13 +21,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct ProgramRun {
   int exit_code = -1;
   std::string output;  // stdout and stderr
 };
 
-Run run_in(const fs::path& dir, const std::string& binary) {
-  Run run;
+ProgramRun run_in(const fs::path& dir, const std::string& binary) {
+  ProgramRun run;
   const std::string command = "cd '" + dir.string() + "' && '" + binary + "' 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return run;
@@ -68,7 +68,7 @@ class TempDir {
 TEST(BackpropExample, EveryCheckPassesAndNothingFails) {
   TempDir dir;
   ASSERT_FALSE(dir.path().empty()) << "cannot create a temporary directory";
-  const Run run = run_in(dir.path(), EMBER_BACKPROP_BINARY);
+  const ProgramRun run = run_in(dir.path(), EMBER_BACKPROP_BINARY);
   EXPECT_EQ(run.exit_code, 0) << run.output;
 
   const std::vector<std::string> lines = lines_of(run.output);
