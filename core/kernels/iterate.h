@@ -5,6 +5,7 @@
 // dimension), with a fast path when everything is contiguous.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -64,6 +65,31 @@ void unary_map(R* out, const A* a, const Shape& shape, const Shape& a_strides, F
     return;
   }
   Shape out_strides = contiguous_strides(shape);
+  const auto ndim = static_cast<int64_t>(shape.size());
+  // A transposed input (its unit-stride dim p is not the last): walking the output row by row
+  // would read a column at a time. Copy in 32 x 32 tiles of dims (p, last) instead, so both the
+  // reads and the writes stay within a few cache lines.
+  int64_t p = -1;
+  for (int64_t d = 0; d + 1 < ndim; ++d)
+    if (shape[d] > 1 && a_strides[d] == 1) p = d;
+  if (p >= 0 && a_strides[ndim - 1] != 1) {
+    constexpr int64_t kTile = 32;
+    const int64_t rows = shape[p], cols = shape[ndim - 1];
+    const int64_t out_row = out_strides[p], a_col = a_strides[ndim - 1];
+    Shape outer = shape;
+    outer[p] = 1;
+    outer[ndim - 1] = 1;
+    for_each_row<2>(outer, {&out_strides, &a_strides}, [&](auto off, int64_t, auto) {
+      R* o = out + off[0];
+      const A* x = a + off[1];
+      for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+        for (int64_t j0 = 0; j0 < cols; j0 += kTile)
+          for (int64_t i = i0; i < std::min(i0 + kTile, rows); ++i)
+            for (int64_t j = j0; j < std::min(j0 + kTile, cols); ++j)
+              o[i * out_row + j] = f(x[i + j * a_col]);
+    });
+    return;
+  }
   for_each_row<2>(shape, {&out_strides, &a_strides}, [&](auto off, int64_t n, auto step) {
     R* o = out + off[0];
     const A* x = a + off[1];
