@@ -128,14 +128,15 @@ struct Clone : autograd::Function<Clone> {
   std::vector<Tensor> backward(const Tensor& grad) { return {grad}; }
 };
 
-// self.copy_(src) when self is in the graph and src is not: self's old values are overwritten,
-// so its history gets a zero gradient (PyTorch's CopyBackwards) and src none.
-struct CopyOverwrite : autograd::Function<CopyOverwrite> {
+// self.copy_(src) inside the graph (PyTorch's CopyBackwards): self's old values are
+// overwritten, so its old history gets a zero gradient; src gets the gradient, summed back over
+// the dims it was broadcast along (by the engine) and converted to its dtype.
+struct CopyBackwards : autograd::Function<CopyBackwards> {
   static constexpr const char* name = "CopyBackwards";
   Tensor forward(const Tensor& self, const Tensor& src) {
     return copy_to_contiguous(src.expand(self.shape()), self.dtype());
   }
-  std::vector<Tensor> backward(const Tensor& grad) { return {zeros_like(grad), Tensor()}; }
+  std::vector<Tensor> backward(const Tensor& grad) { return {zeros_like(grad), grad}; }
 };
 }  // namespace
 
@@ -166,8 +167,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
           "supported (the view's base would not see it); use cat/stack or an out-of-place op");
     // Differentiable copy: gradient flows to src, none to the overwritten values. When only
     // self is in the graph, its history is still replaced (its old values no longer matter).
-    Tensor result = src.requires_grad() ? src.expand(shape()).to(dtype()).clone()
-                                        : autograd::apply<CopyOverwrite>(*this, src);
+    Tensor result = autograd::apply<CopyBackwards>(*this, src);
     NoGradGuard no_grad;
     copy_(result);
     // The old history no longer produces this tensor: its node must not run our hooks.
@@ -298,8 +298,34 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char
   });
   return out;
 }
-Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true, "triu"); }
-Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false, "tril"); }
+namespace {
+// y = x with the entries outside a triangle zeroed:  dx = dy with the same entries zeroed.
+struct Triu : autograd::Function<Triu> {
+  static constexpr const char* name = "TriuBackward0";
+  int64_t diagonal = 0;
+  Tensor forward(const Tensor& x, int64_t d) {
+    diagonal = d;
+    return triangle(x, d, true, "triu");
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {triangle(grad, diagonal, true, "triu")};
+  }
+};
+struct Tril : autograd::Function<Tril> {
+  static constexpr const char* name = "TrilBackward0";
+  int64_t diagonal = 0;
+  Tensor forward(const Tensor& x, int64_t d) {
+    diagonal = d;
+    return triangle(x, d, false, "tril");
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {triangle(grad, diagonal, false, "tril")};
+  }
+};
+}  // namespace
+
+Tensor triu(const Tensor& t, int64_t diagonal) { return autograd::apply<Triu>(t, diagonal); }
+Tensor tril(const Tensor& t, int64_t diagonal) { return autograd::apply<Tril>(t, diagonal); }
 
 // Every list at depth d must have length shape[d], and numbers appear exactly at depth
 // shape.size(): the shape is read off the first element at each depth, then checked everywhere.
