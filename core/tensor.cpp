@@ -39,6 +39,18 @@ int64_t element_offset(const Tensor& t, const std::vector<int64_t>& index, const
   return off;
 }
 
+// A double converted to element type T; an int64 that cannot hold it (inf, nan, out of range)
+// is an Error, as in PyTorch ("value cannot be converted to type int64_t without overflow"),
+// never undefined behaviour.
+template <typename T>
+T checked_cast(double value, const char* op) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    check(std::isfinite(value) && value >= -9223372036854775808.0 && value < 9223372036854775808.0,
+          op, ": value ", value, " cannot be converted to type int64 without overflow");
+  }
+  return static_cast<T>(value);
+}
+
 double read_as_double(const Tensor& t, int64_t storage_offset) {
   return dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -76,7 +88,7 @@ void Tensor::set(const std::vector<int64_t>& index, double value) {
   int64_t off = element_offset(*this, index, "set");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    static_cast<T*>(storage()->data())[off] = static_cast<T>(value);
+    static_cast<T*>(storage()->data())[off] = checked_cast<T>(value, "set");
   });
   storage()->bump_version();
 }
@@ -202,11 +214,12 @@ Tensor& Tensor::fill_(double value) {
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
+    const T fill_value = checked_cast<T>(value, "fill_");
     T* base = static_cast<T*>(storage()->data());
     Shape out_strides = strides();
     kernels::for_each_row<1>(shape(), {&out_strides}, [&](auto off, int64_t n, auto step) {
       T* d = base + offset() + off[0];
-      for (int64_t i = 0; i < n; ++i) d[i * step[0]] = static_cast<T>(value);
+      for (int64_t i = 0; i < n; ++i) d[i * step[0]] = fill_value;
     });
   });
   return *this;
@@ -363,7 +376,7 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
-    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = checked_cast<T>(values[i], "tensor");
   });
   return t;
 }
