@@ -313,32 +313,25 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char
 }
 namespace {
 // y = x with the entries outside a triangle zeroed:  dx = dy with the same entries zeroed.
-struct Triu : autograd::Function<Triu> {
-  static constexpr const char* name = "TriuBackward0";
+template <bool Upper>
+struct Triangle : autograd::Function<Triangle<Upper>> {
+  static constexpr const char* name = Upper ? "TriuBackward0" : "TrilBackward0";
+  static constexpr const char* op = Upper ? "triu" : "tril";
   int64_t diagonal = 0;
   Tensor forward(const Tensor& x, int64_t d) {
     diagonal = d;
-    return triangle(x, d, true, "triu");
+    return triangle(x, d, Upper, op);
   }
-  std::vector<Tensor> backward(const Tensor& grad) {
-    return {triangle(grad, diagonal, true, "triu")};
-  }
-};
-struct Tril : autograd::Function<Tril> {
-  static constexpr const char* name = "TrilBackward0";
-  int64_t diagonal = 0;
-  Tensor forward(const Tensor& x, int64_t d) {
-    diagonal = d;
-    return triangle(x, d, false, "tril");
-  }
-  std::vector<Tensor> backward(const Tensor& grad) {
-    return {triangle(grad, diagonal, false, "tril")};
-  }
+  std::vector<Tensor> backward(const Tensor& grad) { return {triangle(grad, diagonal, Upper, op)}; }
 };
 }  // namespace
 
-Tensor triu(const Tensor& t, int64_t diagonal) { return autograd::apply<Triu>(t, diagonal); }
-Tensor tril(const Tensor& t, int64_t diagonal) { return autograd::apply<Tril>(t, diagonal); }
+Tensor triu(const Tensor& t, int64_t diagonal) {
+  return autograd::apply<Triangle<true>>(t, diagonal);
+}
+Tensor tril(const Tensor& t, int64_t diagonal) {
+  return autograd::apply<Triangle<false>>(t, diagonal);
+}
 
 // Every list at depth d must have length shape[d], and numbers appear exactly at depth
 // shape.size(): the shape is read off the first element at each depth, then checked everywhere.

@@ -36,6 +36,13 @@ const Entry* find_entry(const std::vector<std::pair<std::string, Entry>>& entrie
   return nullptr;
 }
 
+// The tensors of (name, tensor) pairs, in order.
+std::vector<Tensor> tensors_of(const NamedTensors& named) {
+  std::vector<Tensor> out;
+  for (const auto& [name, tensor] : named) out.push_back(tensor);
+  return out;
+}
+
 bool contains(const std::vector<const void*>& seen, const void* p) {
   return std::find(seen.begin(), seen.end(), p) != seen.end();
 }
@@ -118,11 +125,13 @@ void Module::visit_modules(const std::string& prefix, std::vector<const Module*>
   }
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
+// The entries of `table` (parameters_ or buffers_) of this module, or of every module below it
+// too, each tensor once, under its dotted name; undefined entries are skipped.
+NamedTensors Module::named_tensors(NamedTensors Module::*table, bool recurse) const {
   NamedTensors out;
   std::vector<const void*> seen_tensors;
   auto collect = [&](const std::string& prefix, const Module& module) {
-    for (const auto& [name, tensor] : module.parameters_) {
+    for (const auto& [name, tensor] : module.*table) {
       if (!tensor.defined() || contains(seen_tensors, tensor.impl())) continue;
       seen_tensors.push_back(tensor.impl());
       out.emplace_back(prefix.empty() ? name : prefix + "." + name, tensor);
@@ -135,37 +144,22 @@ NamedTensors Module::named_parameters(bool recurse) const {
   std::vector<const Module*> seen_modules;
   visit_modules("", seen_modules, collect);
   return out;
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  return named_tensors(&Module::parameters_, recurse);
 }
 
 NamedTensors Module::named_buffers(bool recurse) const {
-  NamedTensors out;
-  std::vector<const void*> seen_tensors;
-  auto collect = [&](const std::string& prefix, const Module& module) {
-    for (const auto& [name, tensor] : module.buffers_) {
-      if (!tensor.defined() || contains(seen_tensors, tensor.impl())) continue;
-      seen_tensors.push_back(tensor.impl());
-      out.emplace_back(prefix.empty() ? name : prefix + "." + name, tensor);
-    }
-  };
-  if (!recurse) {
-    collect("", *this);
-    return out;
-  }
-  std::vector<const Module*> seen_modules;
-  visit_modules("", seen_modules, collect);
-  return out;
+  return named_tensors(&Module::buffers_, recurse);
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : named_parameters(recurse)) out.push_back(tensor);
-  return out;
+  return tensors_of(named_parameters(recurse));
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const {
-  std::vector<Tensor> out;
-  for (auto& [name, tensor] : named_buffers(recurse)) out.push_back(tensor);
-  return out;
+  return tensors_of(named_buffers(recurse));
 }
 
 NamedModules Module::named_children() const {

@@ -140,6 +140,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void visit_modules(const std::string& prefix, std::vector<const Module*>& seen,
                      Visit&& visit) const;
   void append_state(const std::string& prefix, StateDict& out) const;
+  // What named_parameters() and named_buffers() list, from the table `table` of each module.
+  NamedTensors named_tensors(NamedTensors Module::*table, bool recurse) const;
 
   std::string type_name_;
   bool training_ = true;

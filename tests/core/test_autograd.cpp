@@ -26,6 +26,7 @@
 #include "core/ops/linalg.h"
 #include "core/ops/reduce.h"
 #include "core/tensor.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
@@ -37,17 +38,8 @@ using ::testing::Pointwise;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no ember::Error thrown>";
-}
+using test::error_of;
+using test::values;
 
 // ---- leaves, requires_grad, grad_fn ----
 

@@ -14,6 +14,7 @@
 
 #include "core/autograd/function.h"
 #include "core/error.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
@@ -26,7 +27,7 @@ using ::testing::Pointwise;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+using test::values;
 
 // x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 1.5])
 Tensor sample() { return tensor({-2.0, -0.5, 0.0, 0.5, 1.5}); }

@@ -6,7 +6,6 @@
 //           for i in range(math.prod(shape))], dtype=torch.float64).reshape(shape)
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,45 +14,18 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/tensor.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
-Tensor pattern(const Shape& shape, int seed, DType dtype = DType::Float64) {
-  std::vector<double> values(static_cast<std::size_t>(numel_of(shape)));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    values[i] = static_cast<double>((i * 7 + static_cast<std::size_t>(seed) * 13) % 17) / 8 - 1;
-  }
-  return from_vector(values, shape, dtype);
-}
+using test::book_inputs;
+using test::error_of;
+using test::pattern;
 
-void expect_values(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
-                   double tolerance = 1e-12) {
-  ASSERT_TRUE(t.defined());
-  ASSERT_EQ(t.shape(), shape);
-  const std::vector<double> got = t.to_vector<double>();
-  ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], expected[i], tolerance) << "element " << i;
-  }
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-Tensor book_inputs() {
-  return tensor({{0.43, 0.15, 0.89},
-                 {0.55, 0.87, 0.66},
-                 {0.57, 0.85, 0.64},
-                 {0.22, 0.58, 0.33},
-                 {0.77, 0.25, 0.10},
-                 {0.05, 0.80, 0.55}});
+// Joins only move values: they must come back to within 1e-12.
+void expect_values(const Tensor& t, const Shape& shape, const std::vector<double>& expected) {
+  test::expect_tensor(t, shape, expected, 1e-12);
 }
 
 Tensor index_tensor(const std::vector<double>& values, const Shape& shape) {

@@ -1,15 +1,14 @@
 // Products: the GEMM kernel against a naive loop, dot/mv/mm/bmm/matmul against the book's
 // numbers and PyTorch 1.13, their gradients, grad_fn names, errors, strided and empty operands.
 //
-// Oracle values come from /usr/bin/python3 (torch 1.13) with this helper, which the C++
-// pattern() below reproduces exactly (every value is a multiple of 1/8, so products and sums
-// are exact in float64 and float32 alike):
+// Oracle values come from /usr/bin/python3 (torch 1.13) with this helper, which
+// pattern() in tests/test_helpers.h reproduces exactly (every value is a multiple of 1/8, so
+// products and sums are exact in float64 and float32 alike):
 //   P = lambda *shape, seed=0: torch.tensor([((i * 7 + seed * 13) % 17) / 8 - 1
 //           for i in range(math.prod(shape))], dtype=torch.float64).reshape(shape)
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -20,28 +19,15 @@
 #include "core/ops/linalg.h"
 #include "core/ops/shape.h"
 #include "core/tensor.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
-Tensor pattern(const Shape& shape, int seed, DType dtype = DType::Float64) {
-  std::vector<double> values(static_cast<std::size_t>(numel_of(shape)));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    values[i] = static_cast<double>((i * 7 + static_cast<std::size_t>(seed) * 13) % 17) / 8 - 1;
-  }
-  return from_vector(values, shape, dtype);
-}
-
-void expect_values(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
-                   double tolerance = 1e-6) {
-  ASSERT_TRUE(t.defined());
-  ASSERT_EQ(t.shape(), shape);
-  const std::vector<double> got = t.to_vector<double>();
-  ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], expected[i], tolerance) << "element " << i;
-  }
-}
+using test::book_inputs;
+using test::error_of;
+using test::expect_tensor;
+using test::pattern;
 
 // The names met following the first edge from t's grad_fn: {"UnsafeViewBackward0", ...}.
 std::vector<std::string> grad_fn_chain(const Tensor& t, std::size_t depth) {
@@ -52,25 +38,6 @@ std::vector<std::string> grad_fn_chain(const Tensor& t, std::size_t depth) {
     node = node->next_functions.empty() ? nullptr : node->next_functions[0];
   }
   return names;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// The book's six token embeddings ("Your journey starts with one step").
-Tensor book_inputs() {
-  return tensor({{0.43, 0.15, 0.89},
-                 {0.55, 0.87, 0.66},
-                 {0.57, 0.85, 0.64},
-                 {0.22, 0.58, 0.33},
-                 {0.77, 0.25, 0.10},
-                 {0.05, 0.80, 0.55}});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -174,7 +141,7 @@ TEST(LinalgKernel, BatchedReusesABroadcastOperand) {
 TEST(LinalgBook, AttentionScoresAsInputsTimesInputsT) {
   // print(inputs @ inputs.T)  (chapter 3.3.2)
   Tensor scores = matmul(book_inputs(), book_inputs().t());
-  expect_values(scores, {6, 6}, {0.9995, 0.9544, 0.9422, 0.4753, 0.4576, 0.6310,  //
+  expect_tensor(scores, {6, 6}, {0.9995, 0.9544, 0.9422, 0.4753, 0.4576, 0.6310,  //
                                  0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865,  //
                                  0.9422, 1.4754, 1.4570, 0.8296, 0.7154, 1.0605,  //
                                  0.4753, 0.8434, 0.8296, 0.4937, 0.3474, 0.6565,  //
@@ -193,7 +160,7 @@ TEST(LinalgBook, ScoresOfTheSecondTokenAsDotAndMv) {
   EXPECT_NEAR(dot(inputs[0], query).item(), 0.9544000625610352, 1e-6);
   EXPECT_EQ(inputs[0].dot(query).dim(), 0);
   // print(inputs @ query)  (cell 28: tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]))
-  expect_values(inputs.matmul(query), {6}, {0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865}, 1e-4);
+  expect_tensor(inputs.matmul(query), {6}, {0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865}, 1e-4);
 }
 
 TEST(LinalgBook, BatchedHeadsCell138) {
@@ -205,7 +172,7 @@ TEST(LinalgBook, BatchedHeadsCell138) {
                        {0.4606, 0.5159, 0.4220, 0.5786}}}});
   // print(a @ a.transpose(2, 3))
   Tensor out = matmul(a, a.transpose(2, 3));
-  expect_values(out, {1, 2, 3, 3},
+  expect_tensor(out, {1, 2, 3, 3},
                 {1.3208, 1.1631, 1.2879, 1.1631, 2.2150, 1.8424, 1.2879, 1.8424, 2.0402,  //
                  0.4391, 0.7003, 0.5903, 0.7003, 1.3737, 1.0620, 0.5903, 1.0620, 0.9912},
                 1e-4);
@@ -344,11 +311,11 @@ TEST(LinalgMatmul, ValuesGradientsAndGradFnsMatchPyTorch) {
       Tensor b = pattern(c.b, 2, dtype).requires_grad_();
       Tensor out = matmul(a, b);
       EXPECT_EQ(out.dtype(), dtype);
-      expect_values(out, c.out_shape, c.out);
+      expect_tensor(out, c.out_shape, c.out);
       EXPECT_EQ(grad_fn_chain(out, c.chain.size()), c.chain);
       out.backward(pattern(c.out_shape, 3, dtype));
-      expect_values(a.grad(), c.a, c.grad_a);
-      expect_values(b.grad(), c.b, c.grad_b);
+      expect_tensor(a.grad(), c.a, c.grad_a);
+      expect_tensor(b.grad(), c.b, c.grad_b);
       EXPECT_EQ(a.grad().dtype(), dtype);
     }
   }
@@ -362,7 +329,7 @@ TEST(LinalgMatmul, OnlyTheInputThatRequiresGradGetsOne) {
             (std::vector<std::string>{"UnsafeViewBackward0", "MmBackward0"}));
   out.backward(pattern({2, 2, 4}, 3));
   EXPECT_FALSE(a.grad().defined());
-  expect_values(b.grad(), {3, 4},
+  expect_tensor(b.grad(), {3, 4},
                 {-1.359375, 1.0625, -1.03125, 0.328125, -0.234375, -0.328125, -0.421875, 0.28125,
                  0.625, 0.671875, 0.71875, -1.09375});
 }
@@ -404,14 +371,14 @@ TEST(LinalgMatmul, InPlaceOnABatchedResultIsAllowed) {
   Tensor mask = triu(ones({3, 3}), 1).to_bool();
   s.masked_fill_(mask, -5.0);
   EXPECT_EQ(s.grad_fn()->name(), "MaskedFillBackward0");
-  expect_values(s, {2, 3, 3},
+  expect_tensor(s, {2, 3, 3},
                 {-0.3125, -5.0, -5.0, -0.59375, 0.875, -5.0, 0.453125, -0.59375, 0.21875, 0.3125,
                  -5.0, -5.0, 0.875, 0.109375, -5.0, -0.6875, -0.25, 0.984375});
   s.backward(pattern({2, 3, 3}, 3));
-  expect_values(a.grad(), {2, 3, 2},
+  expect_tensor(a.grad(), {2, 3, 2},
                 {-0.046875, -0.234375, 1.015625, -0.546875, -0.609375, 0.84375, 1.0, 0.5, 0.453125,
                  0.390625, -0.390625, 0.65625});
-  expect_values(b.grad(), {2, 2, 3},
+  expect_tensor(b.grad(), {2, 2, 3},
                 {-0.28125, 0.328125, -0.03125, 0.578125, -1.46875, 0.1875, 0.9375, 0.4375,
                  -0.328125, -0.375, -0.328125, 0.140625});
 
@@ -441,7 +408,7 @@ TEST(LinalgOps, MmBmmMvDotGradFnsAndGradients) {
   EXPECT_EQ(c3.grad_fn()->name(), "BmmBackward0");
   c3.backward(pattern({2, 2, 4}, 3));
   // Same numbers as the batched matmul case ([2, 2, 3] @ [2, 3, 4]) above.
-  expect_values(a3.grad(), {2, 2, 3},
+  expect_tensor(a3.grad(), {2, 2, 3},
                 {0.71875, 1.09375, -0.921875, -0.671875, -1.234375, 1.65625, -0.453125, -0.625, 0.0,
                  0.65625, -0.453125, -0.765625});
 
@@ -491,11 +458,11 @@ TEST(LinalgOps, EmptyDimensions) {
   Tensor a = zeros({2, 0}).requires_grad_();
   Tensor b = zeros({0, 3}).requires_grad_();
   Tensor c = mm(a, b);
-  expect_values(c, {2, 3}, std::vector<double>(6, 0.0));
+  expect_tensor(c, {2, 3}, std::vector<double>(6, 0.0));
   c.backward(ones({2, 3}));
   EXPECT_EQ(a.grad().shape(), (Shape{2, 0}));
   EXPECT_EQ(b.grad().shape(), (Shape{0, 3}));
-  expect_values(matmul(ones({4, 2, 0}), ones({0, 5})), {4, 2, 5}, std::vector<double>(40, 0.0));
+  expect_tensor(matmul(ones({4, 2, 0}), ones({0, 5})), {4, 2, 5}, std::vector<double>(40, 0.0));
   EXPECT_EQ(dot(ones({0}), ones({0})).item(), 0.0);
   // M = 0, batch = 0, N = 0.
   EXPECT_EQ(mm(ones({0, 3}), ones({3, 4})).shape(), (Shape{0, 4}));

@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "core/autograd/node.h"
 #include "core/ops/elementwise.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
@@ -21,44 +21,16 @@ namespace {
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 
-// Every element of t (row-major) equals the expected value within tol (nan matches nan).
-void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
-  std::vector<double> actual = t.to_vector<double>();
-  ASSERT_EQ(actual.size(), expected.size()) << "shape " << shape_str(t.shape());
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    if (std::isnan(expected[i])) {
-      EXPECT_TRUE(std::isnan(actual[i])) << "element " << i << " is " << actual[i];
-    } else if (std::isinf(expected[i])) {
-      EXPECT_EQ(actual[i], expected[i]) << "element " << i;
-    } else {
-      EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
-    }
-  }
-}
-
-// fn throws an ember::Error whose message contains `fragment`.
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << fragment;
-  }
-}
-
-std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : "None"; }
+using test::expect_error;
+using test::expect_values;
+using test::grad_fn_name;
+using test::sample_3x4;
 
 // A dim list for var: var(t, {1}) would pick var(t, correction=1), as {1} converts to an int.
 using Dims = std::vector<int64_t>;
 
 // torch.arange(24.).reshape(2, 3, 4)
 Tensor arange_2x3x4() { return arange(0, 24, 1, DType::Float32).reshape({2, 3, 4}); }
-
-// a = torch.tensor([[0.3, -1.2, 2.5, 0.7], [1.1, 0.4, -0.6, 2.5], [-2.0, 0.9, 0.2, 1.3]])
-Tensor sample_3x4() {
-  return tensor({{0.3, -1.2, 2.5, 0.7}, {1.1, 0.4, -0.6, 2.5}, {-2.0, 0.9, 0.2, 1.3}});
-}
 
 // ---- sum ----
 

@@ -14,6 +14,7 @@
 #include "core/autograd/node.h"
 #include "core/error.h"
 #include "core/ops/elementwise.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
@@ -22,18 +23,8 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-// The message of the ember::Error `f` throws (a marker when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no ember::Error thrown>";
-}
+using test::error_of;
+using test::values;
 
 // ---- dtypes ----
 

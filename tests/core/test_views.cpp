@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/ops/elementwise.h"
 #include "core/tensor.h"
+#include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
@@ -20,17 +21,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no ember::Error thrown>";
-}
+using test::error_of;
+using test::values;
 
 // torch.arange(24.).reshape(2, 3, 4)
 Tensor cube() { return arange(24, DType::Float32).reshape({2, 3, 4}); }

@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -31,13 +30,20 @@
 #include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/layers.h"
-
-#ifndef EMBER_FIXTURES_DIR
-#error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"
-#endif
+#include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
+
+using test::bits_of;
+using test::book_inputs;
+using test::error_of;
+using test::expect_allclose;
+using test::fixture_path;
+using test::keys;
+using test::parse_shape;
+using test::read_hex_words;
+using test::tensor_from_bits;
 
 // ---------------------------------------------------------------------------------------------
 // The fixture file
@@ -64,7 +70,7 @@ std::string unescape(const std::string& s) {
 }
 
 std::map<std::string, Entry> load_fixture() {
-  std::ifstream file(std::string(EMBER_FIXTURES_DIR) + "/attention.txt");
+  std::ifstream file(fixture_path("attention.txt"));
   EXPECT_TRUE(file.good()) << "cannot open attention.txt";
   std::map<std::string, Entry> entries;
   for (std::string line; std::getline(file, line);) {
@@ -76,11 +82,8 @@ std::map<std::string, Entry> load_fixture() {
     if (e.kind == "f32") {
       std::string shape, equals, all;
       in >> shape >> equals >> all;
-      if (shape != "-") {
-        std::istringstream dims(shape);
-        for (std::string d; std::getline(dims, d, 'x');) e.shape.push_back(std::stoll(d));
-      }
-      for (std::string word; in >> word;) e.bits.push_back(std::stoul(word, nullptr, 16));
+      e.shape = parse_shape(shape);
+      e.bits = read_hex_words(in);
     } else if (e.kind == "keys") {
       std::string equals;
       in >> equals;
@@ -116,15 +119,7 @@ std::vector<std::string> fixture_names_under(const std::string& prefix) {
 
 Tensor fixture_tensor(const std::string& name) {
   const Entry& e = fixture(name);
-  std::vector<double> values;
-  for (uint32_t b : e.bits) values.push_back(std::bit_cast<float>(b));
-  return from_vector(values, e.shape);
-}
-
-std::vector<uint32_t> bits_of(const Tensor& t) {
-  std::vector<uint32_t> out;
-  for (float v : t.to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
-  return out;
+  return tensor_from_bits(e.bits, e.shape);
 }
 
 // `actual` has the fixture tensor's shape and exactly its float32 values.
@@ -140,45 +135,7 @@ void expect_bits(const Tensor& actual, const std::string& name) {
 // `actual` has the fixture tensor's shape and values to within float32 rounding of sums.
 void expect_close(const Tensor& actual, const std::string& name) {
   SCOPED_TRACE(name);
-  ASSERT_TRUE(actual.defined());
-  const Tensor expected = fixture_tensor(name);
-  ASSERT_EQ(actual.shape(), expected.shape());
-  EXPECT_TRUE(allclose(actual, expected, 1e-5, 1e-6)) << "actual:\n"
-                                                      << actual << "\nexpected:\n"
-                                                      << expected;
-}
-
-std::vector<std::string> keys(const NamedTensors& named) {
-  std::vector<std::string> out;
-  for (const auto& [key, tensor] : named) out.push_back(key);
-  return out;
-}
-
-std::vector<std::string> keys(const NamedModules& named) {
-  std::vector<std::string> out;
-  for (const auto& [key, module] : named) out.push_back(key.empty() ? "<root>" : key);
-  return out;
-}
-
-// The message of the ember::Error that fn throws ("" if it throws none).
-template <typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// The book's 6x3 inputs, "Your journey starts with one step".
-Tensor book_inputs() {
-  return tensor({{0.43, 0.15, 0.89},
-                 {0.55, 0.87, 0.66},
-                 {0.57, 0.85, 0.64},
-                 {0.22, 0.58, 0.33},
-                 {0.77, 0.25, 0.10},
-                 {0.05, 0.80, 0.55}});
+  expect_allclose(actual, fixture_tensor(name), 1e-5, 1e-6);
 }
 
 Tensor book_batch() { return stack({book_inputs(), book_inputs()}, 0); }
@@ -500,7 +457,7 @@ TEST(AttentionRegistry, KeyNamesAndOrderArePyTorchs) {
     EXPECT_EQ(keys(m->named_parameters()), fixture(prefix + "named_parameters").keys);
     EXPECT_EQ(keys(m->named_buffers()), fixture(prefix + "named_buffers").keys);
     EXPECT_EQ(keys(m->state_dict()), fixture(prefix + "state_dict").keys);
-    EXPECT_EQ(keys(m->named_modules()), fixture(prefix + "named_modules").keys);
+    EXPECT_EQ(keys(m->named_modules(), "<root>"), fixture(prefix + "named_modules").keys);
   }
   // Spelled out for the two multi-head modules.
   MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, 2, true);
@@ -631,7 +588,7 @@ TEST(AttentionRegistry, StateDictMovesBetweenModules) {
   EXPECT_TRUE(equal(source(x), target(x)));
   // A wrapper's state dict does not fit a MultiHeadAttention.
   MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, 2);
-  const std::string message = error_message([&] { target.load_state_dict(wrapper.state_dict()); });
+  const std::string message = error_of([&] { target.load_state_dict(wrapper.state_dict()); });
   EXPECT_EQ(message.rfind("Error(s) in loading state_dict for MultiHeadAttention:", 0), 0u)
       << message;
   EXPECT_NE(message.find("\"heads.0.W_query.weight\""), std::string::npos) << message;
@@ -642,18 +599,18 @@ TEST(AttentionRegistry, StateDictMovesBetweenModules) {
 
 TEST(AttentionErrors, InputLongerThanContextLength) {
   CausalAttention causal(3, 2, 6, 0.0);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               causal(rand({2, 7, 3}));
             }),
             "CausalAttention: input has 7 tokens but context_length is 6 (input shape [2, 7, 3])");
   MultiHeadAttentionWrapper wrapper(3, 2, 4, 0.0, 2);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               wrapper(rand({1, 5, 3}));
             }),
             "CausalAttention: input has 5 tokens but context_length is 4 (input shape [1, 5, 3])");
   MultiHeadAttention mha(3, 4, 6, 0.0, 2);
   EXPECT_EQ(
-      error_message([&] {
+      error_of([&] {
         mha(rand({2, 8, 3}));
       }),
       "MultiHeadAttention: input has 8 tokens but context_length is 6 (input shape [2, 8, 3])");
@@ -662,37 +619,37 @@ TEST(AttentionErrors, InputLongerThanContextLength) {
 }
 
 TEST(AttentionErrors, DOutNotDivisibleByNumHeads) {
-  EXPECT_EQ(error_message([] { MultiHeadAttention(3, 5, 6, 0.0, 2); }),
+  EXPECT_EQ(error_of([] { MultiHeadAttention(3, 5, 6, 0.0, 2); }),
             "MultiHeadAttention: d_out must be divisible by num_heads (got d_out = 5, "
             "num_heads = 2)");
-  EXPECT_EQ(error_message([] { MultiHeadAttention(3, 4, 6, 0.0, 0); }),
+  EXPECT_EQ(error_of([] { MultiHeadAttention(3, 4, 6, 0.0, 0); }),
             "MultiHeadAttention: d_out must be divisible by num_heads (got d_out = 4, "
             "num_heads = 0)");
-  EXPECT_EQ(error_message([] { MultiHeadAttention(3, 4, 6, 0.0, 4); }), "");
+  EXPECT_EQ(error_of([] { MultiHeadAttention(3, 4, 6, 0.0, 4); }), "");
 }
 
 TEST(AttentionErrors, WrongInputRankOrFeatureSize) {
   CausalAttention causal(3, 2, 6, 0.0);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               causal(rand({6, 3}));
             }),
             "CausalAttention: expected input of shape [batch, num_tokens, d_in], got [6, 3]");
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               causal(rand({2, 6, 4}));
             }),
             "CausalAttention: expected d_in = 3 features, got input of shape [2, 6, 4]");
   MultiHeadAttention mha(3, 4, 6, 0.0, 2);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               mha(rand({1, 2, 6, 3}));
             }),
             "MultiHeadAttention: expected input of shape [batch, num_tokens, d_in], got "
             "[1, 2, 6, 3]");
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               mha(rand({2, 6, 2}));
             }),
             "MultiHeadAttention: expected d_in = 3 features, got input of shape [2, 6, 2]");
   MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, 2);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               wrapper(rand({6, 3}));
             }),
             "CausalAttention: expected input of shape [batch, num_tokens, d_in], got [6, 3]");
@@ -700,16 +657,16 @@ TEST(AttentionErrors, WrongInputRankOrFeatureSize) {
   // SelfAttention_v1/v2 work on one sequence [num_tokens, d_in], as the book's (keys.T): the
   // ops they are made of name the problem.
   SelfAttentionV2 v2(3, 2);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               v2(rand({6, 4}));
             }),
             "linear: input of shape [6, 4] does not end in in_features=3 (weight of shape [2, 3])");
-  EXPECT_NE(error_message([&] {
+  EXPECT_NE(error_of([&] {
               v2(rand({2, 6, 3}));
             }).find("t: expects a tensor with <= 2 dimensions"),
             std::string::npos);
   SelfAttentionV1 v1(3, 2);
-  const std::string message = error_message([&] { v1(rand({6, 4})); });
+  const std::string message = error_of([&] { v1(rand({6, 4})); });
   EXPECT_NE(message.find("matmul"), std::string::npos) << message;
   EXPECT_NE(message.find("[6, 4]"), std::string::npos) << message;
   EXPECT_NE(message.find("[3, 2]"), std::string::npos) << message;

@@ -7,7 +7,6 @@
 // and gradients (sums computed in another order) to within float32 rounding.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,13 +27,19 @@
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
-
-#ifndef EMBER_FIXTURES_DIR
-#error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"
-#endif
+#include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
+
+using test::bits_of;
+using test::error_of;
+using test::expect_allclose;
+using test::fixture_path;
+using test::grad_fn_name;
+using test::parse_shape;
+using test::read_hex_words;
+using test::tensor_from_bits;
 
 // ---------------------------------------------------------------------------------------------
 // The fixture file
@@ -47,15 +52,8 @@ struct FixtureTensor {
   bool summary = false;
 };
 
-std::vector<uint32_t> read_hex_words(std::istringstream& in, std::size_t count) {
-  std::vector<uint32_t> words;
-  std::string word;
-  while (words.size() < count && in >> word) words.push_back(std::stoul(word, nullptr, 16));
-  return words;
-}
-
 std::map<std::string, FixtureTensor> load_fixture() {
-  std::ifstream file(std::string(EMBER_FIXTURES_DIR) + "/nn_layers.txt");
+  std::ifstream file(fixture_path("nn_layers.txt"));
   EXPECT_TRUE(file.good()) << "cannot open nn_layers.txt";
   std::map<std::string, FixtureTensor> tensors;
   for (std::string line; std::getline(file, line);) {
@@ -64,10 +62,7 @@ std::map<std::string, FixtureTensor> load_fixture() {
     std::string name, dtype, shape, equals, kind;
     in >> name >> dtype >> shape >> equals >> kind;
     FixtureTensor t;
-    if (shape != "-") {
-      std::istringstream dims(shape);
-      for (std::string d; std::getline(dims, d, 'x');) t.shape.push_back(std::stoll(d));
-    }
+    t.shape = parse_shape(shape);
     const auto n = static_cast<std::size_t>(numel_of(t.shape));
     if (kind == "all") {
       t.bits = read_hex_words(in, n);
@@ -94,15 +89,7 @@ const FixtureTensor& fixture(const std::string& name) {
 
 Tensor fixture_tensor(const std::string& name) {
   const FixtureTensor& t = fixture(name);
-  std::vector<double> values;
-  for (uint32_t b : t.bits) values.push_back(std::bit_cast<float>(b));
-  return from_vector(values, t.shape);
-}
-
-std::vector<uint32_t> bits_of(const Tensor& t) {
-  std::vector<uint32_t> out;
-  for (float v : t.to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
-  return out;
+  return tensor_from_bits(t.bits, t.shape);
 }
 
 uint64_t fnv1a64(const std::vector<uint32_t>& words) {
@@ -135,23 +122,7 @@ void expect_bits(const Tensor& actual, const std::string& name) {
 void expect_close(const Tensor& actual, const std::string& name, double rtol = 1e-5,
                   double atol = 1e-6) {
   SCOPED_TRACE(name);
-  const Tensor expected = fixture_tensor(name);
-  ASSERT_EQ(actual.shape(), expected.shape());
-  EXPECT_TRUE(allclose(actual, expected, rtol, atol)) << "actual:\n"
-                                                      << actual << "\nexpected:\n"
-                                                      << expected;
-}
-
-std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : "None"; }
-
-template <typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  expect_allclose(actual, fixture_tensor(name), rtol, atol);
 }
 
 const std::vector<uint64_t> kSeeds = {123, 789, 0};
@@ -264,7 +235,7 @@ TEST(Linear, DispatchesLikeAtLinear) {
 
 TEST(Linear, WrongInputSizeNamesTheShapes) {
   Linear layer(3, 2);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               layer(ones({4, 5}));
             }),
             "linear: input of shape [4, 5] does not end in in_features=3 (weight of shape [2, 3])");
@@ -276,7 +247,7 @@ TEST(Linear, AddmmBroadcastsItsBias) {
   const Tensor b = tensor({{1, 0}, {0, 1}});
   EXPECT_TRUE(equal(addmm(bias, a, b), tensor({{11, 22}, {13, 24}, {15, 26}})));
   EXPECT_TRUE(equal(addmm(ones({3, 2}), a, b), a + 1.0));
-  EXPECT_EQ(error_message([&] { addmm(ones({3}), a, b); }),
+  EXPECT_EQ(error_of([&] { addmm(ones({3}), a, b); }),
             "addmm: bias of shape [3] cannot be broadcast to the product's shape [3, 2]");
 }
 
@@ -307,13 +278,13 @@ TEST(Embedding, ForwardAndGradientMatchPyTorch) {
 
 TEST(Embedding, OutOfRangeIndexIsAnError) {
   Embedding emb(5, 3);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               emb(tensor({1, 5}, DType::Int64));
             }),
             "embedding: index 5 is out of range for num_embeddings=5 (expected 0 <= index < 5)");
-  EXPECT_EQ(error_message([&] { emb(tensor({-1}, DType::Int64)); }),
+  EXPECT_EQ(error_of([&] { emb(tensor({-1}, DType::Int64)); }),
             "embedding: index -1 is out of range for num_embeddings=5 (expected 0 <= index < 5)");
-  EXPECT_EQ(error_message([&] { emb(tensor({1.0})); }),
+  EXPECT_EQ(error_of([&] { emb(tensor({1.0})); }),
             "embedding: expected indices of dtype int64, got float32");
 }
 
@@ -374,12 +345,12 @@ TEST(LayerNorm, ModuleStartsAsThePlainNormalisation) {
 }
 
 TEST(LayerNorm, WrongShapesAreErrors) {
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               layer_norm(ones({2, 4}), {3});
             }),
             "layer_norm: given normalized_shape=[3], expected input with shape [*, 3], but got "
             "input of size [2, 4]");
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               layer_norm(ones({2, 3}), {3}, ones({2}));
             }),
             "layer_norm: expected weight of shape [3] (normalized_shape), got [2]");
@@ -449,7 +420,7 @@ TEST(Init, GainsAndFans) {
   EXPECT_EQ(init::calculate_gain("leaky_relu", 0.0), 1.4142135623730951);
   EXPECT_EQ(init::calculate_gain("leaky_relu", std::sqrt(5.0)), 0.5773502691896257);
   EXPECT_EQ(init::calculate_gain("selu"), 0.75);
-  EXPECT_EQ(error_message([] { init::calculate_gain("swish"); }),
+  EXPECT_EQ(error_of([] { init::calculate_gain("swish"); }),
             "calculate_gain: unsupported nonlinearity swish");
 
   init::Fans fans = init::calculate_fan_in_and_fan_out(empty({4, 3, 5}));
@@ -458,11 +429,10 @@ TEST(Init, GainsAndFans) {
   fans = init::calculate_fan_in_and_fan_out(empty({2, 768}));
   EXPECT_EQ(fans.fan_in, 768);
   EXPECT_EQ(fans.fan_out, 2);
-  EXPECT_NE(
-      error_message([] { init::calculate_fan_in_and_fan_out(empty({5})); }).find("fewer than 2"),
-      std::string::npos);
+  EXPECT_NE(error_of([] { init::calculate_fan_in_and_fan_out(empty({5})); }).find("fewer than 2"),
+            std::string::npos);
   Tensor t = empty({2, 3});
-  EXPECT_NE(error_message([&] { init::kaiming_uniform_(t, 0, "fan_avg"); }).find("fan_avg"),
+  EXPECT_NE(error_of([&] { init::kaiming_uniform_(t, 0, "fan_avg"); }).find("fan_avg"),
             std::string::npos);
 }
 
@@ -504,7 +474,7 @@ TEST(Dropout, IdentityInEvalModeOrWithPZero) {
   EXPECT_TRUE(dropout(x).is_same(x));
   Dropout none(0.0);
   EXPECT_TRUE(none(x).is_same(x));
-  EXPECT_EQ(error_message([] { Dropout(1.5); }),
+  EXPECT_EQ(error_of([] { Dropout(1.5); }),
             "Dropout: dropout probability has to be between 0 and 1, but got 1.5");
 }
 

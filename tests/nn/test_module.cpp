@@ -14,9 +14,13 @@
 #include "core/random.h"
 #include "nn/container.h"
 #include "nn/layers.h"
+#include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
+
+using test::error_of;
+using test::keys;
 
 // ---------------------------------------------------------------------------------------------
 // Two custom modules shaped like the book's attention classes:
@@ -64,29 +68,6 @@ class Wrapper : public Module {
   std::shared_ptr<Linear> out_proj;
   std::shared_ptr<LayerNorm> norm;
 };
-
-std::vector<std::string> keys(const NamedTensors& named) {
-  std::vector<std::string> out;
-  for (const auto& [key, tensor] : named) out.push_back(key);
-  return out;
-}
-
-std::vector<std::string> keys(const NamedModules& named) {
-  std::vector<std::string> out;
-  for (const auto& [key, module] : named) out.push_back(key);
-  return out;
-}
-
-// The message of the ember::Error that fn throws ("" if it throws none).
-template <typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::shared_ptr<Sequential> make_mlp() {
   return std::make_shared<Sequential>(std::make_shared<Linear>(3, 4), std::make_shared<ReLU>(),
@@ -170,7 +151,7 @@ TEST(ModuleRegistry, LinearWithoutBiasHasNoBiasParameter) {
   EXPECT_EQ(keys(layer.named_parameters()), (std::vector<std::string>{"weight"}));
   EXPECT_EQ(keys(layer.state_dict()), (std::vector<std::string>{"weight"}));
   // The name stays reserved, as after PyTorch's register_parameter("bias", None).
-  EXPECT_NE(error_message([&] { layer.register_buffer("bias", zeros({2})); }), "");
+  EXPECT_NE(error_of([&] { layer.register_buffer("bias", zeros({2})); }), "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,7 +194,7 @@ TEST(ModuleRegistry, RegisterParameterRefusesNonLeaves) {
   Module module("Holder");
   Tensor leaf = Parameter(ones({2}));
   Tensor computed = leaf * 2.0;
-  const std::string message = error_message([&] { module.register_parameter("w", computed); });
+  const std::string message = error_of([&] { module.register_parameter("w", computed); });
   EXPECT_NE(message.find("non-leaf tensor as parameter 'w'"), std::string::npos) << message;
   EXPECT_NE(message.find("MulBackward0"), std::string::npos) << message;
   // A plain leaf is made to require grad (or not, when asked).
@@ -224,20 +205,20 @@ TEST(ModuleRegistry, RegisterParameterRefusesNonLeaves) {
 TEST(ModuleRegistry, BadNamesAreRejected) {
   Module module("Holder");
   module.register_parameter("weight", zeros({2}));
-  EXPECT_EQ(error_message([&] { module.register_parameter("", zeros({1})); }),
+  EXPECT_EQ(error_of([&] { module.register_parameter("", zeros({1})); }),
             "register_parameter: parameter name can't be empty string \"\"");
-  EXPECT_EQ(error_message([&] { module.register_parameter("W.query", zeros({1})); }),
+  EXPECT_EQ(error_of([&] { module.register_parameter("W.query", zeros({1})); }),
             "register_parameter: parameter name can't contain \".\", got \"W.query\"");
-  EXPECT_EQ(error_message([&] { module.register_buffer("a.b", zeros({1})); }),
+  EXPECT_EQ(error_of([&] { module.register_buffer("a.b", zeros({1})); }),
             "register_buffer: buffer name can't contain \".\", got \"a.b\"");
-  EXPECT_EQ(error_message([&] { module.register_module("x.y", std::make_shared<ReLU>()); }),
+  EXPECT_EQ(error_of([&] { module.register_module("x.y", std::make_shared<ReLU>()); }),
             "register_module: module name can't contain \".\", got \"x.y\"");
   // A name is unique among parameters, buffers and submodules alike.
-  EXPECT_EQ(error_message([&] { module.register_parameter("weight", zeros({1})); }),
+  EXPECT_EQ(error_of([&] { module.register_parameter("weight", zeros({1})); }),
             "register_parameter: attribute 'weight' already exists in Holder");
-  EXPECT_EQ(error_message([&] { module.register_buffer("weight", zeros({1})); }),
+  EXPECT_EQ(error_of([&] { module.register_buffer("weight", zeros({1})); }),
             "register_buffer: attribute 'weight' already exists in Holder");
-  EXPECT_EQ(error_message([&] { module.register_module("weight", std::make_shared<ReLU>()); }),
+  EXPECT_EQ(error_of([&] { module.register_module("weight", std::make_shared<ReLU>()); }),
             "register_module: attribute 'weight' already exists in Holder");
   EXPECT_EQ(keys(module.named_parameters()), (std::vector<std::string>{"weight"}));
 }
@@ -334,7 +315,7 @@ TEST(ModuleRegistry, StateDictRoundTrip) {
 TEST(ModuleRegistry, LoadStateDictReportsMissingKeysLikePyTorch) {
   // nn.Linear(3, 2).load_state_dict({'weight': torch.ones(2, 3)})
   Linear layer(3, 2);
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               layer.load_state_dict({{"weight", ones({2, 3})}});
             }),
             "Error(s) in loading state_dict for Linear:\n"
@@ -350,7 +331,7 @@ TEST(ModuleRegistry, LoadStateDictReportsEveryProblemAndCopiesNothing) {
   model.register_buffer("mask", ones({2, 2}));
   auto W_query = model.register_module("W_query", std::make_shared<Linear>(3, 2, false));
   const Tensor before = W_query->weight.clone();
-  const std::string message = error_message([&] {
+  const std::string message = error_of([&] {
     model.load_state_dict({{"W_query.weight", ones({3, 3})}, {"x", ones({1})}});
   });
   EXPECT_EQ(message,
@@ -374,7 +355,7 @@ TEST(ModuleRegistry, LoadStateDictNonStrictLoadsWhatMatches) {
   EXPECT_TRUE(equal(layer.weight, ones({2, 3})));
   EXPECT_TRUE(equal(layer.bias, bias_before));
   // A shape mismatch is an error even when not strict.
-  EXPECT_EQ(error_message([&] {
+  EXPECT_EQ(error_of([&] {
               layer.load_state_dict({{"bias", ones({3})}}, false);
             }),
             "Error(s) in loading state_dict for Linear:\n"
@@ -387,10 +368,10 @@ TEST(ModuleRegistry, LoadStateDictNonStrictLoadsWhatMatches) {
 
 TEST(ModuleRegistry, ForwardIsMissingUnlessAModuleDefinesIt) {
   Module plain("Plain");
-  EXPECT_EQ(error_message([&] { plain(ones({1})); }),
+  EXPECT_EQ(error_of([&] { plain(ones({1})); }),
             "Module [Plain] is missing the required \"forward\" function");
   ModuleList list;
-  EXPECT_EQ(error_message([&] { list(ones({1})); }),
+  EXPECT_EQ(error_of([&] { list(ones({1})); }),
             "Module [ModuleList] is missing the required \"forward\" function");
 }
 
@@ -413,8 +394,8 @@ TEST(ModuleRegistry, ModuleListIndexingAndIteration) {
   std::vector<std::string> names;
   for (const auto& module : list) names.push_back(module->type_name());
   EXPECT_EQ(names, (std::vector<std::string>{"Linear", "ReLU", "Dropout"}));
-  EXPECT_EQ(error_message([&] { list[3]; }), "ModuleList: index 3 is out of range (size 3)");
-  EXPECT_NE(error_message([&] { list.at<Linear>(1); }).find("is a ReLU"), std::string::npos);
+  EXPECT_EQ(error_of([&] { list[3]; }), "ModuleList: index 3 is out of range (size 3)");
+  EXPECT_NE(error_of([&] { list.at<Linear>(1); }).find("is a ReLU"), std::string::npos);
   EXPECT_EQ(keys(list.named_parameters()), (std::vector<std::string>{"0.weight", "0.bias"}));
 }
 

@@ -1,0 +1,178 @@
+// Helpers shared by the unit tests: reading a tensor's values, comparing them with expected
+// numbers, catching ember::Errors, the inputs several tests start from, and float32 bit patterns
+// as the PyTorch fixture files store them. Header-only; a test file brings in the helpers it
+// uses with `using test::values;` and the like.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd/node.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+
+#ifndef EMBER_FIXTURES_DIR
+#error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"
+#endif
+
+namespace ember::test {
+
+// ---- values ----
+
+// Every element of t as a double, row-major.
+inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// Every element of t (row-major) equals the expected value within tol; nan and +-inf must match
+// exactly.
+inline void expect_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
+  std::vector<double> actual = t.to_vector<double>();
+  ASSERT_EQ(actual.size(), expected.size()) << "shape " << shape_str(t.shape());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(actual[i])) << "element " << i << " is " << actual[i];
+    } else if (std::isinf(expected[i])) {
+      EXPECT_EQ(actual[i], expected[i]) << "element " << i;
+    } else {
+      EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+    }
+  }
+}
+
+// t is defined, has `shape`, and its elements are `expected` as expect_values compares them.
+inline void expect_tensor(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
+                          double tolerance = 1e-6) {
+  ASSERT_TRUE(t.defined());
+  ASSERT_EQ(t.shape(), shape);
+  expect_values(t, expected, tolerance);
+}
+
+// `actual` has the shape of `expected` and its values to within rtol and atol (allclose).
+inline void expect_allclose(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
+                            double atol = 1e-6) {
+  ASSERT_TRUE(actual.defined());
+  ASSERT_EQ(actual.shape(), expected.shape());
+  EXPECT_TRUE(allclose(actual, expected, rtol, atol)) << "actual:\n"
+                                                      << actual << "\nexpected:\n"
+                                                      << expected;
+}
+
+inline std::string grad_fn_name(const Tensor& t) {
+  return t.grad_fn() ? t.grad_fn()->name() : "None";
+}
+
+// ---- errors ----
+
+// The message of the ember::Error that fn throws; "" if it throws none, so that
+// EXPECT_EQ(error_of(fn), "") checks that fn runs without error.
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// fn throws an ember::Error whose message contains `fragment`.
+inline void expect_error(const std::function<void()>& fn, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << fragment;
+  }
+}
+
+// ---- inputs ----
+
+// The oracle scripts' helper, exactly (every value is a multiple of 1/8, so products and sums
+// are exact in float64 and float32 alike):
+//   P = lambda *shape, seed=0: torch.tensor([((i * 7 + seed * 13) % 17) / 8 - 1
+//           for i in range(math.prod(shape))], dtype=torch.float64).reshape(shape)
+inline Tensor pattern(const Shape& shape, int seed, DType dtype = DType::Float64) {
+  std::vector<double> values(static_cast<std::size_t>(numel_of(shape)));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<double>((i * 7 + static_cast<std::size_t>(seed) * 13) % 17) / 8 - 1;
+  }
+  return from_vector(values, shape, dtype);
+}
+
+// The book's six token embeddings, "Your journey starts with one step" (6x3, float32).
+inline Tensor book_inputs() {
+  return tensor({{0.43, 0.15, 0.89},
+                 {0.55, 0.87, 0.66},
+                 {0.57, 0.85, 0.64},
+                 {0.22, 0.58, 0.33},
+                 {0.77, 0.25, 0.10},
+                 {0.05, 0.80, 0.55}});
+}
+
+// a = torch.tensor([[0.3, -1.2, 2.5, 0.7], [1.1, 0.4, -0.6, 2.5], [-2.0, 0.9, 0.2, 1.3]])
+inline Tensor sample_3x4() {
+  return tensor({{0.3, -1.2, 2.5, 0.7}, {1.1, 0.4, -0.6, 2.5}, {-2.0, 0.9, 0.2, 1.3}});
+}
+
+// ---- names ----
+
+// The names of a list of (name, value) pairs, in order: keys(module.named_parameters()). An
+// empty name (named_modules() names the module itself "") is listed as `empty_name`.
+template <typename Named>
+std::vector<std::string> keys(const Named& named, const std::string& empty_name = "") {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : named) out.push_back(key.empty() ? empty_name : key);
+  return out;
+}
+
+// ---- float32 bit patterns, as the fixture files store them ----
+
+// The path of tests/fixtures/<file_name>.
+inline std::string fixture_path(const std::string& file_name) {
+  return std::string(EMBER_FIXTURES_DIR) + "/" + file_name;
+}
+
+// A fixture shape: "2x3", or "-" for a 0-d tensor.
+inline Shape parse_shape(const std::string& text) {
+  Shape shape;
+  if (text == "-") return shape;
+  std::istringstream dims(text);
+  for (std::string d; std::getline(dims, d, 'x');) shape.push_back(std::stoll(d));
+  return shape;
+}
+
+// Up to `count` hexadecimal words from `in` (all that are left by default).
+inline std::vector<uint32_t> read_hex_words(
+    std::istream& in, std::size_t count = std::numeric_limits<std::size_t>::max()) {
+  std::vector<uint32_t> words;
+  std::string word;
+  while (words.size() < count && in >> word) words.push_back(std::stoul(word, nullptr, 16));
+  return words;
+}
+
+// The float32 tensor of `shape` whose elements have the bit patterns `bits`.
+inline Tensor tensor_from_bits(const std::vector<uint32_t>& bits, const Shape& shape) {
+  std::vector<double> values;
+  for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
+  return from_vector(values, shape);
+}
+
+// The bit patterns of t's elements as float32, row-major.
+inline std::vector<uint32_t> bits_of(const Tensor& t) {
+  std::vector<uint32_t> out;
+  for (float v : t.to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
+  return out;
+}
+
+}  // namespace ember::test
