@@ -257,7 +257,11 @@ bool Tensor::retains_grad() const { return impl_->retains_grad; }
 void Tensor::register_hook(GradHook hook) const {
   check(requires_grad(),
         "register_hook: cannot register a hook on a tensor that doesn't require gradient");
-  impl_->hooks.push_back(std::move(hook));
+  if (is_leaf()) {
+    impl_->hooks.push_back(std::move(hook));
+  } else {
+    impl_->grad_fn->pre_hooks.push_back(std::move(hook));
+  }
 }
 
 // ---- factories ----

@@ -178,7 +178,7 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;         // null on leaves
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: their AccumulateGrad node
   bool retains_grad = false;                       // non-leaves that keep .grad
-  std::vector<GradHook> hooks;
+  std::vector<GradHook> hooks;  // leaves only (run by AccumulateGrad); non-leaves: on grad_fn
   // A differentiable view of another tensor (view, transpose, slice...): in-place writes to it
   // would also change its base, which autograd does not follow here, so they are refused.
   bool is_view = false;

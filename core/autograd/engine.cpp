@@ -72,11 +72,9 @@ void accumulate(GraphTask& task, Node* node, const Tensor& grad) {
   buffer = buffer.defined() ? add(buffer, grad) : grad;
 }
 
-// The tensor `node` produced: its hooks may replace the gradient; retain_grad keeps a copy.
+// The gradient of `node`'s output: its hooks may replace it; retain_grad keeps a copy.
 Tensor run_output_hooks(Node* node, Tensor grad) {
-  auto out = node->output.lock();
-  if (!out) return grad;
-  for (const GradHook& hook : out->hooks) {
+  for (const GradHook& hook : node->pre_hooks) {
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
@@ -85,7 +83,8 @@ Tensor run_output_hooks(Node* node, Tensor grad) {
       grad = replaced;
     }
   }
-  if (out->retains_grad) {
+  auto out = node->output.lock();
+  if (out && out->retains_grad) {
     out->grad = out->grad.defined() ? add(out->grad, grad) : grad.clone();
   }
   return grad;

@@ -31,7 +31,11 @@ class Node {
   std::vector<std::shared_ptr<Node>> next_functions;
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
-  // The tensor this node produced, for its hooks and retain_grad (weak: no ownership cycle).
+  // Hooks registered on the tensor this node produced (register_hook on a non-leaf): they see,
+  // and may replace, the gradient of that output before apply(). They stay with the node, as in
+  // PyTorch: after an in-place op rebases the tensor, they still see the old version's gradient.
+  std::vector<GradHook> pre_hooks;
+  // The tensor this node produced, for retain_grad (weak: no ownership cycle).
   std::weak_ptr<TensorImpl> output;
   Shape output_shape;
 };

@@ -466,8 +466,9 @@ Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
   }
   if (result.grad_fn()) {
     TensorImpl* impl = self.impl();
-    // The old node no longer produces self: self's hooks and retain_grad move to the new one
-    // (as in PyTorch, where y.retain_grad() before y.masked_fill_() keeps the final y's grad).
+    // The old node no longer produces self: retain_grad moves to the new one (as in PyTorch,
+    // where y.retain_grad() before y.masked_fill_() keeps the final y's grad); hooks registered
+    // before stay on the old node and see the gradient of the old version.
     if (impl->grad_fn) impl->grad_fn->output.reset();
     impl->grad_fn = result.grad_fn();
     impl->requires_grad = true;

@@ -765,3 +765,44 @@ TEST(AutogradTrace, DebugLevelLogsEveryBackwardStep) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// Hooks on a non-leaf live on its grad_fn, as in PyTorch: they run even when no handle to the
+// tensor is left, and a hook registered before an in-place op sees the old version's gradient.
+TEST(AutogradHooks, NonLeafHooksLiveOnTheNode) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  int calls = 0;
+  Tensor loss;
+  {
+    Tensor y = x * 3.0;
+    y.register_hook([&](const Tensor& g) {
+      ++calls;
+      return g * 2.0;
+    });
+    loss = y.sum();
+  }  // y's handle is gone
+  loss.backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(x.grad().at({0}), 6.0);  // d(sum(3x))/dx doubled by the hook
+
+  // torch: y = x * 1; seen = []; y.register_hook(lambda g: seen.append(g));
+  //        y.masked_fill_(tensor([True, False]), 0); (y * 5).sum().backward()
+  //        seen[0] == [0., 5.]  (the gradient of the old y, after masked_fill's backward)
+  Tensor z = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = z * 1.0;
+  Tensor seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = g;
+    return Tensor();
+  });
+  y.masked_fill_(tensor({1, 0}).to_bool(), 0.0);
+  (y * 5.0).sum().backward();
+  ASSERT_TRUE(seen.defined());
+  EXPECT_EQ(seen.at({0}), 0.0);
+  EXPECT_EQ(seen.at({1}), 5.0);
+}
+
+}  // namespace
+}  // namespace ember
