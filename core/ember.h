@@ -14,4 +14,5 @@
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
 #include "core/random.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"
