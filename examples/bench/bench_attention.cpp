@@ -1,5 +1,5 @@
 // bench_attention: the chapter's MultiHeadAttention (nn/attention.cpp) timed like
-// bench/torch_attention_bench.py times PyTorch's: forward alone under no-grad, and forward +
+// examples/bench/torch_attention_bench.py times PyTorch's: forward alone under no-grad, and forward +
 // backward of out.sum(), medians of --reps after two warm-up steps. One JSON line with the
 // same keys as the PyTorch script, times in ms with 3 decimals, and the process's peak RSS.
 //
