@@ -15,4 +15,5 @@
 #include "core/ops/softmax.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"

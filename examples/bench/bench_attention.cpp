@@ -1,7 +1,7 @@
 // bench_attention: the chapter's MultiHeadAttention (nn/attention.cpp) timed like
-// bench/torch_attention_bench.py times PyTorch's: forward alone under no-grad, and forward +
-// backward of out.sum(), medians of --reps after two warm-up steps. One JSON line with the
-// same keys as the PyTorch script, times in ms with 3 decimals, and the process's peak RSS.
+// examples/bench/torch_attention_bench.py times PyTorch's: forward alone under no-grad, and
+// forward + backward of out.sum(), medians of --reps after two warm-up steps. One JSON line with
+// the same keys as the PyTorch script, times in ms with 3 decimals, and the process's peak RSS.
 //
 //   bench_attention [--threads 1] [--batch 1] [--tokens 1024] [--dim 768] [--heads 12]
 //                   [--reps 5] [--calls 1] [--composite 1]
