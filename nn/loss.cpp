@@ -114,11 +114,19 @@ struct CrossEntropy : Function<CrossEntropy> {
   double denom = 0;
   bool target_requires_grad = false;
 
-  // Calls fn(position, row pointer offset of class 0) for every position.
+  // Calls fn(position, offset of its class-0 logit, q) for every position, in parallel over
+  // positions (each writes only its own row and loss; q is the thread's scratch row).
   template <typename Fn>
   void for_each_position(Fn&& fn) const {
-    for (int64_t n = 0; n < l.n; ++n) {
-      for (int64_t s = 0; s < l.s; ++s) fn(n * l.s + s, n * l.c * l.s + s);
+    const int64_t positions = l.n * l.s;
+#pragma omp parallel if (positions * l.c > (1 << 16))
+    {
+      std::vector<double> q(static_cast<std::size_t>(l.c));
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < positions; ++i) {
+        const int64_t n = i / l.s, s = i % l.s;
+        fn(i, n * l.c * l.s + s, q);
+      }
     }
   }
 
@@ -179,8 +187,7 @@ struct CrossEntropy : Function<CrossEntropy> {
       using T = decltype(tag);
       const T* xs = x.data_ptr<T>();
       const T* ys = probabilities ? y.data_ptr<T>() : nullptr;
-      std::vector<double> q(static_cast<std::size_t>(l.c));
-      for_each_position([&](int64_t i, int64_t row) {
+      for_each_position([&](int64_t i, int64_t row, std::vector<double>& q) {
         if (!coefficients(i, ys ? ys + row : xs, l.s, q)) return;
         const double lse = log_sum_exp(xs + row, l.c, l.s);
         double loss = 0;
@@ -205,8 +212,7 @@ struct CrossEntropy : Function<CrossEntropy> {
       const T* ys = probabilities ? y.data_ptr<T>() : nullptr;
       T* gxs = gx.data_ptr<T>();
       T* gys = gy.defined() ? gy.data_ptr<T>() : nullptr;
-      std::vector<double> q(static_cast<std::size_t>(l.c));
-      for_each_position([&](int64_t i, int64_t row) {
+      for_each_position([&](int64_t i, int64_t row, std::vector<double>& q) {
         if (!coefficients(i, ys ? ys + row : xs, l.s, q)) return;
         const double lse = log_sum_exp(xs + row, l.c, l.s);
         double total = 0;
