@@ -13,6 +13,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
+#include "core/parallel.h"
 #include "core/random.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
