@@ -233,9 +233,9 @@ void check_inplace(const Tensor& t, const char* op);
 
 template <typename T>
 T* Tensor::data_ptr() const {
-  check(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
-        ", asked for ", dtype_name(dtype_of<T>()));
   const TensorImpl& impl = checked_impl("data_ptr");
+  check(dtype_of<T>() == impl.dtype, "data_ptr: tensor has dtype ", dtype_name(impl.dtype),
+        ", asked for ", dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl.storage->data()) + impl.offset;
 }
 
