@@ -32,9 +32,11 @@ bool is_causal_mask(const Tensor& mask, int64_t n) {
   dispatch_floating(mask.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* m = mask.data_ptr<T>();
-    for (int64_t i = 0; i < n && causal; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        causal = causal && m[i * mask.stride(0) + j * mask.stride(1)] == (j > i ? T(1) : T(0));
+    const int64_t row_stride = mask.stride(0), column_stride = mask.stride(1);
+    for (int64_t i = 0; i < n && causal; ++i) {
+      const T* row = m + i * row_stride;
+      for (int64_t j = 0; j < n; ++j) causal &= row[j * column_stride] == (j > i ? T(1) : T(0));
+    }
   });
   return causal;
 }
