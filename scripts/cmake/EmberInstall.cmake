@@ -15,9 +15,9 @@ install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${CMAKE_INSTALL_LIBDIR
 # Headers, with their includes moved under ember/ ("core/tensor.h" -> "ember/core/tensor.h").
 install(CODE "set(EMBER_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
 set(EMBER_HEADER_DESTINATION \"${CMAKE_INSTALL_INCLUDEDIR}/ember\")")
-install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/EmberInstallHeaders.cmake)
+install(SCRIPT ${PROJECT_SOURCE_DIR}/scripts/cmake/EmberInstallHeaders.cmake)
 
-configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/EmberConfig.cmake.in
+configure_package_config_file(${PROJECT_SOURCE_DIR}/scripts/cmake/EmberConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/EmberConfig.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
