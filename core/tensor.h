@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/shape.h"
 #include "core/storage.h"
 
@@ -186,7 +187,7 @@ struct TensorImpl {
   bool is_view = false;
 };
 
-// ---- factories (float32 unless a dtype is given) ----
+// ---- factories (float32 unless a dtype is given; TensorOptions overloads in core/options.h) ----
 Tensor empty(const Shape& shape, DType dtype = kDefaultDType);
 Tensor zeros(const Shape& shape, DType dtype = kDefaultDType);
 Tensor ones(const Shape& shape, DType dtype = kDefaultDType);
