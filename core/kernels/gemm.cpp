@@ -13,6 +13,8 @@
 #include "core/kernels/gemm.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace ember::kernels {
@@ -25,9 +27,17 @@ constexpr int64_t kColBlock = 256;    // columns per tile of B (128 x 256 floats
 constexpr int64_t kParallelWork = int64_t{1} << 18;  // multiply-adds before threads pay off
 
 // y[0:n] += a * x[0:n]: the loop everything else feeds.
+// int64 wraps on overflow, as PyTorch's integer matmul does: computed in uint64, where wrapping is
+// defined (signed overflow is undefined behaviour).
 template <typename T>
 inline void axpy(int64_t n, T a, const T* __restrict x, T* __restrict y) {
-  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+  if constexpr (std::is_same_v<T, int64_t>) {
+    const auto ua = static_cast<uint64_t>(a);
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = static_cast<int64_t>(static_cast<uint64_t>(y[j]) + ua * static_cast<uint64_t>(x[j]));
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+  }
 }
 
 // One product's operands, B already row-contiguous (column stride 1, or a single column).
