@@ -19,6 +19,7 @@
 #include "core/args.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/shape.h"
 #include "core/storage.h"
 
@@ -193,6 +194,8 @@ class Tensor {
   Tensor& operator/=(const Tensor& other) { return div_(other); }
 
  private:
+  // The impl, or an Error naming `op` when this tensor is undefined (every accessor goes here).
+  TensorImpl& checked_impl(const char* op) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -216,7 +219,7 @@ struct TensorImpl {
   bool is_view = false;
 };
 
-// ---- factories (float32 unless a dtype is given) ----
+// ---- factories (float32 unless a dtype is given; TensorOptions overloads in core/options.h) ----
 Tensor empty(const Shape& shape, DType dtype = kDefaultDType);
 Tensor zeros(const Shape& shape, DType dtype = kDefaultDType);
 Tensor ones(const Shape& shape, DType dtype = kDefaultDType);
@@ -250,6 +253,11 @@ std::string size_str(const Shape& shape);  // torch.Size([2, 6, 3])
 
 // ---- internals shared by the op files ----
 namespace detail {
+// "sum: expected a defined tensor, got an undefined one (a gradient that was never computed?)"
+[[noreturn]] void fail_undefined(const char* op);
+inline void check_defined(const Tensor& t, const char* op) {
+  if (!t.defined()) fail_undefined(op);
+}
 // A new handle over t's storage with another shape/strides/offset (no autograd state).
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset);
 // Refuses in-place writes PyTorch refuses (incl. a destination with internal overlap, unless
@@ -261,7 +269,14 @@ template <typename T>
 T* Tensor::data_ptr() const {
   check(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
         ", asked for ", dtype_name(dtype_of<T>()));
-  return static_cast<T*>(impl_->storage->data()) + impl_->offset;
+  const TensorImpl& impl = checked_impl("data_ptr");
+  return static_cast<T*>(impl.storage->data()) + impl.offset;
+}
+
+inline TensorImpl& Tensor::checked_impl(const char* op) const {
+  if (impl_ == nullptr) [[unlikely]]
+    detail::fail_undefined(op);
+  return *impl_;
 }
 
 }  // namespace ember

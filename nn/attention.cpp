@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 #include "core/ops/shape.h"
@@ -22,6 +23,24 @@ void check_batch(const Tensor& x, int64_t d_in, int64_t context_length, const ch
         " tokens but context_length is ", context_length, " (input shape ", x.shape(), ")");
 }
 
+// Is mask[:n, :n] the causal mask triu(ones(n, n), 1) (1 above the diagonal, 0 elsewhere)?
+bool is_causal_mask(const Tensor& mask, int64_t n) {
+  if (mask.dim() != 2 || mask.size(0) < n || mask.size(1) < n || !is_floating(mask.dtype())) {
+    return false;
+  }
+  bool causal = true;
+  dispatch_floating(mask.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* m = mask.data_ptr<T>();
+    const int64_t row_stride = mask.stride(0), column_stride = mask.stride(1);
+    for (int64_t i = 0; i < n && causal; ++i) {
+      const T* row = m + i * row_stride;
+      for (int64_t j = 0; j < n; ++j) causal &= row[j * column_stride] == (j > i ? T(1) : T(0));
+    }
+  });
+  return causal;
+}
+
 // Keeps t in the trace with its gradient, for study.
 Tensor keep(const Tensor& t) {
   if (t.requires_grad()) t.retain_grad();
@@ -34,9 +53,12 @@ Tensor keep(const Tensor& t) {
 
 SelfAttentionV1::SelfAttentionV1(int64_t d_in, int64_t d_out_)
     : Module("SelfAttention_v1"), d_out(d_out_) {
-  W_query = register_parameter("W_query", Parameter(rand({d_in, d_out})));
-  W_key = register_parameter("W_key", Parameter(rand({d_in, d_out})));
-  W_value = register_parameter("W_value", Parameter(rand({d_in, d_out})));
+  W_query = Parameter(rand({d_in, d_out}));
+  W_key = Parameter(rand({d_in, d_out}));
+  W_value = Parameter(rand({d_in, d_out}));
+  register_parameter("W_query", &W_query);
+  register_parameter("W_key", &W_key);
+  register_parameter("W_value", &W_value);
 }
 
 Tensor SelfAttentionV1::forward(const Tensor& x) {
@@ -75,7 +97,8 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_l
   W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias));
   W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
   dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
-  mask = register_buffer("mask", triu(ones({context_length, context_length}), 1));
+  mask = triu(ones({context_length, context_length}), 1);
+  register_buffer("mask", &mask);
 }
 
 Tensor CausalAttention::forward(const Tensor& x) {
@@ -134,7 +157,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
   W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
   out_proj = register_module("out_proj", std::make_shared<Linear>(d_out, d_out));
   dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
-  mask = register_buffer("mask", triu(ones({context_length, context_length}), 1));
+  mask = triu(ones({context_length, context_length}), 1);
+  register_buffer("mask", &mask);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
@@ -153,6 +177,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   keys = keys.transpose(1, 2);
   queries = queries.transpose(1, 2);
   values = values.transpose(1, 2);
+
+  if (fused_attention && !keep_trace && is_causal_mask(mask, num_tokens)) {
+    // The lines below in one op (same numbers, same dropout draws): causal_attention.
+    Tensor context = causal_attention(queries, keys, values, dropout->p, dropout->is_training());
+    Tensor context_vec = context.transpose(1, 2).contiguous().view({b, num_tokens, d_out});
+    return out_proj->forward(context_vec);
+  }
 
   // One [num_tokens, num_tokens] score matrix per (batch, head).
   Tensor attn_scores = matmul(queries, keys.transpose(2, 3));
