@@ -337,7 +337,7 @@ TEST(LayerNorm, ModuleStartsAsThePlainNormalisation) {
   // Each row now has mean 0 and biased variance 1 (up to eps).
   Tensor y = norm(x);
   EXPECT_TRUE(allclose(mean(y, {-1}), zeros({4}), 0, 1e-6));
-  EXPECT_TRUE(allclose(var(y, {-1}, /*correction=*/0), ones({4}), 1e-3, 0));
+  EXPECT_TRUE(allclose(var(y, {-1}, Correction(0)), ones({4}), 1e-3, 0));
 
   LayerNorm plain(Shape{5}, 1e-5, /*elementwise_affine=*/false);
   EXPECT_TRUE(plain.parameters().empty());
