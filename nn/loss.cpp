@@ -104,6 +104,7 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
 // for probability targets d loss / d y_c = (1 - eps) w_c (lse - x_c).
 struct CrossEntropy : Function<CrossEntropy> {
   static constexpr const char* name = "CrossEntropyLossBackward0";
+  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   ClassLayout l;
   bool probabilities = false;
   Reduction reduction = Reduction::Mean;
@@ -233,6 +234,7 @@ struct CrossEntropy : Function<CrossEntropy> {
 // sum of w_t over the positions not ignored. d loss_i / d x[i, t] = -w_t.
 struct NllLoss : Function<NllLoss> {
   static constexpr const char* name = "NllLossBackward0";
+  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   ClassLayout l;
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
@@ -300,6 +302,7 @@ Tensor clamped_log(const Tensor& t) { return maximum(log(t), scalar_tensor(-100.
 // dl/dy = w (max(log(1 - x), -100) - max(log x, -100))
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static constexpr const char* name = "BinaryCrossEntropyBackward0";
+  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   Tensor forward(const Tensor& x, const Tensor& y, const Tensor& weight) {
     save_for_backward({x, y, weight});
     Tensor loss = -(y * clamped_log(x) + (1.0 - y) * clamped_log(1.0 - x));
@@ -322,7 +325,8 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 //   dl/dy = w (log sigmoid(-x) - pos_weight log sigmoid(x))
 struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   static constexpr const char* name = "BinaryCrossEntropyWithLogitsBackward0";
-  static Tensor neg_log_sigmoid(const Tensor& x) {  // log(1 + exp(-x)), stably
+  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
+  static Tensor neg_log_sigmoid(const Tensor& x) {       // log(1 + exp(-x)), stably
     Tensor m = maximum(-x, scalar_tensor(0.0, x.dtype()));
     return log(exp(-m) + exp(-x - m)) + m;
   }
