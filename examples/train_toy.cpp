@@ -15,8 +15,6 @@
 //
 //   build/release/bin/train_toy                      # defaults: about half a minute on 2 cores
 //   build/release/bin/train_toy --steps 300 --out /tmp/toy
-#include <omp.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "core/ember.h"
+#include "core/parallel.h"
 #include "examples/svg.h"
 #include "examples/training.h"
 #include "nn/gpt.h"
@@ -238,7 +237,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", s.batch, "sequences per step")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--threads", s.threads, "OpenMP threads")
+  app.add_option("--threads", s.threads, "threads for the kernels (ember::set_num_threads)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--out", s.out, "directory for loss.svg, attention.svg, the checkpoint")
@@ -255,7 +254,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  omp_set_num_threads(s.threads);
+  set_num_threads(s.threads);
   std::filesystem::create_directories(s.out);
   const int64_t n = s.digits;
   ReverseTask task(n, s.seed);
@@ -366,7 +365,25 @@ int main(int argc, char** argv) {
     std::cout << "  " << digits_text(in, n) << " -> " << digits_text(outp, n)
               << (ok ? "   (right)" : "   (wrong)") << "\n";
   }
-  std::cout << "wrote " << loss_path << ", " << attention_path << "\n";
+  // ---- the checkpoint, reloaded into a fresh model: the same predictions ----
+  const std::string checkpoint_path = s.out + "/model.safetensors";
+  model.save(checkpoint_path, {{"task", "reverse"}, {"digits", std::to_string(n)}});
+  manual_seed(s.seed + 1);  // other initial weights, all overwritten by the checkpoint
+  nn::GPTModel reloaded(cfg);
+  reloaded.load(checkpoint_path);
+  const std::vector<int64_t> few(task.heldout_digits().begin(),
+                                 task.heldout_digits().begin() + 4 * n);
+  const GenerationResult before = generate_reversed(model, few, n);
+  const GenerationResult again = generate_reversed(reloaded, few, n);
+  const bool same = again.outputs == before.outputs;
+  std::cout << "Reloaded " << checkpoint_path
+            << " into a new model: " << (same ? "the same predictions" : "DIFFERENT predictions")
+            << ":\n";
+  for (int64_t b = 0; b < 4; ++b) {
+    std::cout << "  " << digits_text(task.heldout_digits().data() + b * n, n) << " -> "
+              << digits_text(again.outputs.data() + b * n, n) << "\n";
+  }
+  std::cout << "wrote " << loss_path << ", " << attention_path << ", " << checkpoint_path << "\n";
 
   std::printf(
       "train_toy: %lld steps in %.1f s | final train loss %.4f | held-out: loss %.4f, "
@@ -375,5 +392,5 @@ int main(int argc, char** argv) {
       static_cast<long long>(s.steps), train_seconds, train_loss, last_eval.loss,
       100 * result.token_accuracy, 100 * result.sequence_accuracy,
       static_cast<long long>(task.heldout_count()), s.out.c_str());
-  return 0;
+  return same ? 0 : 1;
 }

@@ -63,7 +63,9 @@ TEST(TrainToyExample, LossFallsAndAccuracyRises) {
   EXPECT_LT(acc0, 30.0) << output;         // chance is 10%
   EXPECT_GT(acc1, acc0 + 40.0) << output;  // rises
   EXPECT_NE(output.find("Held-out examples (input -> generated output):"), std::string::npos);
-  for (const char* file : {"loss.svg", "attention.svg"}) {
+  // The checkpoint, reloaded into a fresh model, predicts the same.
+  EXPECT_NE(output.find("into a new model: the same predictions"), std::string::npos) << output;
+  for (const char* file : {"loss.svg", "attention.svg", "model.safetensors"}) {
     EXPECT_TRUE(fs::exists(dir / file)) << file;
   }
   std::error_code ignored;
