@@ -1,9 +1,10 @@
 // PyTorch 1.13's CPU generator and its sampling kernels; see generator.h and
 // /work/shared/reference/pytorch_rng.md ("the doc").
 //
-// This file is compiled with -ffp-contract=off: PyTorch's x86 build lets GCC fuse some
-// multiply-adds, and which ones matters to the last bit. Every fusion PyTorch gets is written
-// out below as std::fma / std::fmaf; every other operation must stay unfused.
+// Like every file (see CMakeLists.txt), this one is compiled with -ffp-contract=off: PyTorch's x86
+// build lets GCC fuse some multiply-adds, and which ones matters to the last bit. Every fusion
+// PyTorch gets is written out below as std::fma / std::fmaf; every other operation must stay
+// unfused.
 #include "core/generator.h"
 
 #include <bit>
@@ -27,7 +28,22 @@ constexpr uint32_t kLowerMask = 0x7FFFFFFFu;
 
 Generator::Generator(uint64_t seed) { manual_seed(seed); }
 
+Generator::Generator(const Generator& other) { *this = other; }
+
+Generator& Generator::operator=(const Generator& other) {
+  if (this == &other) return *this;
+  std::scoped_lock lock(mutex_, other.mutex_);
+  next_double_normal_sample = other.next_double_normal_sample;
+  next_float_normal_sample = other.next_float_normal_sample;
+  initial_seed_ = other.initial_seed_;
+  state_ = other.state_;
+  left_ = other.left_;
+  next_ = other.next_;
+  return *this;
+}
+
 void Generator::manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(mutex_);
   // CPUGeneratorImpl::set_current_seed (doc §1.1): empty the caches, then re-seed the engine
   // with the LOW 32 bits only; the full seed is remembered for initial_seed().
   next_double_normal_sample.reset();
@@ -286,6 +302,7 @@ void check_uniform_range(double from, double to) {
 // uniform_kernel (doc §2): from and to are cast to the element type, and GCC fuses
 // x * (to - from) + from. In memory order, one element at a time.
 void uniform(float* data, int64_t n, double from, double to, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   check_uniform_range(from, to);
   const float from_f = static_cast<float>(from);
   const float to_f = static_cast<float>(to);
@@ -294,6 +311,7 @@ void uniform(float* data, int64_t n, double from, double to, Generator& g) {
 }
 
 void uniform(double* data, int64_t n, double from, double to, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   check_uniform_range(from, to);
   const double range = to - from;
   for (int64_t i = 0; i < n; ++i) data[i] = std::fma(uniform53(g), range, from);
@@ -301,6 +319,7 @@ void uniform(double* data, int64_t n, double from, double to, Generator& g) {
 
 // normal_kernel (doc §3): which path runs depends on n and contiguity only.
 void normal(float* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   if (contiguous && n >= 16) {
     vectorised_normal_fill(data, n, static_cast<float>(mean), static_cast<float>(stddev), g,
                            uniform24, normal_block16_avx2);
@@ -310,6 +329,7 @@ void normal(float* data, int64_t n, double mean, double stddev, bool contiguous,
 }
 
 void normal(double* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   if (contiguous && n >= 16) {
     vectorised_normal_fill(data, n, mean, stddev, g, uniform53, normal_block16_libm);
   } else {
@@ -317,20 +337,32 @@ void normal(double* data, int64_t n, double mean, double stddev, bool contiguous
   }
 }
 
-void bernoulli(float* data, int64_t n, double p, Generator& g) { bernoulli_fill(data, n, p, g); }
-void bernoulli(double* data, int64_t n, double p, Generator& g) { bernoulli_fill(data, n, p, g); }
-void bernoulli(bool* data, int64_t n, double p, Generator& g) { bernoulli_fill(data, n, p, g); }
+void bernoulli(float* data, int64_t n, double p, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  bernoulli_fill(data, n, p, g);
+}
+void bernoulli(double* data, int64_t n, double p, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  bernoulli_fill(data, n, p, g);
+}
+void bernoulli(bool* data, int64_t n, double p, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  bernoulli_fill(data, n, p, g);
+}
 
 void dropout_noise(float* data, int64_t n, double p, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   dropout_noise_fill(data, n, p, g);
 }
 void dropout_noise(double* data, int64_t n, double p, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   dropout_noise_fill(data, n, p, g);
 }
 
 // random_from_to (uniform_int_from_to_distribution): the range is computed in uint64, a
 // 32-bit draw is used when it fits, and the sum wraps like PyTorch's uint64 arithmetic.
 int64_t randint(int64_t low, int64_t high, Generator& g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
   check(low < high, "randint: expects low < high, but got low=", low, ", high=", high);
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   const uint64_t r = range >= (uint64_t{1} << 32) ? g.random64() : uint64_t{g.random()};

@@ -10,12 +10,15 @@
 // MEMORY ORDER, because PyTorch's nullary kernels walk memory order, not logical order (§2).
 // A strided tensor is handled by its caller (fill a buffer in memory order, then scatter it).
 //
-// A Generator is not thread-safe: like PyTorch (which holds the generator's mutex around every
-// kernel), use it from one thread at a time, and never split one fill across threads.
+// Thread safety, as in PyTorch (which holds the generator's mutex around every kernel): every
+// random_fill function and manual_seed lock the generator's mutex for the whole fill, so threads
+// sharing a generator (the default one: rand, dropout, nn init) get disjoint parts of its stream.
+// random()/random64() themselves do not lock: call them under mutex() when the generator is shared.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 
 namespace ember {
@@ -26,12 +29,18 @@ class Generator {
   static constexpr uint64_t kDefaultSeed = 67280421310721ULL;
 
   explicit Generator(uint64_t seed = kDefaultSeed);
+  // Copies are snapshots of the state (taken under the source's lock), with their own mutex.
+  Generator(const Generator& other);
+  Generator& operator=(const Generator& other);
 
   // torch.Generator.manual_seed: empties both normal caches and re-seeds the Mersenne Twister
   // with seed & 0xFFFFFFFF. The full 64-bit seed is kept for initial_seed().
   // torch.manual_seed(-1) corresponds to manual_seed(0xFFFFFFFFFFFFFFFF).
   void manual_seed(uint64_t seed);
   uint64_t initial_seed() const { return initial_seed_; }
+
+  // Held by every fill (and manual_seed) for its whole duration.
+  std::mutex& mutex() const { return mutex_; }
 
   // One MT19937 output.
   uint32_t random();
@@ -49,6 +58,7 @@ class Generator {
 
   void twist();  // regenerates all 624 state words
 
+  mutable std::mutex mutex_;
   uint64_t initial_seed_ = 0;
   std::array<uint32_t, kStateSize> state_{};
   int left_ = 1;  // outputs left before the next twist (+1, as in PyTorch's engine)

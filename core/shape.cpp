@@ -4,9 +4,31 @@
 
 namespace ember {
 
+int64_t checked_mul(int64_t a, int64_t b, const char* op) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) {
+    fail(op, ": size calculation overflowed (", a, " * ", b, " does not fit in int64)");
+  }
+  return out;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) {
+    fail(op, ": size calculation overflowed (", a, " + ", b, " does not fit in int64)");
+  }
+  return out;
+}
+
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) overflow = __builtin_mul_overflow(n, s, &n) || overflow;
+  // A zero anywhere makes the product 0 whatever the other sizes are, as in PyTorch.
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+  }
+  if (overflow) fail("numel: the number of elements of shape ", shape, " overflows int64");
   return n;
 }
 
@@ -15,9 +37,31 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t running = 1;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
     strides[i] = running;
-    running *= shape[i] > 0 ? shape[i] : 1;
+    if (__builtin_mul_overflow(running, shape[i] > 0 ? shape[i] : 1, &running)) {
+      // Only reached through a shape whose numel also overflows; say so rather than wrap.
+      fail("contiguous_strides: the strides of shape ", shape, " overflow int64");
+    }
   }
   return strides;
+}
+
+int64_t storage_nbytes(const Shape& shape, int64_t element_size, const char* op) {
+  for (int64_t s : shape) {
+    check(s >= 0, op, ": Trying to create tensor with negative dimension ", s, ": ", shape);
+  }
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t s : shape) overflow = __builtin_mul_overflow(n, s, &n) || overflow;
+  int64_t bytes = 0;
+  overflow = __builtin_mul_overflow(n, element_size, &bytes) || overflow;
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+  }
+  if (overflow) {
+    fail(op, ": Storage size calculation overflowed with sizes=", shape,
+         " and itemsize=", element_size);
+  }
+  return bytes;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
@@ -27,6 +71,13 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
          "], but got ", dim, ")");
   }
   return dim < 0 ? dim + n : dim;
+}
+
+int64_t wrap_dim_no_scalar(int64_t dim, int64_t ndim, const char* op) {
+  if (ndim <= 0) {
+    fail(op, ": dimension specified as ", dim, " but tensor has no dimensions");
+  }
+  return wrap_dim(dim, ndim, op);
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {

@@ -10,8 +10,17 @@ namespace ember {
 
 using Shape = std::vector<int64_t>;
 
-// Number of elements of a shape (1 for the empty shape of a 0-d tensor).
+// Number of elements of a shape (1 for the empty shape of a 0-d tensor). Throws when the product
+// overflows int64 (a shape containing 0 has 0 elements, whatever its other sizes).
 int64_t numel_of(const Shape& shape);
+
+// a * b and a + b, or an Error naming `op` when the result does not fit in int64.
+int64_t checked_mul(int64_t a, int64_t b, const char* op);
+int64_t checked_add(int64_t a, int64_t b, const char* op);
+
+// Bytes of a contiguous buffer for `shape`: negative sizes and overflow are Errors (PyTorch:
+// "Storage size calculation overflowed with sizes=[...] and itemsize=8").
+int64_t storage_nbytes(const Shape& shape, int64_t element_size, const char* op);
 
 // Row-major strides: the last dimension moves fastest.
 Shape contiguous_strides(const Shape& shape);
@@ -19,6 +28,9 @@ Shape contiguous_strides(const Shape& shape);
 // Turns a possibly negative dim into [0, ndim); throws naming `op` when out of range.
 // PyTorch's message: "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The same for ops that have no meaning on a 0-d tensor (size, stride, narrow, ...):
+// "size: dimension specified as 0 but tensor has no dimensions".
+int64_t wrap_dim_no_scalar(int64_t dim, int64_t ndim, const char* op);
 
 // The shape two operands broadcast to (NumPy rules), or an Error naming `op` and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

@@ -1,11 +1,16 @@
 // Storage: one aligned buffer shared by a tensor and all its views, with a version counter.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
+#include <string>
+
+#include "core/error.h"
 
 namespace ember {
 
@@ -13,10 +18,16 @@ class Storage {
  public:
   static constexpr std::size_t kAlignment = 64;  // a cache line; enough for AVX-512 loads
 
+  // A buffer that cannot be had is an ember::Error (as PyTorch's "DefaultCPUAllocator: not enough
+  // memory"), never std::bad_alloc or a null pointer used later.
   explicit Storage(std::size_t nbytes) : nbytes_(nbytes) {
+    check(
+        nbytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - kAlignment,
+        "Storage: cannot allocate ", nbytes, " bytes (larger than the address space)");
     std::size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
     data_ = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-    if (data_ == nullptr) throw std::bad_alloc();
+    check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
+          nbytes, " bytes.");
     std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);  // no uninitialised reads, ever
   }
   ~Storage() { std::free(data_); }
@@ -27,13 +38,13 @@ class Storage {
   std::size_t nbytes() const { return nbytes_; }
 
   // Bumped by every in-place write; saved tensors remember the version they saw.
-  uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
-  uint64_t version_ = 0;
+  std::atomic<uint64_t> version_{0};  // atomic: tensors may be read from several threads
 };
 
 }  // namespace ember

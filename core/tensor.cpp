@@ -15,10 +15,10 @@ namespace ember {
 
 namespace {
 
-Tensor make_contiguous_tensor(const Shape& shape, DType dtype) {
-  for (int64_t s : shape) check(s >= 0, "empty: negative dimension in shape ", shape);
+Tensor make_contiguous_tensor(const Shape& shape, DType dtype, const char* op = "empty") {
+  const int64_t nbytes = storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), op);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype));
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(nbytes));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -61,19 +61,29 @@ double read_as_double(const Tensor& t, int64_t storage_offset) {
 }  // namespace
 
 // ---- metadata ----
-const Shape& Tensor::shape() const { return impl_->shape; }
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->shape.size()); }
-int64_t Tensor::numel() const { return numel_of(impl_->shape); }
-const Shape& Tensor::strides() const { return impl_->strides; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::offset() const { return impl_->offset; }
-DType Tensor::dtype() const { return impl_->dtype; }
-bool Tensor::is_contiguous() const { return kernels::is_row_major(impl_->shape, impl_->strides); }
-const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
+const Shape& Tensor::shape() const { return checked_impl("shape").shape; }
+int64_t Tensor::size(int64_t d) const {
+  const Shape& shape = checked_impl("size").shape;
+  return shape[wrap_dim_no_scalar(d, static_cast<int64_t>(shape.size()), "size")];
+}
+int64_t Tensor::dim() const { return static_cast<int64_t>(checked_impl("dim").shape.size()); }
+int64_t Tensor::numel() const { return numel_of(checked_impl("numel").shape); }
+const Shape& Tensor::strides() const { return checked_impl("strides").strides; }
+int64_t Tensor::stride(int64_t d) const {
+  const TensorImpl& impl = checked_impl("stride");
+  return impl.strides[wrap_dim_no_scalar(d, static_cast<int64_t>(impl.shape.size()), "stride")];
+}
+int64_t Tensor::offset() const { return checked_impl("offset").offset; }
+DType Tensor::dtype() const { return checked_impl("dtype").dtype; }
+bool Tensor::is_contiguous() const {
+  const TensorImpl& impl = checked_impl("is_contiguous");
+  return kernels::is_row_major(impl.shape, impl.strides);
+}
+const std::shared_ptr<Storage>& Tensor::storage() const { return checked_impl("storage").storage; }
 
 // ---- values ----
 double Tensor::item() const {
+  detail::check_defined(*this, "item");
   check(numel() == 1, "item: a Tensor with ", numel(),
         " elements cannot be converted to a scalar (shape ", shape(), ")");
   Shape zero(dim(), 0);
@@ -81,10 +91,12 @@ double Tensor::item() const {
 }
 
 double Tensor::at(const std::vector<int64_t>& index) const {
+  detail::check_defined(*this, "at");
   return read_as_double(*this, element_offset(*this, index, "at"));
 }
 
 void Tensor::set(const std::vector<int64_t>& index, double value) {
+  detail::check_defined(*this, "set");
   int64_t off = element_offset(*this, index, "set");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -95,6 +107,7 @@ void Tensor::set(const std::vector<int64_t>& index, double value) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  detail::check_defined(*this, "to_vector");
   std::vector<T> out(numel());
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);
@@ -153,6 +166,7 @@ struct CopyBackwards : autograd::Function<CopyBackwards> {
 }  // namespace
 
 Tensor Tensor::to(DType target) const {
+  detail::check_defined(*this, "to");
   if (target == dtype()) return *this;
   if (!is_floating(target) && requires_grad()) {
     NoGradGuard no_grad;  // integer and bool tensors carry no gradient
@@ -161,13 +175,23 @@ Tensor Tensor::to(DType target) const {
   return autograd::apply<ToCopy>(*this, target);
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  detail::check_defined(*this, "contiguous");
+  return is_contiguous() ? *this : clone();
+}
 
-Tensor Tensor::clone() const { return autograd::apply<Clone>(*this); }
+Tensor Tensor::clone() const {
+  detail::check_defined(*this, "clone");
+  return autograd::apply<Clone>(*this);
+}
 
-Tensor Tensor::detach() const { return detail::make_view(*this, shape(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  detail::check_defined(*this, "detach");
+  return detail::make_view(*this, shape(), strides(), offset());
+}
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_defined(src, "copy_");
   detail::check_inplace(*this, "copy_");
   Shape target = broadcast_shapes(src.shape(), shape(), "copy_");
   check(target == shape(), "copy_: source of shape ", src.shape(),
@@ -226,9 +250,10 @@ Tensor& Tensor::fill_(double value) {
 }
 
 // ---- autograd state ----
-bool Tensor::requires_grad() const { return impl_->requires_grad; }
+bool Tensor::requires_grad() const { return checked_impl("requires_grad").requires_grad; }
 
 Tensor& Tensor::requires_grad_(bool on) {
+  detail::check_defined(*this, "requires_grad_");
   check(is_leaf() || on,
         "requires_grad_: you can only change requires_grad flags of leaf variables");
   check(!on || is_floating(dtype()),
@@ -238,23 +263,26 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
-Tensor Tensor::grad() const { return impl_->grad; }
-void Tensor::set_grad(const Tensor& grad) { impl_->grad = grad; }
-std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl_->grad_fn; }
+bool Tensor::is_leaf() const { return checked_impl("is_leaf").grad_fn == nullptr; }
+Tensor Tensor::grad() const { return checked_impl("grad").grad; }
+void Tensor::set_grad(const Tensor& grad) { checked_impl("set_grad").grad = grad; }
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return checked_impl("grad_fn").grad_fn; }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  detail::check_defined(*this, "backward");
   autograd::backward({*this}, {gradient}, retain_graph);
 }
 
 void Tensor::retain_grad() const {
+  detail::check_defined(*this, "retain_grad");
   check(requires_grad(), "retain_grad: can't retain_grad on Tensor that has requires_grad=False");
   if (!is_leaf()) impl_->retains_grad = true;
 }
 
-bool Tensor::retains_grad() const { return impl_->retains_grad; }
+bool Tensor::retains_grad() const { return checked_impl("retains_grad").retains_grad; }
 
 void Tensor::register_hook(GradHook hook) const {
+  detail::check_defined(*this, "register_hook");
   check(requires_grad(),
         "register_hook: cannot register a hook on a tensor that doesn't require gradient");
   if (is_leaf()) {
@@ -266,10 +294,12 @@ void Tensor::register_hook(GradHook hook) const {
 
 // ---- factories ----
 Tensor empty(const Shape& shape, DType dtype) { return make_contiguous_tensor(shape, dtype); }
-Tensor zeros(const Shape& shape, DType dtype) { return make_contiguous_tensor(shape, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) {
+  return make_contiguous_tensor(shape, dtype, "zeros");
+}
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = make_contiguous_tensor(shape, dtype);
+  Tensor t = make_contiguous_tensor(shape, dtype, "full");
   NoGradGuard no_grad;
   t.fill_(value);
   return t;
@@ -286,8 +316,14 @@ Tensor arange(double start, double end, double step, DType dtype) {
   check(step != 0, "arange: step must be nonzero");
   check((step > 0 && end >= start) || (step < 0 && end <= start),
         "arange: upper bound and larger bound inconsistent with step sign");
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  Tensor t = make_contiguous_tensor({n}, dtype);
+  check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",
+        end);
+  const double size = std::ceil((end - start) / step);
+  check(std::isfinite(size) && size >= 0 && size < 9223372036854775808.0,
+        "arange: invalid size, possible overflow? (start ", start, ", end ", end, ", step ", step,
+        ")");
+  auto n = static_cast<int64_t>(size);
+  Tensor t = make_contiguous_tensor({n}, dtype, "arange");
   for (int64_t i = 0; i < n; ++i) t.set({i}, start + static_cast<double>(i) * step);
   return t;
 }
@@ -420,6 +456,12 @@ std::string size_str(const Shape& shape) { return format_size(shape); }
 // ---- internals ----
 namespace detail {
 
+void fail_undefined(const char* op) {
+  fail(op,
+       ": expected a defined tensor, got an undefined one (a gradient that was never "
+       "computed?)");
+}
+
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage();
@@ -431,7 +473,7 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int6
 }
 
 void check_inplace(const Tensor& t, const char* op) {
-  check(t.defined(), op, ": called on an undefined tensor");
+  check_defined(t, op);
   if (GradMode::is_enabled()) {
     check(!(t.is_leaf() && t.requires_grad()), op,
           ": a leaf Variable that requires grad is being used in an in-place operation.");

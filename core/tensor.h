@@ -162,6 +162,8 @@ class Tensor {
   Tensor& operator+=(const Tensor& other) { return add_(other); }
 
  private:
+  // The impl, or an Error naming `op` when this tensor is undefined (every accessor goes here).
+  TensorImpl& checked_impl(const char* op) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -219,6 +221,11 @@ std::string size_str(const Shape& shape);  // torch.Size([2, 6, 3])
 
 // ---- internals shared by the op files ----
 namespace detail {
+// "sum: expected a defined tensor, got an undefined one (a gradient that was never computed?)"
+[[noreturn]] void fail_undefined(const char* op);
+inline void check_defined(const Tensor& t, const char* op) {
+  if (!t.defined()) fail_undefined(op);
+}
 // A new handle over t's storage with another shape/strides/offset (no autograd state).
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset);
 // Refuses in-place writes PyTorch refuses; bumps the storage version.
@@ -229,7 +236,14 @@ template <typename T>
 T* Tensor::data_ptr() const {
   check(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
         ", asked for ", dtype_name(dtype_of<T>()));
-  return static_cast<T*>(impl_->storage->data()) + impl_->offset;
+  const TensorImpl& impl = checked_impl("data_ptr");
+  return static_cast<T*>(impl.storage->data()) + impl.offset;
+}
+
+inline TensorImpl& Tensor::checked_impl(const char* op) const {
+  if (impl_ == nullptr) [[unlikely]]
+    detail::fail_undefined(op);
+  return *impl_;
 }
 
 }  // namespace ember

@@ -4,8 +4,9 @@
 // twice: with the book's head_dim = 1 (d_out = 2, 2 heads) and with head_dim = 2 (d_out = 4).
 // It prints the gradient of every intermediate (queries, keys, values, scores, weights, context)
 // and of every parameter, checks the softmax and matmul gradients autograd found against the
-// formulas derived by hand below, writes the graph as Graphviz DOT and the attention maps as
-// PNG pictures, and runs gradcheck (float64, central differences) on every chapter module.
+// formulas derived by hand below, writes the graph as Graphviz DOT (and as SVG when Graphviz's
+// `dot` is installed) and the attention maps as an SVG picture (the tokens on both axes, one
+// panel per head), and runs gradcheck (float64, central differences) on every chapter module.
 //
 // The forward, per batch b and head h (T tokens, d = head_dim):
 //   Q = x W_q^T, K = x W_k^T, V = x W_v^T           split into heads: [b, h, T, d]
@@ -20,12 +21,15 @@
 //   dS = dZ / sqrt(d)           (masked entries: A = 0 there, so dS = 0 too)
 //   dQ = dS K                   dK = dS^T Q                         (S = Q K^T)
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
-#include "examples/png.h"
+#include "examples/svg.h"
 #include "nn/attention.h"
 
 using namespace ember;
@@ -34,15 +38,34 @@ namespace {
 
 double max_abs_diff(const Tensor& a, const Tensor& b) { return max(abs(a - b)).item(); }
 
-void save_attention_maps(const Tensor& weights, const std::string& prefix) {
-  // weights: [batch, heads, T, T]; one picture per head of the first batch element.
+// The book's six tokens, "Your journey starts with one step".
+const std::vector<std::string> kTokens = {"Your", "journey", "starts", "with", "one", "step"};
+
+// weights: [batch, heads, T, T]; one panel per head of the first batch element, into one SVG.
+void save_attention_maps(const Tensor& weights, const std::string& path, const std::string& what) {
+  examples::svg::HeatmapGrid grid;
+  grid.title = "Attention weights of " + what;
+  grid.subtitle = "row: the query token; column: the key token it attends to (rows sum to 1)";
   for (int64_t h = 0; h < weights.size(1); ++h) {
     Tensor map = weights.index({0, h}).detach().contiguous();
-    auto values = map.to_vector<double>();
-    std::string path = prefix + "_head" + std::to_string(h) + ".png";
-    examples::write_png(path, examples::heatmap(values, static_cast<int>(map.size(0)),
-                                                static_cast<int>(map.size(1))));
-    std::cout << "wrote " << path << "\n";
+    const int rows = static_cast<int>(map.size(0)), cols = static_cast<int>(map.size(1));
+    grid.panels.push_back(
+        {"head " + std::to_string(h), map.to_vector<double>(), rows, cols, kTokens, kTokens});
+  }
+  examples::svg::write_file(path, examples::svg::heatmap_grid(grid));
+  std::cout << "wrote " << path << "\n";
+}
+
+// The autograd graph as Graphviz text, and as SVG when `dot` is installed.
+void save_graph(const Tensor& loss, const std::string& stem) {
+  std::ofstream(stem + ".dot") << autograd::to_dot(loss);
+  std::cout << "\nwrote " << stem << ".dot\n";
+  if (std::system("command -v dot >/dev/null 2>&1") == 0 &&
+      std::system(("dot -Tsvg " + stem + ".dot -o " + stem + ".svg").c_str()) == 0) {
+    std::cout << "wrote " << stem << ".svg (the graph, drawn by Graphviz)\n";
+  } else {
+    std::cout << "Graphviz's dot is not installed: no " << stem << ".svg (apt-get install "
+              << "graphviz, then: dot -Tsvg " << stem << ".dot -o " << stem << ".svg)\n";
   }
 }
 
@@ -110,9 +133,10 @@ void study(int64_t d_out, int64_t num_heads, const std::string& label) {
   }
 
   std::string stem = "attention_backprop_" + label;
-  std::ofstream(stem + ".dot") << autograd::to_dot(loss);
-  std::cout << "\nwrote " << stem << ".dot (render: dot -Tpng " << stem << ".dot -o graph.png)\n";
-  save_attention_maps(A, stem + "_weights");
+  save_graph(loss, stem);
+  save_attention_maps(A, stem + "_weights.svg",
+                      "MultiHeadAttention(d_in=3, d_out=" + std::to_string(d_out) +
+                          ", num_heads=" + std::to_string(num_heads) + ")");
 }
 
 // gradcheck in float64 of a module w.r.t. its input and every parameter. The batched modules

@@ -85,6 +85,10 @@ class MultiHeadAttention : public Module {
   Tensor mask;  // buffer: triu(ones(context_length, context_length), diagonal=1)
   bool keep_trace = false;
   AttentionTrace trace;
+  // Scores, mask, softmax, dropout and the weighted sum in one fused op (causal_attention,
+  // core/ops/attention.h): the same numbers, a fraction of the time and memory. Set to false
+  // to run the book's composite line by line (keep_trace and a modified mask do so too).
+  bool fused_attention = true;
 };
 
 }  // namespace ember::nn

@@ -29,6 +29,7 @@
 
 #include <concepts>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -154,6 +155,10 @@ class Module : public std::enable_shared_from_this<Module> {
   //   Error(s) in loading state_dict for Linear:
   //   	Missing key(s) in state_dict: "bias".
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
+  // state_dict() to a safetensors file (with `metadata`), and back through load_state_dict
+  // (nn/serialize.cpp; the file format lives in core/safetensors.h).
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
+  LoadResult load(const std::string& path, bool strict = true);
 
   // ---- printing, as PyTorch's repr(module) ----
 

@@ -7,4 +7,5 @@
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "nn/module.h"

@@ -93,7 +93,7 @@ Tensor run_output_hooks(Node* node, Tensor grad) {
 // Runs the graph. With `capture`, gradients reaching those nodes are returned instead of
 // accumulated, and no AccumulateGrad runs (autograd::grad).
 void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
-             bool retain_graph, const std::unordered_map<Node*, std::size_t>* capture,
+             bool retain_graph, const std::unordered_map<Node*, std::vector<std::size_t>>* capture,
              std::vector<Tensor>* captured) {
   NoGradGuard no_grad;
   GraphTask task;
@@ -138,7 +138,10 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
 
     if (capture) {
       auto it = capture->find(node);
-      if (it != capture->end()) (*captured)[it->second] = grad;
+      // The same input may be asked for twice (PyTorch returns its gradient twice).
+      if (it != capture->end()) {
+        for (std::size_t slot : it->second) (*captured)[slot] = grad;
+      }
     }
     std::vector<Tensor> input_grads;
     if (!grad.defined()) {
@@ -178,14 +181,14 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
                          bool allow_unused) {
-  std::unordered_map<Node*, std::size_t> capture;
+  std::unordered_map<Node*, std::vector<std::size_t>> capture;
   std::vector<std::shared_ptr<Node>> keep_alive;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     check(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad: input ", i,
           " does not require grad");
     auto edge = gradient_edge(inputs[i]);
     keep_alive.push_back(edge);
-    capture[edge.get()] = i;
+    capture[edge.get()].push_back(i);
   }
   std::vector<Tensor> captured(inputs.size());
   execute(outputs, grad_outputs, retain_graph, &capture, &captured);

@@ -1,6 +1,8 @@
 // The glue between ops and the graph: grad mode, saved tensors, edges, AccumulateGrad.
 #include "core/autograd/function.h"
 
+#include <mutex>
+
 #include "core/ops/elementwise.h"
 
 namespace ember {
@@ -15,21 +17,25 @@ namespace autograd {
 
 // Without this, dropping the last handle to the output of a long chain destroys its node, which
 // destroys the next node from inside its destructor, and so on: one level of recursion per op.
-// Instead, edges this node holds alone are moved to a local stack and emptied there, so each
-// node dies with no sole-owned edges left and the recursion never goes deeper than one level.
+// Instead every edge is moved to a local stack. A node popped from it that the stack owns alone
+// hands its own edges to the stack before it dies (so its destructor finds none); a node still
+// owned elsewhere (another edge on the stack, a tensor, another graph) just loses one owner.
+// This covers chains, and DAGs where a node is used twice (y = y + y) or by many later nodes
+// (residual stacks): the recursion is never deeper than one level, whatever the graph.
 Node::~Node() {
   std::vector<std::shared_ptr<Node>> stack;
-  auto take_sole_owned = [&stack](std::vector<std::shared_ptr<Node>>& edges) {
-    for (auto& edge : edges) {
-      if (edge && edge.use_count() == 1) stack.push_back(std::move(edge));
-    }
-  };
-  take_sole_owned(next_functions);
+  for (auto& edge : next_functions) {
+    if (edge) stack.push_back(std::move(edge));
+  }
   while (!stack.empty()) {
     std::shared_ptr<Node> node = std::move(stack.back());
     stack.pop_back();
-    take_sole_owned(node->next_functions);
-  }  // `node` dies at the end of each iteration, with only shared edges left
+    if (node.use_count() == 1) {
+      for (auto& edge : node->next_functions) {
+        if (edge) stack.push_back(std::move(edge));
+      }
+    }
+  }  // `node` dies (or loses an owner) at the end of each iteration, with no edges left to free
 }
 
 void SavedTensors::save(const std::vector<Tensor>& tensors) {
@@ -60,7 +66,11 @@ Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
   if (t.grad_fn()) return t.grad_fn();
-  // A leaf: share one AccumulateGrad per leaf, held weakly by the leaf (no cycle).
+  // A leaf: share one AccumulateGrad per leaf, held weakly by the leaf (no cycle). Graphs built
+  // in two threads may share a leaf: the look-up and the creation happen under one lock, so
+  // both get the same node (whose own lock then serializes their accumulation into the leaf).
+  static std::mutex accumulator_mutex;
+  std::lock_guard<std::mutex> lock(accumulator_mutex);
   TensorImpl* impl = t.impl();
   if (auto existing = impl->grad_accumulator.lock()) return existing;
   auto acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
@@ -70,6 +80,8 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  // Backward passes of graphs sharing this leaf may run in several threads: one at a time here.
+  std::lock_guard<std::mutex> lock(mutex_);
   Tensor grad = grad_output;
   for (const GradHook& hook : leaf_->hooks) {
     Tensor replaced = hook(grad);
@@ -90,6 +102,32 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
 }
 
 namespace detail {
+
+std::string op_name(const std::string& node_name) {
+  std::string base = node_name;
+  for (const char* suffix : {"Backwards", "Backward"}) {
+    auto at = base.rfind(suffix);
+    if (at != std::string::npos && at > 0) {
+      base.erase(at);
+      break;
+    }
+  }
+  std::string out;
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    char c = base[i];
+    if (c >= 'A' && c <= 'Z') {
+      if (i > 0) out += '_';
+      out += static_cast<char>(c - 'A' + 'a');
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void fail_undefined_input(const char* node_name) {
+  ember::detail::fail_undefined(op_name(node_name).c_str());
+}
 
 void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output) {
   for (const Tensor& in : inputs) {

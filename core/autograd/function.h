@@ -84,6 +84,20 @@ void collect_tensors(std::vector<Tensor>& out, const First& first, const Rest&..
   }
   collect_tensors(out, rest...);
 }
+// The op's name from its node's name: "NativeLayerNormBackward0" -> "native_layer_norm".
+std::string op_name(const std::string& node_name);
+// An undefined tensor passed to an op: "sum: expected a defined tensor, got an undefined one ...".
+[[noreturn]] void fail_undefined_input(const char* node_name);
+// Ops whose tensor arguments may be undefined (optional weight/bias) say so with
+// `static constexpr bool allows_undefined_inputs = true;` and check their other inputs.
+template <typename Op>
+constexpr bool allows_undefined_inputs() {
+  if constexpr (requires { Op::allows_undefined_inputs; }) {
+    return Op::allows_undefined_inputs;
+  } else {
+    return false;
+  }
+}
 // Hooks the node into the graph: edges to the inputs, grad_fn of the output.
 void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output);
 }  // namespace detail
@@ -94,6 +108,11 @@ template <typename Op, typename... Args>
 Tensor apply(const Args&... args) {
   std::vector<Tensor> inputs;
   detail::collect_tensors(inputs, args...);
+  if constexpr (!detail::allows_undefined_inputs<Op>()) {
+    for (const Tensor& t : inputs) {
+      if (!t.defined()) detail::fail_undefined_input(Op::name);
+    }
+  }
   bool record = GradMode::is_enabled();
   if (record) {
     record = false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,7 @@ class AccumulateGrad : public Node {
 
  private:
   std::shared_ptr<TensorImpl> leaf_;  // strong: the leaf holds only a weak_ptr back
+  std::mutex mutex_;                  // serializes accumulation from concurrent backward passes
 };
 
 // The Node a gradient for `t` must be sent to: its grad_fn, its AccumulateGrad if it is a leaf

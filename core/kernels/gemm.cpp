@@ -1,69 +1,510 @@
-// A plain, cache-blocked GEMM. The textbook triple loop, ordered i-k-j:
+// A packed, register-blocked GEMM in the style of BLIS / GotoBLAS, in three layers:
 //
-//   for i:  for k:  C[i, :] += A[i, k] * B[k, :]
+//   for jc over N in blocks of NC:               a block of B's columns ...
+//     for pc over K in blocks of KC:             ... and of its rows
+//       pack B[pc:pc+KC, jc:jc+NC] into NR-column panels  (stays in L3 / L2)
+//       for ic over M in blocks of MC:
+//         pack A[ic:ic+MC, pc:pc+KC] into MR-row panels   (stays in L2)
+//         for jr over the block's columns in steps of NR:   one B panel (KC x NR) stays in L1
+//           for ir over the block's rows in steps of MR:
+//             C[ir:ir+MR, jr:jr+NR] (+)= Apanel @ Bpanel  (the micro-kernel, in registers)
 //
-// so the innermost loop walks a row of B and a row of C with stride 1 and the compiler can
-// vectorise it. B is copied ("packed") into a contiguous K x N buffer first when its rows are
-// not contiguous (e.g. B is a transposed matrix). The loops are tiled over k and j so that a
-// tile of B stays in cache while a block of rows of C is updated, and blocks of rows (of
-// every product of a batch) are spread over OpenMP threads: their writes are disjoint.
+// Packing reads A and B through their two strides, so a transposed operand (a weight read as
+// W^T, a gradient's A^T) costs no extra pass: the panel is written in the order the
+// micro-kernel reads it, whatever the source layout. The micro-kernel keeps an MR x NR tile of C
+// in SIMD registers (6 x 16 floats = 12 AVX2 registers) and, for each k, broadcasts MR values
+// of A and multiplies them by NR values of B with fused multiply-adds.
 //
-// A later version will replace the inner loops by a packed SIMD micro-kernel; the interface
-// stays.
+// Summation order (see gemm.h): each C[i, j] is accumulated over k in increasing order, one
+// fma at a time; a later K block reloads the partial sums the previous one stored. So the
+// result equals the reference loop's bit for bit.
+//
+// Threads: each product is cut into as many pieces as needed to keep every thread busy, along
+// N or M (whichever has more micro-tiles: the decode shape 8 x 50257 splits N, a tall-skinny
+// gradient splits M); pieces are disjoint blocks of C, and each thread packs its own panels.
 #include "core/kernels/gemm.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_GEMM_X86 1
+#endif
+
+#include "core/parallel.h"
 
 namespace ember::kernels {
 
 namespace {
 
-constexpr int64_t kRowBlock = 32;     // rows of C per task
-constexpr int64_t kDepthBlock = 128;  // k per tile of B
-constexpr int64_t kColBlock = 256;    // columns per tile of B (128 x 256 floats = 128 KiB)
-constexpr int64_t kParallelWork = int64_t{1} << 18;  // multiply-adds before threads pay off
-
-// y[0:n] += a * x[0:n]: the loop everything else feeds.
 template <typename T>
-inline void axpy(int64_t n, T a, const T* __restrict x, T* __restrict y) {
-  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+inline T fused(T a, T b, T c) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fma(a, b, c);
+  } else {
+    return c + a * b;
+  }
 }
 
-// One product's operands, B already row-contiguous (column stride 1, or a single column).
+// ---- the reference loop ----
+
 template <typename T>
-struct Operands {
+void reference(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
+               const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    if (!accumulate) std::fill_n(c, N, T(0));
+    for (int64_t k = 0; k < K; ++k) {
+      const T a = A[i * lda_row + k * lda_col];
+      const T* b = B + k * ldb_row;
+      if (ldb_col == 1) {
+        for (int64_t j = 0; j < N; ++j) c[j] = fused(a, b[j], c[j]);
+      } else {
+        for (int64_t j = 0; j < N; ++j) c[j] = fused(a, b[j * ldb_col], c[j]);
+      }
+    }
+  }
+}
+
+// ---- micro-kernels: C[0:MR, 0:NR] = (load ? C : 0) + sum_p a[p, 0:MR]^T b[p, 0:NR] ----
+//
+// a is a packed panel (for each p, MR values of a column of A), b a packed panel (for each p,
+// NR values of a row of B), both 64-byte aligned. C is MR full rows of NR values, row stride ldc.
+
+template <typename T>
+using MicroKernel = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool load);
+
+// Portable: plain loops (any CPU), MR = 4, NR = 4.
+template <typename T>
+void kernel_portable(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool load) {
+  T acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = load ? c[i * ldc + j] : T(0);
+  for (int64_t p = 0; p < kc; ++p, a += 4, b += 4)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] = fused(a[i], b[j], acc[i][j]);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) c[i * ldc + j] = acc[i][j];
+}
+
+#ifdef EMBER_GEMM_X86
+// AVX2 + FMA, float: 6 x 16 (two 8-float registers per row, 12 accumulators).
+void kernel_avx2_f32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool load) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = load ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
+    acc[i][1] = load ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p, a += 6, b += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * 8), _MM_HINT_T0);
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+  }
+}
+
+// AVX2 + FMA, double: 6 x 8.
+void kernel_avx2_f64(int64_t kc, const double* a, const double* b, double* c, int64_t ldc,
+                     bool load) {
+  __m256d acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = load ? _mm256_loadu_pd(c + i * ldc) : _mm256_setzero_pd();
+    acc[i][1] = load ? _mm256_loadu_pd(c + i * ldc + 4) : _mm256_setzero_pd();
+  }
+  for (int64_t p = 0; p < kc; ++p, a += 6, b += 8) {
+    const __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + 4);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m256d ai = _mm256_broadcast_sd(a + i);
+      acc[i][0] = _mm256_fmadd_pd(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_pd(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    _mm256_storeu_pd(c + i * ldc, acc[i][0]);
+    _mm256_storeu_pd(c + i * ldc + 4, acc[i][1]);
+  }
+}
+
+// AVX-512, float: 6 x 32 (two 16-float registers per row). Compiled for AVX-512 alone, run
+// only when the CPU has it (the rest of Ember stays x86-64-v3: see CMakeLists.txt). No vector
+// constants here, only loads, broadcasts, fmas and stores.
+__attribute__((target("avx512f"))) void kernel_avx512_f32(int64_t kc, const float* a,
+                                                          const float* b, float* c, int64_t ldc,
+                                                          bool load) {
+  __m512 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = load ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+    acc[i][1] = load ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p, a += 6, b += 32) {
+    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+  }
+}
+#endif
+
+#ifdef EMBER_GEMM_X86
+// Rows r[0..7] of an 8 x 8 block of floats become its columns (r[i] = column i).
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// A full panel of NR columns of a B whose columns are contiguous (B = W^T, ldb_row == 1):
+// out[p * NR + j] = b[j * ldb_col + p], 8 x 8 blocks transposed in registers. Returns the
+// number of rows p done (a multiple of 8); the caller finishes the rest.
+int64_t pack_b_columns_f32(const float* b, int64_t ldb_col, int64_t kc, int64_t NR, float* out) {
+  const int64_t whole = kc - kc % 8;
+  for (int64_t p = 0; p < whole; p += 8) {
+    for (int64_t j0 = 0; j0 < NR; j0 += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(b + (j0 + j) * ldb_col + p);
+      transpose8(r);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * NR + j0, r[q]);
+    }
+  }
+  return whole;
+}
+
+// A full panel of 6 rows of a row-major A (lda_col == 1): out[p * 6 + r] = a[r * lda_row + p].
+// Each 8-float store also writes 2 floats past its 6, which the next store (or the caller's
+// tail, or the next panel) overwrites: the buffer has slack for the last one.
+int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out) {
+  const int64_t whole = kc - kc % 8;
+  for (int64_t p = 0; p < whole; p += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 6; ++i) r[i] = _mm256_loadu_ps(a + i * lda_row + p);
+    r[6] = r[7] = _mm256_setzero_ps();
+    transpose8(r);
+    for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 6, r[q]);
+  }
+  return whole;
+}
+#endif
+
+// A micro-kernel with its tile and the cache blocks that suit it.
+template <typename T>
+struct Config {
+  MicroKernel<T> kernel;
+  int64_t MR, NR;
+  int64_t KC, MC, NC;  // KC x NR of B in L1, MC x KC of A in L2, KC x NC of B in L3
+  const char* isa;
+};
+
+bool cpu_has_avx512() {
+#ifdef EMBER_GEMM_X86
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
+template <typename T>
+Config<T> config() {
+#ifdef EMBER_GEMM_X86
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512()) return {kernel_avx512_f32, 6, 32, 256, 144, 4096, "avx512"};
+    return {kernel_avx2_f32, 6, 16, 256, 144, 4096, "avx2"};
+  } else if constexpr (std::is_same_v<T, double>) {
+    return {kernel_avx2_f64, 6, 8, 256, 72, 2048, "avx2"};
+  }
+#endif
+  return {kernel_portable<T>, 4, 4, 256, 64, 1024, "portable"};
+}
+
+// One product's operands.
+template <typename T>
+struct Product {
   int64_t M, N, K;
   const T* A;
   int64_t lda_row, lda_col;
   const T* B;
-  int64_t ldb_row;
+  int64_t ldb_row, ldb_col;
   T* C;
   int64_t ldc;
+  bool accumulate;
 };
 
-// Rows [row_begin, row_end) of C (+)= A @ B.
+// dst[0:n] = src[0:n] for the widths of a panel row (6, 8, 16, 32): inlined moves, not a call.
 template <typename T>
-void multiply_rows(const Operands<T>& op, int64_t row_begin, int64_t row_end, bool accumulate) {
-  if (!accumulate) {
-    for (int64_t i = row_begin; i < row_end; ++i) std::fill_n(op.C + i * op.ldc, op.N, T(0));
+inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
+  switch (n) {
+    case 6:
+      std::copy_n(src, 6, dst);
+      return;
+    case 8:
+      std::copy_n(src, 8, dst);
+      return;
+    case 16:
+      std::copy_n(src, 16, dst);
+      return;
+    case 32:
+      std::copy_n(src, 32, dst);
+      return;
+    default:
+      std::copy_n(src, n, dst);
   }
-  for (int64_t k0 = 0; k0 < op.K; k0 += kDepthBlock) {
-    const int64_t k1 = std::min(k0 + kDepthBlock, op.K);
-    for (int64_t j0 = 0; j0 < op.N; j0 += kColBlock) {
-      const int64_t columns = std::min(kColBlock, op.N - j0);
-      for (int64_t i = row_begin; i < row_end; ++i) {
-        T* c_row = op.C + i * op.ldc + j0;
-        const T* a_row = op.A + i * op.lda_row;
-        for (int64_t k = k0; k < k1; ++k) {
-          axpy(columns, a_row[k * op.lda_col], op.B + k * op.ldb_row + j0, c_row);
+}
+
+// A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
+template <typename T>
+void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
+            T* out) {
+  for (int64_t ir = 0; ir < mc; ir += MR, out += kc * MR) {
+    const int64_t rows = std::min(MR, mc - ir);
+    const T* a = op.A + (i0 + ir) * op.lda_row + p0 * op.lda_col;
+    int64_t done = 0;  // rows p already packed by a SIMD path
+#ifdef EMBER_GEMM_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (op.lda_col == 1 && MR == 6 && rows == 6) done = pack_a_rows_f32(a, op.lda_row, kc, out);
+    }
+#endif
+    if (op.lda_col <= op.lda_row) {  // rows of A contiguous (or closer): walk along k per row
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = a + r * op.lda_row;
+        for (int64_t p = done; p < kc; ++p) out[p * MR + r] = src[p * op.lda_col];
+      }
+    } else if (op.lda_row == 1 && rows == MR) {  // A^T: MR adjacent values per k
+      for (int64_t p = 0; p < kc; ++p) copy_row(out + p * MR, a + p * op.lda_col, MR);
+    } else {  // A transposed: its columns are contiguous, walk along rows per k
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = a + p * op.lda_col;
+        for (int64_t r = 0; r < rows; ++r) out[p * MR + r] = src[r * op.lda_row];
+      }
+    }
+    if (rows < MR) {
+      for (int64_t p = 0; p < kc; ++p) std::fill(out + p * MR + rows, out + (p + 1) * MR, T(0));
+    }
+  }
+}
+
+// B[p0:p0+kc, j0:j0+nc] as ceil(nc / NR) panels of kc x NR (columns past nc are zeros).
+template <typename T>
+void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
+            T* out) {
+  for (int64_t jr = 0; jr < nc; jr += NR, out += kc * NR) {
+    const int64_t cols = std::min(NR, nc - jr);
+    const T* b = op.B + p0 * op.ldb_row + (j0 + jr) * op.ldb_col;
+    if (op.ldb_col == 1 && cols == NR) {  // rows of B contiguous: copy NR values per k
+      for (int64_t p = 0; p < kc; ++p) copy_row(out + p * NR, b + p * op.ldb_row, NR);
+    } else if (op.ldb_col == 1) {
+      for (int64_t p = 0; p < kc; ++p) {
+        std::memcpy(out + p * NR, b + p * op.ldb_row, sizeof(T) * cols);
+        std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
+      }
+    } else if (op.ldb_row <= op.ldb_col) {  // B transposed (W^T): walk down each column
+      int64_t done = 0;                     // rows p already packed by a SIMD path
+#ifdef EMBER_GEMM_X86
+      if constexpr (std::is_same_v<T, float>) {
+        if (op.ldb_row == 1 && cols == NR && NR % 8 == 0) {
+          done = pack_b_columns_f32(b, op.ldb_col, kc, NR, out);
+        }
+      }
+#endif
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* src = b + j * op.ldb_col;
+        for (int64_t p = done; p < kc; ++p) out[p * NR + j] = src[p * op.ldb_row];
+      }
+      if (cols < NR) {
+        for (int64_t p = 0; p < kc; ++p) std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int64_t j = 0; j < cols; ++j) out[p * NR + j] = b[p * op.ldb_row + j * op.ldb_col];
+        std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
+      }
+    }
+  }
+}
+
+// Per-thread packing buffers, 64-byte aligned, allocated before the parallel region (so an
+// allocation failure is an exception on the calling thread, not inside OpenMP).
+template <typename T>
+struct Workspace {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> memory;
+  int64_t per_thread = 0, a_size = 0;
+
+  Workspace(int threads, int64_t a_elems, int64_t b_elems) {
+    const int64_t align = 64 / sizeof(T);
+    a_size = (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32
+    per_thread = a_size + (b_elems + align - 1) / align * align;
+    const std::size_t bytes = sizeof(T) * static_cast<std::size_t>(per_thread * threads);
+    memory.reset(static_cast<T*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
+    if (!memory) throw std::bad_alloc();
+  }
+  T* a(int thread) const { return memory.get() + thread * per_thread; }
+  T* b(int thread) const { return memory.get() + thread * per_thread + a_size; }
+};
+
+// C[i0:i1, j0:j1] of one product, on the calling thread, with buffers a_buf and b_buf.
+template <typename T>
+void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int64_t i1, int64_t j0,
+                    int64_t j1, T* a_buf, T* b_buf) {
+  const int64_t MR = cfg.MR, NR = cfg.NR;
+  if (op.K == 0) {
+    if (!op.accumulate) {
+      for (int64_t i = i0; i < i1; ++i)
+        std::fill(op.C + i * op.ldc + j0, op.C + i * op.ldc + j1, T(0));
+    }
+    return;
+  }
+  alignas(64) T edge[6 * 32];  // a partial tile of C (MR x NR <= 6 x 32)
+  for (int64_t jc = j0; jc < j1; jc += cfg.NC) {
+    const int64_t nc = std::min(cfg.NC, j1 - jc);
+    for (int64_t pc = 0; pc < op.K; pc += cfg.KC) {
+      const int64_t kc = std::min(cfg.KC, op.K - pc);
+      const bool load = pc > 0 || op.accumulate;  // continue the chain of each C[i, j]
+      pack_b(op, pc, kc, jc, nc, NR, b_buf);
+      for (int64_t ic = i0; ic < i1; ic += cfg.MC) {
+        const int64_t mc = std::min(cfg.MC, i1 - ic);
+        pack_a(op, ic, mc, pc, kc, MR, a_buf);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int64_t cols = std::min(NR, nc - jr);
+          const T* b_panel = b_buf + jr * kc;
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t rows = std::min(MR, mc - ir);
+            const T* a_panel = a_buf + ir * kc;
+            T* c = op.C + (ic + ir) * op.ldc + jc + jr;
+            if (ir + MR < mc) {  // the next tile's rows of C, on their way while this one runs
+              for (int64_t r = 0; r < MR; ++r) {
+                __builtin_prefetch(c + (MR + r) * op.ldc, 1);
+                __builtin_prefetch(c + (MR + r) * op.ldc + NR - 1, 1);
+              }
+            }
+            if (rows == MR && cols == NR) {
+              cfg.kernel(kc, a_panel, b_panel, c, op.ldc, load);
+              continue;
+            }
+            // A partial tile: run the full tile on a copy, keep the valid part.
+            if (load) {
+              for (int64_t r = 0; r < rows; ++r) std::copy_n(c + r * op.ldc, cols, edge + r * NR);
+            }
+            cfg.kernel(kc, a_panel, b_panel, edge, NR, load);
+            for (int64_t r = 0; r < rows; ++r) std::copy_n(edge + r * NR, cols, c + r * op.ldc);
+          }
         }
       }
     }
   }
 }
 
+constexpr int64_t kTinyWork = 4096;                  // multiply-adds: the plain loop is faster
+constexpr int64_t kParallelWork = int64_t{1} << 17;  // multiply-adds before a second thread pays
+
+template <typename T>
+void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, int64_t a_bs,
+                    int64_t lda_row, int64_t lda_col, const T* B, int64_t b_bs, int64_t ldb_row,
+                    int64_t ldb_col, T* C, int64_t c_bs, int64_t ldc, bool accumulate) {
+  const Config<T> cfg = config<T>();
+  const int64_t work = batch * M * N * std::max<int64_t>(K, 1);
+  // Inside another kernel's parallel region (a fused attention's heads), stay on this thread.
+  int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
+
+  // Pieces per product: 1 when the batch alone divides evenly over the threads, else cut
+  // each product along the dimension with more micro-tiles.
+  const int64_t m_tiles = (M + cfg.MR - 1) / cfg.MR, n_tiles = (N + cfg.NR - 1) / cfg.NR;
+  const bool split_n = n_tiles >= m_tiles;
+  int64_t pieces = 1;
+  if (threads > 1 && batch % threads != 0)
+    pieces = std::min<int64_t>(threads, std::max(m_tiles, n_tiles));
+  const int64_t tasks = batch * pieces;
+  threads = static_cast<int>(std::min<int64_t>(threads, tasks));
+
+  const int64_t piece_m = split_n ? M : (m_tiles + pieces - 1) / pieces * cfg.MR;
+  const int64_t piece_n = split_n ? (n_tiles + pieces - 1) / pieces * cfg.NR : N;
+  const int64_t kc = std::min(cfg.KC, std::max<int64_t>(K, 1));
+  const int64_t mc = std::min(cfg.MC, (piece_m + cfg.MR - 1) / cfg.MR * cfg.MR);
+  const int64_t nc = std::min(cfg.NC, (piece_n + cfg.NR - 1) / cfg.NR * cfg.NR);
+  const Workspace<T> ws(threads, mc * kc, nc * kc);
+
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t b = task / pieces, piece = task % pieces;
+    const Product<T> op{M,
+                        N,
+                        K,
+                        A + b * a_bs,
+                        lda_row,
+                        lda_col,
+                        B + b * b_bs,
+                        ldb_row,
+                        ldb_col,
+                        C + b * c_bs,
+                        ldc,
+                        accumulate};
+    const int64_t i0 = split_n ? 0 : std::min(M, piece * piece_m);
+    const int64_t i1 = split_n ? M : std::min(M, i0 + piece_m);
+    const int64_t j0 = split_n ? std::min(N, piece * piece_n) : 0;
+    const int64_t j1 = split_n ? std::min(N, j0 + piece_n) : N;
+    const int thread = threads > 1 ? omp_get_thread_num() : 0;
+    if (i0 < i1 && j0 < j1) multiply_block(cfg, op, i0, i1, j0, j1, ws.a(thread), ws.b(thread));
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void gemm_reference(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
+                    const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc,
+                    bool accumulate) {
+  reference(M, N, K, A, lda_row, lda_col, B, ldb_row, ldb_col, C, ldc, accumulate);
+}
 
 template <typename T>
 void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
@@ -71,43 +512,17 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                   int64_t b_batch_stride, int64_t ldb_row, int64_t ldb_col, T* C,
                   int64_t c_batch_stride, int64_t ldc, bool accumulate) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
-
-  // Pack B when its rows are strided, so the inner loop reads it contiguously.
-  std::vector<T> packed;
-  if (K > 0 && N > 1 && ldb_col != 1) {
-    const int64_t distinct = b_batch_stride == 0 ? 1 : batch;  // a broadcast B is packed once
-    packed.resize(static_cast<std::size_t>(distinct * K * N));
-    for (int64_t b = 0; b < distinct; ++b) {
-      const T* from = B + b * b_batch_stride;
-      T* to = packed.data() + b * K * N;
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < N; ++j) to[k * N + j] = from[k * ldb_row + j * ldb_col];
+  // Integers and tiny products (the book's 6 x 3 matrices) take the plain loop: same order,
+  // no packing overhead.
+  if (std::is_integral_v<T> || M * N * K <= kTinyWork) {
+    for (int64_t b = 0; b < batch; ++b) {
+      reference(M, N, K, A + b * a_batch_stride, lda_row, lda_col, B + b * b_batch_stride, ldb_row,
+                ldb_col, C + b * c_batch_stride, ldc, accumulate);
     }
-    B = packed.data();
-    ldb_row = N;
-    b_batch_stride = b_batch_stride == 0 ? 0 : K * N;
+    return;
   }
-
-  // One task per (product, block of rows): disjoint rows of C, so no two threads write alike.
-  const int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
-  const int64_t tasks = batch * row_blocks;
-  const bool parallel = tasks > 1 && batch * M * N * K >= kParallelWork;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t b = task / row_blocks;
-    const int64_t row_begin = (task % row_blocks) * kRowBlock;
-    const Operands<T> op{M,
-                         N,
-                         K,
-                         A + b * a_batch_stride,
-                         lda_row,
-                         lda_col,
-                         B + b * b_batch_stride,
-                         ldb_row,
-                         C + b * c_batch_stride,
-                         ldc};
-    multiply_rows(op, row_begin, std::min(row_begin + kRowBlock, M), accumulate);
-  }
+  packed_batched(batch, M, N, K, A, a_batch_stride, lda_row, lda_col, B, b_batch_stride, ldb_row,
+                 ldb_col, C, c_batch_stride, ldc, accumulate);
 }
 
 template <typename T>
@@ -117,12 +532,16 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t 
                   accumulate);
 }
 
-#define EMBER_INSTANTIATE_GEMM(T)                                                                 \
-  template void gemm<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, int64_t, \
-                        int64_t, T*, int64_t, bool);                                              \
-  template void gemm_batched<T>(int64_t, int64_t, int64_t, int64_t, const T*, int64_t, int64_t,   \
-                                int64_t, const T*, int64_t, int64_t, int64_t, T*, int64_t,        \
-                                int64_t, bool);
+const char* gemm_isa() { return config<float>().isa; }
+
+#define EMBER_INSTANTIATE_GEMM(T)                                                                  \
+  template void gemm<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, int64_t,  \
+                        int64_t, T*, int64_t, bool);                                               \
+  template void gemm_batched<T>(int64_t, int64_t, int64_t, int64_t, const T*, int64_t, int64_t,    \
+                                int64_t, const T*, int64_t, int64_t, int64_t, T*, int64_t,         \
+                                int64_t, bool);                                                    \
+  template void gemm_reference<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
+                                  int64_t, int64_t, T*, int64_t, bool);
 EMBER_INSTANTIATE_GEMM(float)
 EMBER_INSTANTIATE_GEMM(double)
 EMBER_INSTANTIATE_GEMM(int64_t)

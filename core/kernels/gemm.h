@@ -8,9 +8,14 @@
 // row stride ldc and column stride 1. Raw loops, no autograd: the differentiable ops live in
 // core/ops/linalg.cpp.
 //
-// Every C[i, j] is summed over k in increasing order in T itself (float32 accumulates in
-// float, like BLAS's sgemm), whatever the blocking or the number of threads: results do not
-// depend on the machine's core count.
+// The summation order is part of the contract: every C[i, j] is one chain of fused
+// multiply-adds over k in increasing order, in T itself (float32 accumulates in float, like
+// BLAS's sgemm), starting from 0 (or from C[i, j] when accumulating):
+//
+//   c = 0;  for k = 0 .. K-1:  c = fma(A[i, k], B[k, j], c)
+//
+// whatever the blocking, the SIMD width or the number of threads. So gemm and gemm_reference
+// give the same bits, and results do not depend on the machine's core count.
 #pragma once
 
 #include <cstdint>
@@ -29,5 +34,15 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                   int64_t a_batch_stride, int64_t lda_row, int64_t lda_col, const T* B,
                   int64_t b_batch_stride, int64_t ldb_row, int64_t ldb_col, T* C,
                   int64_t c_batch_stride, int64_t ldc, bool accumulate);
+
+// The portable reference: the textbook loop with the same summation order (single thread, no
+// packing). Tests check that gemm agrees with it bit for bit; tiny products use it directly.
+template <typename T>
+void gemm_reference(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
+                    const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc,
+                    bool accumulate);
+
+// Which micro-kernel gemm<float> runs on this CPU: "avx512", "avx2" or "portable".
+const char* gemm_isa();
 
 }  // namespace ember::kernels

@@ -82,7 +82,8 @@ DType floating_type(const Tensor& t) { return is_floating(t.dtype()) ? t.dtype()
 
 // A Python scalar next to a tensor: a 0-d tensor of the tensor's dtype, or float32 when the
 // tensor is integral and the scalar is not.
-Tensor wrap_scalar(double value, const Tensor& like) {
+Tensor wrap_scalar(double value, const Tensor& like, const char* op) {
+  detail::check_defined(like, op);
   DType d = like.dtype();
   if (!is_floating(d) && value != std::floor(value)) d = kDefaultDType;
   if (d == DType::Bool) d = DType::Int64;
@@ -484,10 +485,10 @@ Tensor add(const Tensor& a, const Tensor& b) { return apply<Add>(a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return apply<Sub>(a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return apply<Mul>(a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return apply<Div>(a, b); }
-Tensor add(const Tensor& a, double b) { return apply<Add>(a, wrap_scalar(b, a)); }
-Tensor sub(const Tensor& a, double b) { return apply<Sub>(a, wrap_scalar(b, a)); }
-Tensor mul(const Tensor& a, double b) { return apply<Mul>(a, wrap_scalar(b, a)); }
-Tensor div(const Tensor& a, double b) { return apply<Div>(a, wrap_scalar(b, a)); }
+Tensor add(const Tensor& a, double b) { return apply<Add>(a, wrap_scalar(b, a, "add")); }
+Tensor sub(const Tensor& a, double b) { return apply<Sub>(a, wrap_scalar(b, a, "sub")); }
+Tensor mul(const Tensor& a, double b) { return apply<Mul>(a, wrap_scalar(b, a, "mul")); }
+Tensor div(const Tensor& a, double b) { return apply<Div>(a, wrap_scalar(b, a, "div")); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -498,9 +499,9 @@ Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return apply<RSub>(b, wrap_scalar(a, b)); }
+Tensor operator-(double a, const Tensor& b) { return apply<RSub>(b, wrap_scalar(a, b, "rsub")); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(wrap_scalar(a, b, "div"), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 Tensor neg(const Tensor& t) { return apply<Neg>(t); }
@@ -537,12 +538,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", 2); }
 Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", 3); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", 4); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", 5); }
-Tensor eq(const Tensor& a, double b) { return eq(a, wrap_scalar(b, a)); }
-Tensor ne(const Tensor& a, double b) { return ne(a, wrap_scalar(b, a)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, wrap_scalar(b, a)); }
-Tensor le(const Tensor& a, double b) { return le(a, wrap_scalar(b, a)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, wrap_scalar(b, a)); }
-Tensor ge(const Tensor& a, double b) { return ge(a, wrap_scalar(b, a)); }
+Tensor eq(const Tensor& a, double b) { return eq(a, wrap_scalar(b, a, "eq")); }
+Tensor ne(const Tensor& a, double b) { return ne(a, wrap_scalar(b, a, "ne")); }
+Tensor lt(const Tensor& a, double b) { return lt(a, wrap_scalar(b, a, "lt")); }
+Tensor le(const Tensor& a, double b) { return le(a, wrap_scalar(b, a, "le")); }
+Tensor gt(const Tensor& a, double b) { return gt(a, wrap_scalar(b, a, "gt")); }
+Tensor ge(const Tensor& a, double b) { return ge(a, wrap_scalar(b, a, "ge")); }
 
 // ---- Tensor methods ----
 Tensor Tensor::exp() const { return ember::exp(*this); }

@@ -14,15 +14,22 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
         dtype_name(x.dtype()));
   if (p == 0 || !training || x.numel() == 0) return x;
   if (p == 1) return x * zeros({}, x.dtype());
-  Tensor noise = empty(x.shape(), x.dtype());
+  return x * dropout_noise(x.shape(), x.dtype(), p, gen);
+}
+
+Tensor dropout_noise(const Shape& shape, DType dtype, double p, Generator* gen) {
+  check(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
+  check(is_floating(dtype), "dropout: expected a floating point dtype, got ", dtype_name(dtype));
+  if (p == 1) return zeros(shape, dtype);
+  Tensor noise = empty(shape, dtype);
   bernoulli_(noise, 1 - p, gen);
-  dispatch_floating(x.dtype(), [&](auto tag) {
+  dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T scale = T(1) / static_cast<T>(1 - p);  // noise.div_(1 - p) in PyTorch
     T* n = noise.data_ptr<T>();
     for (int64_t i = 0; i < noise.numel(); ++i) n[i] = n[i] * scale;
   });
-  return x * noise;
+  return noise;
 }
 
 }  // namespace ember

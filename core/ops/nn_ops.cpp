@@ -130,6 +130,7 @@ struct Embedding : Function<Embedding> {
 // Sums are taken in double; mean and rstd are kept (in x's dtype) for backward.
 struct LayerNorm : Function<LayerNorm> {
   static constexpr const char* name = "NativeLayerNormBackward0";
+  static constexpr bool allows_undefined_inputs = true;  // weight and bias are optional
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, weight_needs_grad = false, bias_needs_grad = false;
 
@@ -259,6 +260,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined(x, "linear");
+  detail::check_defined(weight, "linear");
   check(weight.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got shape ",
         weight.shape());
   const int64_t in_features = weight.size(1);
@@ -286,6 +289,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  detail::check_defined(x, "layer_norm");
   return apply<LayerNorm>(x, normalized_shape, weight, bias, eps);
 }
 

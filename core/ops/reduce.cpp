@@ -25,6 +25,7 @@ namespace {
 // One flag per dim of t: true where the dim is reduced. Dims may be negative; a repeated dim is
 // an Error. An empty list reduces every dim, as PyTorch 1.13 does for sum(dim=[]).
 std::vector<bool> reduced_dims(const Tensor& t, const std::vector<int64_t>& dims, const char* op) {
+  detail::check_defined(t, op);
   std::vector<bool> reduced(t.dim(), dims.empty());
   std::vector<bool> seen(std::max<int64_t>(t.dim(), 1), false);  // a 0-d tensor accepts dim 0
   for (int64_t dim : dims) {
@@ -392,6 +393,7 @@ struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
 
 template <bool kMax>
 ValuesIndices extremum_along_dim(const Tensor& t, int64_t dim, bool keepdim) {
+  detail::check_defined(t, extremum_name(kMax));
   const int64_t d = wrap_dim(dim, t.dim(), extremum_name(kMax));
   Tensor indices;
   Tensor values = autograd::apply<ExtremumDim<kMax>>(t, d, keepdim, &indices);
@@ -401,6 +403,7 @@ ValuesIndices extremum_along_dim(const Tensor& t, int64_t dim, bool keepdim) {
 // ---- var ----
 
 void check_var_dtype(const Tensor& t) {
+  detail::check_defined(t, "var");
   check(is_floating(t.dtype()),
         "var: std and var only support floating point and complex dtypes (got ",
         dtype_name(t.dtype()), ", input shape ", t.shape(), ")");
@@ -438,6 +441,7 @@ struct Var : autograd::Function<Var> {
 // ---- argmax (not differentiable) ----
 
 void check_argmax_dtype(const Tensor& t) {
+  detail::check_defined(t, "argmax");
   check(t.dtype() != DType::Bool, "argmax: not implemented for bool tensors (input shape ",
         t.shape(), ")");
 }
@@ -453,11 +457,13 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& t) {
+  detail::check_defined(t, "mean");
   check_mean_dtype(t);
   return autograd::apply<MeanAll>(t);
 }
 
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  detail::check_defined(t, "mean");
   check_mean_dtype(t);
   return autograd::apply<MeanDims>(t, reduced_dims(t, dims, "mean"), keepdim);
 }

@@ -327,6 +327,7 @@ Tensor unsafe_view(const Tensor& t, const Shape& shape) { return apply<UnsafeVie
 // ---- split and chunk: narrow() views ----
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  detail::check_defined(*this, "split");
   check(this->dim() > 0, "split: expected a tensor with at least 1 dimension, got shape ", shape());
   const int64_t d = wrap_dim(dim, this->dim(), "split");
   const int64_t size = shape()[d];
@@ -335,7 +336,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
         "split: split_size can only be 0 if dimension size is 0, but got dimension size of ", size);
   // Pieces of split_size, the last one smaller; one (empty) piece for an empty dimension.
   const int64_t pieces =
-      split_size == 0 ? 1 : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+      split_size == 0 ? 1 : std::max<int64_t>(size / split_size + (size % split_size != 0), 1);
   std::vector<Tensor> out;
   for (int64_t i = 0; i < pieces; ++i) {
     const int64_t start = i * split_size;
@@ -345,6 +346,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
 }
 
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  detail::check_defined(*this, "chunk");
   check(this->dim() > 0, "chunk: expected a tensor with at least 1 dimension, got shape ", shape());
   check(chunks > 0, "chunk: number of chunks must be greater than 0, got ", chunks);
   const int64_t d = wrap_dim(dim, this->dim(), "chunk");
@@ -354,7 +356,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
     for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(d, 0, 0));
     return out;
   }
-  return split((size + chunks - 1) / chunks, d);
+  return split(size / chunks + (size % chunks != 0), d);
 }
 
 }  // namespace ember

@@ -64,6 +64,7 @@ struct LogSoftmax : autograd::Function<LogSoftmax> {
 };
 
 int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
+  detail::check_defined(t, op);
   const int64_t d = wrap_dim(dim, t.dim(), op);
   check(is_floating(t.dtype()), op, ": expected a floating point tensor, got ",
         dtype_name(t.dtype()), " (input shape ", t.shape(), ")");

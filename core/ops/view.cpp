@@ -32,7 +32,9 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
       infer_at = static_cast<int64_t>(i);
     } else {
       check(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ", shape);
-      known *= shape[i];
+      if (__builtin_mul_overflow(known, shape[i], &known)) {
+        fail(op, ": shape '", shape, "' is invalid for input of size ", numel);
+      }
     }
   }
   if (infer_at >= 0) {
@@ -270,8 +272,9 @@ struct SliceOp : Function<SliceOp> {
     if (end < start) end = start;
     step = step_;
     Shape shape = x.shape(), strides = x.strides();
-    shape[dim] = (end - start + step - 1) / step;
-    strides[dim] *= step;
+    shape[dim] = (end - start) / step + ((end - start) % step != 0);  // no overflow for any step
+    // With two or more elements, step < size and the product fits; with fewer it is unused.
+    if (shape[dim] > 1) strides[dim] *= step;
     return make_tracked_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -285,6 +288,7 @@ struct SliceOp : Function<SliceOp> {
 Tensor Tensor::view(const Shape& shape) const { return apply<View>(*this, shape); }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  detail::check_defined(*this, "reshape");
   Shape target = infer_shape(shape, numel(), "reshape");
   if (view_strides(this->shape(), strides(), target)) return view(target);
   // Not expressible as a view: copy, then view the copy (PyTorch: _unsafe_view of a clone).
@@ -305,19 +309,21 @@ Tensor Tensor::squeeze(int64_t dim) const {
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  detail::check_defined(*this, "flatten");
   if (dim() == 0) return reshape({1});
   int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
   check(s <= e, "flatten: start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
   if (s == e) return *this;
   Shape shape(this->shape().begin(), this->shape().begin() + s);
   int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= this->shape()[d];
+  for (int64_t d = s; d <= e; ++d) merged = checked_mul(merged, this->shape()[d], "flatten");
   shape.push_back(merged);
   shape.insert(shape.end(), this->shape().begin() + e + 1, this->shape().end());
   return reshape(shape);
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
+  detail::check_defined(*this, "expand");
   if (shape == this->shape()) return *this;
   return apply<Expand>(*this, shape);
 }
@@ -330,17 +336,23 @@ Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<in
 }
 
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  detail::check_defined(*this, "narrow");
+  check(this->dim() > 0, "narrow: narrow() cannot be applied to a 0-dim tensor.");
   int64_t d = wrap_dim(dim, this->dim(), "narrow");
   int64_t size = shape()[d];
+  check(start >= -size && start <= size, "narrow: start out of range (expected to be in range of [",
+        -size, ", ", size, "], but got ", start, ")");
   if (start < 0) start += size;
-  check(start >= 0 && length >= 0 && start + length <= size, "narrow: start (", start,
-        ") + length (", length, ") exceeds dimension size (", size, ") of shape ", shape());
+  check(length >= 0 && length <= size - start, "narrow: start (", start, ") + length (", length,
+        ") exceeds dimension size (", size, ") of shape ", shape());
   return slice(d, start, start + length, 1);
 }
 
 Tensor Tensor::index(const std::vector<TensorIndex>& indices) const {
-  check(static_cast<int64_t>(indices.size()) <= dim(), "index: too many indices (", indices.size(),
-        ") for tensor of shape ", shape());
+  detail::check_defined(*this, "index");
+  check(static_cast<int64_t>(indices.size()) <= dim(),
+        "index: too many indices for tensor of dimension ", dim(), " (got ", indices.size(),
+        " indices for shape ", shape(), ")");
   Tensor out = *this;
   int64_t d = 0;  // the dim of `out` the next index applies to
   for (const TensorIndex& idx : indices) {

@@ -1,7 +1,7 @@
 // examples/attention_backprop is tested by running it: it checks the gradients autograd finds
 // inside MultiHeadAttention against the hand-derived formulas (5 checks, for head_dim 1 and 2)
 // and runs gradcheck on every chapter module (5 more), printing "ok   " or "FAIL " for each.
-// It runs in a fresh temporary directory, where it writes its .dot graphs and .png maps.
+// It runs in a fresh temporary directory, where it writes its .dot graphs and .svg maps.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -95,11 +97,19 @@ TEST(BackpropExample, EveryCheckPassesAndNothingFails) {
   EXPECT_EQ(count_lines_starting_with("FAIL"), 0) << run.output;
 
   // Its pictures and graphs went to the working directory (here, the temporary one).
-  for (const char* file : {"attention_backprop_head_dim1.dot", "attention_backprop_head_dim2.dot",
-                           "attention_backprop_head_dim1_weights_head0.png",
-                           "attention_backprop_head_dim2_weights_head1.png"}) {
+  for (const char* file :
+       {"attention_backprop_head_dim1.dot", "attention_backprop_head_dim2.dot",
+        "attention_backprop_head_dim1_weights.svg", "attention_backprop_head_dim2_weights.svg"}) {
     EXPECT_TRUE(fs::exists(dir.path() / file)) << file;
   }
+  // The attention maps are labelled with the book's tokens, one panel per head.
+  std::ifstream svg(dir.path() / "attention_backprop_head_dim2_weights.svg");
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find(">journey</text>"), std::string::npos);
+  EXPECT_NE(text.find(">head 0</text>"), std::string::npos);
+  EXPECT_NE(text.find(">head 1</text>"), std::string::npos);
+  EXPECT_NE(text.find("</svg>"), std::string::npos);
 }
 
 }  // namespace

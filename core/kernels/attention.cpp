@@ -1,0 +1,239 @@
+// Fused causal attention, forward and backward, in blocks of query rows (llm.c style: plain
+// loops, every backward line names the forward line it differentiates).
+//
+// Tiles. The queries of one (batch, head) are taken kQueryBlock rows at a time, rows [i0, i1).
+// Causality means those rows only see keys [0, i1): the block's scores are a [rows, i1] tile,
+// never the full [T, T] matrix, and the masked upper triangle beyond the tile is skipped
+// (about half of the scores' work and memory). A tile row is short enough (at most T values)
+// to stay in L1/L2 through its softmax, so the softmax is exact (max, then exp and sum), not an
+// online rescaling: that keeps every operation of the composite path, in the same order, and
+// with it the book's numbers. The products inside a tile are GEMM calls on strided views.
+//
+// Forward, one block (i in [i0, i1), j in [0, i1)):
+//   S = Q[i0:i1] K[0:i1]^T                        (gemm; S_ij for j > i is never used)
+//   A_ij = S_ij / divisor                          (j <= i; masked A_ij = -inf)
+//   m_i = max_j A_ij
+//   e_ij = exp(A_ij - m_i)                         (masked: exp(-inf) = 0)
+//   s_i = sum_j e_ij   in the order of the softmax kernel's sum_row over a full row of T
+//                      values (zeros past i), so s_i rounds as the composite's does
+//   W_ij = e_ij * (1 / s_i)
+//   W~_ij = W_ij * N_ij                            (dropout noise, if any)
+//   O[i0:i1] = W~ V[0:i1]                           (gemm over j in increasing order; the
+//                                                   composite's extra terms are 0 * V = 0)
+//   save m_i and 1 / s_i
+//
+// Backward, one block, blocks in increasing order (so that the sums over i below run in
+// increasing i, as the composite's GEMMs do):
+//   W_ij = exp(S_ij / divisor - m_i) * (1 / s_i)   (recomputed from S: the same bits)
+//   dV[0:i1] += W~^T dO[i0:i1]                     (O = W~ V  =>  dV = W~^T dO)
+//   dW~ = dO[i0:i1] V[0:i1]^T                      (O = W~ V  =>  dW~ = dO V^T)
+//   dW = dW~ * N                                   (W~ = W * N)
+//   D_i = sum_j dW_ij W_ij                         (PyTorch's cascade order over T values)
+//   dA_ij = W_ij (dW_ij - D_i)                     (softmax: dA_i = W_i * (dW_i - <dW_i, W_i>))
+//   dS_ij = dA_ij / divisor   for j <= i, 0 above  (A = S / divisor; masked_fill_ zeroes)
+//   dQ[i0:i1] = dS K[0:i1]                          (S = Q K^T  =>  dQ = dS K)
+//   dK[0:i1] += dS^T Q[i0:i1]                       (           =>  dK = dS^T Q)
+// dK and dV start at zero and collect one term per block: a chain over i, as in one GEMM.
+//
+// Threads: the forward's blocks are independent (any thread computes any block); the backward
+// gives each thread whole heads (dK and dV of a head are sums over all its blocks). Either way a
+// number is computed by one thread in a fixed order: results do not depend on the thread count.
+#include "core/kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/kernels/cascade_sum.h"
+#include "core/kernels/gemm.h"
+#include "core/parallel.h"
+
+namespace ember::kernels {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64;
+
+// sum_row<T>(y, n) of core/kernels/reduce.h over a row of n values of which only the first
+// `valid` are stored (the rest are zeros): the same partial sums, so the same rounding.
+template <typename T>
+T padded_row_sum(const T* y, int64_t valid, int64_t n) {
+  const int64_t whole = n - n % 4;
+  T partial[4] = {T(0), T(0), T(0), T(0)};
+  const int64_t in_partials = std::min(valid, whole);
+  for (int64_t j = 0; j < in_partials; ++j) partial[j % 4] += y[j];
+  T total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  for (int64_t j = whole; j < valid; ++j) total += y[j];
+  return total;
+}
+
+// Threads for `work` multiply-adds: one unless there is enough to share.
+int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads() : 1; }
+
+// The scores tile S = Q[i0:i1] K[0:kv]^T, row stride kv.
+template <typename T>
+void scores(const AttentionDims& d, const T* q, int64_t q_rs, const T* k, int64_t k_rs, int64_t i0,
+            int64_t i1, T* s) {
+  const int64_t kv = i1;
+  gemm<T>(i1 - i0, kv, d.head_dim, q + i0 * q_rs, q_rs, 1, k, 1, k_rs, s, kv, false);
+}
+
+}  // namespace
+
+template <typename T>
+void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<const T> k,
+                              Heads<const T> v, const T* noise, T divisor, Heads<T> out, T* row_max,
+                              T* row_inverse) {
+  const int64_t n = d.tokens, heads = d.batch * d.heads;
+  if (heads == 0 || n == 0 || d.head_dim == 0) return;  // nothing to compute or save
+  const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  const int threads = static_cast<int>(
+      std::min<int64_t>(threads_for(double(heads) * n * n * d.head_dim), heads * blocks));
+  // One [kQueryBlock, T] tile per thread, allocated here (not inside the parallel region).
+  std::vector<T> tiles(static_cast<std::size_t>(threads * kQueryBlock * n));
+
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
+  for (int64_t task = 0; task < heads * blocks; ++task) {
+    const int64_t bh = task / blocks, b = bh / d.heads, h = bh % d.heads;
+    const int64_t block = blocks - 1 - task % blocks;  // the widest tiles first
+    const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
+    T* s = tiles.data() + (threads > 1 ? omp_get_thread_num() : 0) * kQueryBlock * n;
+
+    scores(d, q.at(b, h), q.row_stride, k.at(b, h), k.row_stride, i0, i1, s);
+    for (int64_t i = i0; i < i1; ++i) {
+      T* x = s + (i - i0) * kv;
+      const int64_t valid = i + 1;  // keys 0..i; the rest is masked
+      T max = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < valid; ++j) {
+        x[j] = x[j] / divisor;
+        max = x[j] > max ? x[j] : max;
+      }
+      for (int64_t j = 0; j < valid; ++j) x[j] = std::exp(x[j] - max);
+      const T inverse = T(1) / padded_row_sum(x, valid, n);
+      for (int64_t j = 0; j < valid; ++j) x[j] *= inverse;
+      if (noise != nullptr) {
+        const T* nrow = noise + (bh * n + i) * n;
+        for (int64_t j = 0; j < valid; ++j) x[j] = x[j] * nrow[j];
+      }
+      std::fill(x + valid, x + kv, T(0));
+      row_max[bh * n + i] = max;
+      row_inverse[bh * n + i] = inverse;
+    }
+    gemm<T>(i1 - i0, d.head_dim, kv, s, kv, 1, v.at(b, h), v.row_stride, 1,
+            out.at(b, h) + i0 * out.row_stride, out.row_stride, false);
+  }
+}
+
+template <typename T>
+void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<const T> k,
+                               Heads<const T> v, const T* noise, T divisor, const T* row_max,
+                               const T* row_inverse, Heads<const T> grad_out, Heads<T> grad_q,
+                               Heads<T> grad_k, Heads<T> grad_v) {
+  const int64_t n = d.tokens, hd = d.head_dim, heads = d.batch * d.heads;
+  if (heads == 0 || n == 0 || hd == 0) return;
+  const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  const int threads =
+      static_cast<int>(std::min<int64_t>(threads_for(double(heads) * n * n * hd), heads));
+  // Per thread: W, W~ (or dW~ then dS) and the products dW * W of a tile ([kQueryBlock, T]).
+  const int64_t tile = kQueryBlock * n;
+  std::vector<T> scratch(static_cast<std::size_t>(threads * 3 * tile));
+  std::vector<T> dots(static_cast<std::size_t>(threads * kQueryBlock));
+
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t bh = 0; bh < heads; ++bh) {
+    const int64_t b = bh / d.heads, h = bh % d.heads;
+    const int thread = threads > 1 ? omp_get_thread_num() : 0;
+    T* w = scratch.data() + thread * 3 * tile;  // W, then kept for dA
+    T* wd = w + tile;                           // W~, then dW~, dW, dS
+    T* prod = wd + tile;                        // dW * W over full rows of n (zeros past i)
+    T* dot = dots.data() + thread * kQueryBlock;
+    const T* qh = q.at(b, h);
+    const T* kh = k.at(b, h);
+    const T* vh = v.at(b, h);
+    const T* go = grad_out.at(b, h);
+    T* dq = grad_q.at(b, h);
+    T* dk = grad_k.at(b, h);
+    T* dv = grad_v.at(b, h);
+    for (int64_t i = 0; i < n; ++i) {
+      std::fill_n(dk + i * grad_k.row_stride, hd, T(0));
+      std::fill_n(dv + i * grad_v.row_stride, hd, T(0));
+    }
+
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
+      const int64_t rows = i1 - i0;
+      // W (recomputed) and W~.
+      scores(d, qh, q.row_stride, kh, k.row_stride, i0, i1, w);
+      for (int64_t i = i0; i < i1; ++i) {
+        T* wr = w + (i - i0) * kv;
+        T* wdr = wd + (i - i0) * kv;
+        const int64_t valid = i + 1;
+        const T max = row_max[bh * n + i], inverse = row_inverse[bh * n + i];
+        for (int64_t j = 0; j < valid; ++j) {
+          const T a = wr[j] / divisor;
+          wr[j] = std::exp(a - max) * inverse;
+        }
+        if (noise != nullptr) {
+          const T* nrow = noise + (bh * n + i) * n;
+          for (int64_t j = 0; j < valid; ++j) wdr[j] = wr[j] * nrow[j];
+        } else {
+          std::copy_n(wr, valid, wdr);
+        }
+        std::fill(wr + valid, wr + kv, T(0));
+        std::fill(wdr + valid, wdr + kv, T(0));
+      }
+      // dV[0:kv] += W~^T dO[i0:i1]
+      gemm<T>(kv, hd, rows, wd, 1, kv, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, dv,
+              grad_v.row_stride, true);
+      // dW~ = dO[i0:i1] V[0:kv]^T, then dW = dW~ * N, D_i = sum_j dW_ij W_ij
+      gemm<T>(rows, kv, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, vh, 1,
+              v.row_stride, wd, kv, false);
+      for (int64_t i = i0; i < i1; ++i) {
+        T* wr = w + (i - i0) * kv;
+        T* dwr = wd + (i - i0) * kv;
+        T* pr = prod + (i - i0) * n;
+        const int64_t valid = i + 1;
+        if (noise != nullptr) {
+          const T* nrow = noise + (bh * n + i) * n;
+          for (int64_t j = 0; j < valid; ++j) dwr[j] = dwr[j] * nrow[j];
+        }
+        for (int64_t j = 0; j < valid; ++j) pr[j] = dwr[j] * wr[j];
+        std::fill(pr + valid, pr + n, T(0));
+      }
+      std::fill_n(dot, rows, T(0));
+      cascade_sum(prod, Shape{rows, n}, Shape{n, 1}, dot, Shape{1, 0});
+      // dS = W * (dW - D) / divisor on the causal part, 0 above it.
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* wr = w + (i - i0) * kv;
+        T* dsr = wd + (i - i0) * kv;
+        const T di = dot[i - i0];
+        const int64_t valid = i + 1;
+        for (int64_t j = 0; j < valid; ++j) {
+          const T da = wr[j] * (dsr[j] - di);
+          dsr[j] = da / divisor;
+        }
+        std::fill(dsr + valid, dsr + kv, T(0));
+      }
+      // dQ[i0:i1] = dS K[0:kv];  dK[0:kv] += dS^T Q[i0:i1]
+      gemm<T>(rows, hd, kv, wd, kv, 1, kh, k.row_stride, 1, dq + i0 * grad_q.row_stride,
+              grad_q.row_stride, false);
+      gemm<T>(kv, hd, rows, wd, 1, kv, qh + i0 * q.row_stride, q.row_stride, 1, dk,
+              grad_k.row_stride, true);
+    }
+  }
+}
+
+#define EMBER_INSTANTIATE_ATTENTION(T)                                                             \
+  template void causal_attention_forward<T>(const AttentionDims&, Heads<const T>, Heads<const T>,  \
+                                            Heads<const T>, const T*, T, Heads<T>, T*, T*);        \
+  template void causal_attention_backward<T>(const AttentionDims&, Heads<const T>, Heads<const T>, \
+                                             Heads<const T>, const T*, T, const T*, const T*,      \
+                                             Heads<const T>, Heads<T>, Heads<T>, Heads<T>);
+EMBER_INSTANTIATE_ATTENTION(float)
+EMBER_INSTANTIATE_ATTENTION(double)
+#undef EMBER_INSTANTIATE_ATTENTION
+
+}  // namespace ember::kernels

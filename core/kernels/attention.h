@@ -1,0 +1,52 @@
+// Fused causal scaled-dot-product attention: the chapter's masked attention in one kernel per
+// direction, forward and backward side by side (core/kernels/attention.cpp has the derivation).
+//
+// For every (batch, head), with Q, K, V of shape [T, d] and the dropout noise N ([T, T], the
+// mask already scaled by 1 / (1 - p), or none):
+//
+//   S = Q K^T                              scores
+//   S_ij = -inf where j > i                the causal mask (masked_fill_)
+//   A = S / divisor                        divisor = sqrt(d) in the chapter
+//   W = softmax(A) along j
+//   W~ = W * N                             dropout
+//   O = W~ V                               the context vectors
+//
+// computed as the composite path (nn/attention.cpp, with keep_trace or fused_attention off)
+// computes it, operation for operation, so both give the same numbers (the same bits, but for
+// the sign of zeros); the masked half of S, W and of every product with them is never touched.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::kernels {
+
+// Q, K, V, O and their gradients: [batch, heads, tokens, head_dim] with unit stride along
+// head_dim and any other strides (the heads of a [batch, tokens, heads * head_dim] projection).
+template <typename T>
+struct Heads {
+  T* data;
+  int64_t batch_stride, head_stride, row_stride;
+  T* at(int64_t b, int64_t h) const { return data + b * batch_stride + h * head_stride; }
+};
+
+struct AttentionDims {
+  int64_t batch, heads, tokens, head_dim;
+};
+
+// O = attention(Q, K, V). Saves, per row i of every head, the row's max m_i of A and the inverse
+// 1 / sum_j exp(A_ij - m_i) of its softmax denominator (row_max, row_inverse: [batch, heads,
+// tokens] contiguous), from which the backward recomputes W exactly. noise is [batch, heads,
+// tokens, tokens] contiguous, or null for no dropout.
+template <typename T>
+void causal_attention_forward(const AttentionDims& dims, Heads<const T> q, Heads<const T> k,
+                              Heads<const T> v, const T* noise, T divisor, Heads<T> out, T* row_max,
+                              T* row_inverse);
+
+// dQ, dK, dV from dO (grad_out) and what the forward saved. Overwrites grad_q/k/v.
+template <typename T>
+void causal_attention_backward(const AttentionDims& dims, Heads<const T> q, Heads<const T> k,
+                               Heads<const T> v, const T* noise, T divisor, const T* row_max,
+                               const T* row_inverse, Heads<const T> grad_out, Heads<T> grad_q,
+                               Heads<T> grad_k, Heads<T> grad_v);
+
+}  // namespace ember::kernels

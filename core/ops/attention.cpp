@@ -1,0 +1,106 @@
+#include "core/ops/attention.h"
+
+#include <cmath>
+
+#include "core/autograd/function.h"
+#include "core/kernels/attention.h"
+#include "core/ops/functional.h"
+
+namespace ember {
+
+namespace {
+
+// The dropout noise travels as a non-tensor argument: it is not an input of the graph.
+struct Noise {
+  Tensor t;  // [batch, heads, T, T] (mask / (1 - p)), or undefined: no dropout
+};
+
+// A [batch, heads, T, head_dim] tensor with unit stride along head_dim (copied if it has not).
+Tensor unit_last_stride(const Tensor& t) { return t.stride(3) == 1 ? t : t.contiguous(); }
+
+template <typename T>
+kernels::Heads<const T> heads_of(const Tensor& t) {
+  return {t.data_ptr<T>(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// A new [batch, heads, T, head_dim] tensor laid out as [batch, T, heads, head_dim]: what the
+// chapter does next (transpose(1, 2).contiguous()) is then free.
+Tensor new_heads(const Tensor& like) {
+  return empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.dtype())
+      .transpose(1, 2);
+}
+
+template <typename T>
+kernels::Heads<T> mutable_heads_of(Tensor& t) {
+  return {t.data_ptr<T>(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+kernels::AttentionDims dims_of(const Tensor& q) {
+  return {q.size(0), q.size(1), q.size(2), q.size(3)};
+}
+
+struct CausalAttention : autograd::Function<CausalAttention> {
+  static constexpr const char* name = "CausalAttentionBackward0";
+  Tensor noise;
+
+  Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Noise& n) {
+    const Tensor q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
+    noise = n.t;
+    Tensor out = new_heads(q);
+    Tensor row_max = empty({q.size(0), q.size(1), q.size(2)}, q.dtype());
+    Tensor row_inverse = empty({q.size(0), q.size(1), q.size(2)}, q.dtype());
+    dispatch_floating(q.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T divisor = static_cast<T>(std::sqrt(static_cast<double>(q.size(3))));
+      kernels::causal_attention_forward<T>(
+          dims_of(q), heads_of<T>(q), heads_of<T>(k), heads_of<T>(v),
+          noise.defined() ? noise.data_ptr<T>() : nullptr, divisor, mutable_heads_of<T>(out),
+          row_max.data_ptr<T>(), row_inverse.data_ptr<T>());
+    });
+    save_for_backward({q, k, v, row_max, row_inverse});
+    return out;
+  }
+
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const Tensor q = saved(0), k = saved(1), v = saved(2), row_max = saved(3),
+                 row_inverse = saved(4);
+    const Tensor g = unit_last_stride(grad);
+    Tensor dq = new_heads(q), dk = new_heads(q), dv = new_heads(q);
+    dispatch_floating(q.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T divisor = static_cast<T>(std::sqrt(static_cast<double>(q.size(3))));
+      kernels::causal_attention_backward<T>(
+          dims_of(q), heads_of<T>(q), heads_of<T>(k), heads_of<T>(v),
+          noise.defined() ? noise.data_ptr<T>() : nullptr, divisor, row_max.data_ptr<T>(),
+          row_inverse.data_ptr<T>(), heads_of<T>(g), mutable_heads_of<T>(dq),
+          mutable_heads_of<T>(dk), mutable_heads_of<T>(dv));
+    });
+    return {dq, dk, dv};
+  }
+};
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
+                        bool training, Generator* gen) {
+  check(q.defined() && k.defined() && v.defined(),
+        "causal_attention: called with an undefined tensor");
+  check(q.dim() == 4,
+        "causal_attention: expected q of shape [batch, heads, tokens, head_dim], got ", q.shape());
+  check(k.shape() == q.shape() && v.shape() == q.shape(),
+        "causal_attention: expected q, k and v of one shape, got ", q.shape(), ", ", k.shape(),
+        " and ", v.shape());
+  check(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+        "causal_attention: expected q, k and v of one floating point dtype, got ",
+        dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()));
+  check(dropout_p >= 0 && dropout_p <= 1,
+        "causal_attention: dropout probability has to be between 0 and 1, but got ", dropout_p);
+  Noise noise;
+  if (training && dropout_p > 0 && q.size(0) * q.size(1) * q.size(2) > 0) {  // as dropout
+    noise.t =
+        dropout_noise({q.size(0), q.size(1), q.size(2), q.size(2)}, q.dtype(), dropout_p, gen);
+  }
+  return autograd::apply<CausalAttention>(q, k, v, noise);
+}
+
+}  // namespace ember

@@ -1,0 +1,145 @@
+// bench_gemm: Ember's GEMM (core/kernels/gemm.cpp) beside OpenBLAS's sgemm, in the same process,
+// at the shapes of GPT-2-size layers, at 1 and 2 threads. The two alternate rep by rep and the
+// medians are compared, so a machine busy with something else slows both alike.
+//
+//   bench_gemm [--threads 1,2] [--reps 7] [--json]
+//
+// Each shape is "M x N x K" (C[M, N] = A[M, K] B[K, N]); "B^T" reads B from a [N, K] matrix
+// (a linear layer's weight) and "A^T" reads A from a [K, M] matrix (a weight gradient's
+// activations), through strides on Ember's side and CblasTrans on OpenBLAS's.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/kernels/gemm.h"
+#include "core/parallel.h"
+
+#ifdef EMBER_BENCH_WITH_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+namespace {
+
+struct Shape {
+  int64_t M, N, K;
+  bool a_t, b_t;
+  std::string name() const {
+    std::ostringstream s;
+    s << M << "x" << N << "x" << K << (a_t ? " A^T" : "") << (b_t ? " B^T" : "");
+    return s.str();
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Result {
+  double ember_gflops = 0, blas_gflops = 0;
+};
+
+Result run(const Shape& s, int threads, int reps) {
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(s.M * s.K), b(s.K * s.N), c(s.M * s.N);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  // Row-major strides of A [M, K] (or A^T stored [K, M]) and B [K, N] (or B^T stored [N, K]).
+  const int64_t lda_row = s.a_t ? 1 : s.K, lda_col = s.a_t ? s.M : 1;
+  const int64_t ldb_row = s.b_t ? 1 : s.N, ldb_col = s.b_t ? s.K : 1;
+  const double flop = 2.0 * s.M * s.N * s.K;
+
+  auto ember = [&] {
+    ember::kernels::gemm<float>(s.M, s.N, s.K, a.data(), lda_row, lda_col, b.data(), ldb_row,
+                                ldb_col, c.data(), s.N, false);
+  };
+#ifdef EMBER_BENCH_WITH_OPENBLAS
+  auto blas = [&] {
+    cblas_sgemm(CblasRowMajor, s.a_t ? CblasTrans : CblasNoTrans, s.b_t ? CblasTrans : CblasNoTrans,
+                s.M, s.N, s.K, 1.0f, a.data(), s.a_t ? s.M : s.K, b.data(), s.b_t ? s.K : s.N, 0.0f,
+                c.data(), s.N);
+  };
+  openblas_set_num_threads(threads);
+#endif
+  ember::set_num_threads(threads);
+
+  // Enough calls per rep for ~20 ms of work at 100 GFLOP/s.
+  const int calls = std::max(1, static_cast<int>(2e9 / flop));
+  std::vector<double> ours, theirs;
+  for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+    auto t = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) ember();
+    if (rep >= 0) ours.push_back(flop * calls / seconds_since(t) / 1e9);
+#ifdef EMBER_BENCH_WITH_OPENBLAS
+    t = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) blas();
+    if (rep >= 0) theirs.push_back(flop * calls / seconds_since(t) / 1e9);
+#endif
+  }
+  return {median(ours), theirs.empty() ? 0.0 : median(theirs)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> thread_counts = {1, 2};
+  int reps = 7;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads" && i + 1 < argc) {
+      thread_counts.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');)
+        thread_counts.push_back(std::stoi(item));
+    } else if (arg == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::stoi(argv[++i]));
+    } else if (arg == "--json") {
+      json = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_gemm [--threads 1,2] [--reps 7] [--json]\n");
+      return 2;
+    }
+  }
+  const std::vector<Shape> shapes = {
+      {1024, 1024, 1024, false, false}, {1024, 1024, 1024, true, false},
+      {1024, 1024, 1024, false, true},  {1024, 768, 768, false, false},
+      {1024, 2304, 768, false, false},  {1024, 1024, 64, false, false},
+      {1024, 64, 1024, false, false},   {8, 50257, 768, false, true},
+  };
+  if (!json) {
+    std::printf("Ember GEMM (%s micro-kernel) vs OpenBLAS sgemm, median GFLOP/s of %d reps\n",
+                ember::kernels::gemm_isa(), reps);
+    std::printf(
+        "| shape (M x N x K) | threads | Ember | OpenBLAS | ratio |\n|---|---|---|---|---|\n");
+  }
+  for (int threads : thread_counts) {
+    for (const Shape& s : shapes) {
+      const Result r = run(s, threads, reps);
+      const double ratio = r.blas_gflops > 0 ? r.ember_gflops / r.blas_gflops : 0.0;
+      if (json) {
+        std::printf(
+            "{\"shape\": \"%s\", \"threads\": %d, \"ember_gflops\": %.3f, \"openblas_gflops\": "
+            "%.3f, \"ratio\": %.3f}\n",
+            s.name().c_str(), threads, r.ember_gflops, r.blas_gflops, ratio);
+      } else {
+        std::printf("| %s | %d | %.1f | %.1f | %.2fx |\n", s.name().c_str(), threads,
+                    r.ember_gflops, r.blas_gflops, ratio);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,399 @@
+// A small SVG writer for the examples' pictures: grids of labelled heatmaps (attention maps, one
+// panel per head) and line charts (loss curves). Plain text out, no dependency; any browser
+// shows the files. Not part of the library.
+//
+//   svg::HeatmapGrid grid;
+//   grid.title = "MultiHeadAttention: attention weights";
+//   grid.panels.push_back({"head 0", values, 6, 6, tokens, tokens});
+//   svg::write_file("attention.svg", svg::heatmap_grid(grid));
+//
+//   svg::LineChart chart{"loss", "step", "cross-entropy", {{"train", steps, losses}}};
+//   svg::write_file("loss.svg", svg::line_chart(chart));
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ember::examples::svg {
+
+// ---- text helpers ----
+
+// s with &, <, >, " escaped for XML.
+inline std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A number with `digits` significant digits, without trailing zeros ("0.5", "1200", "1e-05").
+inline std::string num(double v, int digits = 4) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+// A coordinate, to 0.1 px.
+inline std::string px(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error("svg: cannot write " + path);
+}
+
+// ---- colours ----
+
+// Viridis (perceptually uniform, readable in grey and by colour-blind readers), sampled at
+// 9 points and interpolated; t in [0, 1] (clamped).
+inline std::array<int, 3> viridis(double t) {
+  static constexpr std::array<std::array<int, 3>, 9> stops = {{{68, 1, 84},
+                                                               {71, 44, 122},
+                                                               {59, 81, 139},
+                                                               {44, 113, 142},
+                                                               {33, 144, 141},
+                                                               {39, 173, 129},
+                                                               {92, 200, 99},
+                                                               {170, 220, 50},
+                                                               {253, 231, 37}}};
+  if (!(t > 0)) t = 0;  // also NaN
+  if (t > 1) t = 1;
+  const double pos = t * (stops.size() - 1);
+  const std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(pos), stops.size() - 2);
+  const double f = pos - static_cast<double>(i);
+  std::array<int, 3> c{};
+  for (int k = 0; k < 3; ++k) {
+    c[k] = static_cast<int>(std::lround(stops[i][k] + (stops[i + 1][k] - stops[i][k]) * f));
+  }
+  return c;
+}
+
+inline std::string rgb(const std::array<int, 3>& c) {
+  return "rgb(" + std::to_string(c[0]) + "," + std::to_string(c[1]) + "," + std::to_string(c[2]) +
+         ")";
+}
+
+// Black text on light cells, white on dark ones.
+inline const char* text_colour_on(const std::array<int, 3>& c) {
+  const double luminance = 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2];
+  return luminance > 140 ? "#000" : "#fff";
+}
+
+// A series colour (Tableau 10).
+inline const char* palette(std::size_t i) {
+  static const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return colours[i % 10];
+}
+
+// About `count` round tick values covering [lo, hi] (1, 2 or 5 times a power of ten apart).
+inline std::vector<double> nice_ticks(double lo, double hi, int count = 6) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / std::max(1, count - 1);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double multiple = 1;  // step = multiple * mag, with multiple 1, 2, 5 or 10
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    multiple = m;
+    if (m * mag >= raw) break;
+  }
+  const double step = multiple * mag;
+  // Each tick as (integer * multiple) scaled by the power of ten, dividing for negative powers,
+  // so 0.6 prints as 0.6 and not 0.6000000000000001.
+  auto tick = [&](double k) { return mag < 1 ? k * multiple / std::round(1 / mag) : k * step; };
+  std::vector<double> ticks;
+  for (double k = std::ceil(lo / step - 1e-9); tick(k) <= hi + step * 1e-9; ++k) {
+    ticks.push_back(k == 0 ? 0.0 : tick(k));
+  }
+  return ticks;
+}
+
+// ---- heatmaps ----
+
+struct Heatmap {
+  std::string title;           // above the panel, e.g. "head 0"
+  std::vector<double> values;  // rows * cols, row-major
+  int rows = 0, cols = 0;
+  std::vector<std::string> row_labels;  // one per row (left), e.g. the query tokens
+  std::vector<std::string> col_labels;  // one per column (below, rotated), e.g. the key tokens
+};
+
+struct HeatmapGrid {
+  std::string title;
+  std::string subtitle;  // a second line under the title (what the rows/cols mean)
+  std::vector<Heatmap> panels;
+  int columns = 0;            // panels per row (0: all in one row)
+  double vmin = 0, vmax = 1;  // the colour scale's range
+  std::string scale_label = "attention weight";
+  int show_values = -1;  // print each cell's value: 1 yes, 0 no, -1 when cells are big
+  double cell = 0;       // cell size in px (0: chosen from the map size)
+  // Row titles at the left of each row of panels (optional, one per row of panels).
+  std::vector<std::string> row_titles;
+};
+
+inline std::string heatmap_grid(const HeatmapGrid& g) {
+  if (g.panels.empty()) throw std::invalid_argument("svg::heatmap_grid: no panels");
+  int max_rows = 0, max_cols = 0;
+  std::size_t longest_row_label = 0, longest_col_label = 0;
+  for (const Heatmap& h : g.panels) {
+    if (static_cast<int>(h.values.size()) != h.rows * h.cols) {
+      throw std::invalid_argument("svg::heatmap_grid: panel '" + h.title + "' has " +
+                                  std::to_string(h.values.size()) + " values for " +
+                                  std::to_string(h.rows) + "x" + std::to_string(h.cols) + " cells");
+    }
+    max_rows = std::max(max_rows, h.rows);
+    max_cols = std::max(max_cols, h.cols);
+    for (const auto& l : h.row_labels) longest_row_label = std::max(longest_row_label, l.size());
+    for (const auto& l : h.col_labels) longest_col_label = std::max(longest_col_label, l.size());
+  }
+  const int n = static_cast<int>(g.panels.size());
+  const int per_row = g.columns > 0 ? std::min(g.columns, n) : n;
+  const int panel_rows = (n + per_row - 1) / per_row;
+  const int biggest = std::max(max_rows, max_cols);
+  const double cell = g.cell > 0 ? g.cell : std::clamp(360.0 / biggest, 14.0, 46.0);
+  const bool values = g.show_values == 1 || (g.show_values == -1 && cell >= 30);
+  const double font = std::clamp(cell * 0.42, 8.0, 13.0);
+  const double char_w = font * 0.62;
+  const double left_labels = longest_row_label * char_w + 8;
+  const double bottom_labels = longest_col_label * char_w * 0.72 + font + 10;  // rotated 45 deg
+  const double row_title_w = g.row_titles.empty() ? 0 : 130;
+  const double panel_w = left_labels + max_cols * cell + 18;
+  const double panel_h = 24 + max_rows * cell + bottom_labels;
+  const double header = g.subtitle.empty() ? 40 : 58;
+  const double scale_w = 90;
+  const double width = row_title_w + per_row * panel_w + scale_w + 10;
+  const double height = header + panel_rows * panel_h + 10;
+
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << px(width) << "\" height=\""
+    << px(height) << "\" viewBox=\"0 0 " << px(width) << " " << px(height)
+    << "\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n";
+  s << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  s << "<text x=\"10\" y=\"24\" font-size=\"17\" font-weight=\"bold\">" << escape(g.title)
+    << "</text>\n";
+  if (!g.subtitle.empty()) {
+    s << "<text x=\"10\" y=\"44\" font-size=\"13\" fill=\"#444\">" << escape(g.subtitle)
+      << "</text>\n";
+  }
+  const double range = g.vmax > g.vmin ? g.vmax - g.vmin : 1;
+  for (int p = 0; p < n; ++p) {
+    const Heatmap& h = g.panels[static_cast<std::size_t>(p)];
+    const int pr = p / per_row, pc = p % per_row;
+    const double x0 = row_title_w + pc * panel_w + left_labels;
+    const double y0 = header + pr * panel_h + 22;
+    if (pc == 0 && pr < static_cast<int>(g.row_titles.size())) {
+      s << "<text x=\"10\" y=\"" << px(y0 + h.rows * cell / 2) << "\" font-size=\"13\" "
+        << "font-weight=\"bold\" dominant-baseline=\"middle\">"
+        << escape(g.row_titles[static_cast<std::size_t>(pr)]) << "</text>\n";
+    }
+    s << "<text x=\"" << px(x0 + h.cols * cell / 2) << "\" y=\"" << px(y0 - 7)
+      << "\" font-size=\"13\" text-anchor=\"middle\">" << escape(h.title) << "</text>\n";
+    for (int r = 0; r < h.rows; ++r) {
+      for (int c = 0; c < h.cols; ++c) {
+        const double v = h.values[static_cast<std::size_t>(r * h.cols + c)];
+        const auto colour = viridis((v - g.vmin) / range);
+        const double x = x0 + c * cell, y = y0 + r * cell;
+        s << "<rect x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cell)
+          << "\" height=\"" << px(cell) << "\" fill=\"" << rgb(colour) << "\"><title>"
+          << escape(r < static_cast<int>(h.row_labels.size()) ? h.row_labels[r] : "") << " -> "
+          << escape(c < static_cast<int>(h.col_labels.size()) ? h.col_labels[c] : "") << ": "
+          << num(v) << "</title></rect>\n";
+        if (values) {
+          char buf[16];
+          std::snprintf(buf, sizeof buf, "%.2f", v);
+          s << "<text x=\"" << px(x + cell / 2) << "\" y=\"" << px(y + cell / 2)
+            << "\" font-size=\"" << px(font * 0.9) << "\" text-anchor=\"middle\" "
+            << "dominant-baseline=\"central\" fill=\"" << text_colour_on(colour) << "\">" << buf
+            << "</text>\n";
+        }
+      }
+    }
+    s << "<rect x=\"" << px(x0) << "\" y=\"" << px(y0) << "\" width=\"" << px(h.cols * cell)
+      << "\" height=\"" << px(h.rows * cell) << "\" fill=\"none\" stroke=\"#888\"/>\n";
+    for (int r = 0; r < h.rows && r < static_cast<int>(h.row_labels.size()); ++r) {
+      s << "<text x=\"" << px(x0 - 5) << "\" y=\"" << px(y0 + (r + 0.5) * cell) << "\" font-size=\""
+        << px(font) << "\" text-anchor=\"end\" dominant-baseline=\"central\">"
+        << escape(h.row_labels[static_cast<std::size_t>(r)]) << "</text>\n";
+    }
+    for (int c = 0; c < h.cols && c < static_cast<int>(h.col_labels.size()); ++c) {
+      const double x = x0 + (c + 0.5) * cell, y = y0 + h.rows * cell + 6;
+      s << "<text x=\"" << px(x) << "\" y=\"" << px(y) << "\" font-size=\"" << px(font)
+        << "\" text-anchor=\"end\" dominant-baseline=\"hanging\" transform=\"rotate(-45 " << px(x)
+        << " " << px(y) << ")\">" << escape(h.col_labels[static_cast<std::size_t>(c)])
+        << "</text>\n";
+    }
+  }
+  // The colour scale: a vertical bar with ticks.
+  const double bar_x = row_title_w + per_row * panel_w + 10, bar_y = header + 22;
+  const double bar_h = std::min(220.0, std::max(120.0, max_rows * cell));
+  s << "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (int i = 0; i <= 8; ++i) {
+    s << "<stop offset=\"" << num(i / 8.0) << "\" stop-color=\"" << rgb(viridis(i / 8.0)) << "\"/>";
+  }
+  s << "</linearGradient></defs>\n";
+  s << "<rect x=\"" << px(bar_x) << "\" y=\"" << px(bar_y) << "\" width=\"16\" height=\""
+    << px(bar_h) << "\" fill=\"url(#scale)\" stroke=\"#888\"/>\n";
+  for (double t : nice_ticks(g.vmin, g.vmax, 5)) {
+    const double y = bar_y + bar_h * (1 - (t - g.vmin) / range);
+    s << "<line x1=\"" << px(bar_x + 16) << "\" y1=\"" << px(y) << "\" x2=\"" << px(bar_x + 20)
+      << "\" y2=\"" << px(y) << "\" stroke=\"#000\"/><text x=\"" << px(bar_x + 23) << "\" y=\""
+      << px(y) << "\" font-size=\"11\" dominant-baseline=\"central\">" << num(t) << "</text>\n";
+  }
+  s << "<text font-size=\"11\" text-anchor=\"middle\" transform=\"translate(" << px(bar_x + 62)
+    << " " << px(bar_y + bar_h / 2) << ") rotate(90)\">" << escape(g.scale_label) << "</text>\n";
+  s << "</svg>\n";
+  return s.str();
+}
+
+// ---- line charts ----
+
+struct Series {
+  std::string name;  // in the legend
+  std::vector<double> x, y;
+};
+
+struct LineChart {
+  std::string title;
+  std::string x_label, y_label;
+  std::vector<Series> series;
+  bool log_y = false;  // a logarithmic y axis (losses spanning decades)
+  double width = 640, height = 400;
+};
+
+inline std::string line_chart(const LineChart& chart) {
+  double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
+  for (const Series& s : chart.series) {
+    if (s.x.size() != s.y.size()) {
+      throw std::invalid_argument("svg::line_chart: series '" + s.name + "' has " +
+                                  std::to_string(s.x.size()) + " x and " +
+                                  std::to_string(s.y.size()) + " y values");
+    }
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (chart.log_y && s.y[i] <= 0)) continue;
+      xmin = std::min(xmin, s.x[i]), xmax = std::max(xmax, s.x[i]);
+      ymin = std::min(ymin, s.y[i]), ymax = std::max(ymax, s.y[i]);
+    }
+  }
+  if (!std::isfinite(xmin)) xmin = 0, xmax = 1, ymin = chart.log_y ? 1 : 0, ymax = 1;
+  auto ty = [&](double v) { return chart.log_y ? std::log10(v) : v; };
+  std::vector<double> yticks;
+  double ylo, yhi;
+  if (chart.log_y) {
+    ylo = std::floor(std::log10(ymin)), yhi = std::ceil(std::log10(ymax));
+    if (yhi <= ylo) yhi = ylo + 1;
+    for (double e = ylo; e <= yhi + 1e-9; ++e) {
+      for (double m : {1.0, 2.0, 5.0}) {
+        const double v = m * std::pow(10.0, e);
+        if (std::log10(v) <= yhi + 1e-9) yticks.push_back(v);
+      }
+    }
+  } else {
+    if (!chart.log_y && ymin > 0 && ymin < 0.3 * ymax) ymin = 0;  // show the floor when near
+    yticks = nice_ticks(ymin, ymax, 6);
+    ylo = std::min(ymin, yticks.front()), yhi = std::max(ymax, yticks.back());
+  }
+  const std::vector<double> xticks = nice_ticks(xmin, xmax, 7);
+  const double xlo = std::min(xmin, xticks.front()), xhi = std::max(xmax, xticks.back());
+
+  const double W = chart.width, H = chart.height;
+  const double left = 70, right = 20, top = 40, bottom = 55;
+  const double pw = W - left - right, ph = H - top - bottom;
+  auto X = [&](double v) { return left + (v - xlo) / (xhi - xlo) * pw; };
+  auto Y = [&](double v) { return top + ph - (ty(v) - ylo) / (yhi - ylo) * ph; };
+
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << px(W) << "\" height=\"" << px(H)
+    << "\" viewBox=\"0 0 " << px(W) << " " << px(H)
+    << "\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n";
+  s << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  s << "<text x=\"" << px(W / 2) << "\" y=\"24\" font-size=\"16\" font-weight=\"bold\" "
+    << "text-anchor=\"middle\">" << escape(chart.title) << "</text>\n";
+  // Grid and ticks.
+  for (double t : xticks) {
+    const double x = X(t);
+    s << "<line x1=\"" << px(x) << "\" y1=\"" << px(top) << "\" x2=\"" << px(x) << "\" y2=\""
+      << px(top + ph) << "\" stroke=\"#e5e5e5\"/><text x=\"" << px(x) << "\" y=\""
+      << px(top + ph + 16) << "\" font-size=\"11\" text-anchor=\"middle\">" << num(t, 6)
+      << "</text>\n";
+  }
+  for (double t : yticks) {
+    const double y = Y(t);
+    s << "<line x1=\"" << px(left) << "\" y1=\"" << px(y) << "\" x2=\"" << px(left + pw)
+      << "\" y2=\"" << px(y) << "\" stroke=\"#e5e5e5\"/><text x=\"" << px(left - 6) << "\" y=\""
+      << px(y) << "\" font-size=\"11\" text-anchor=\"end\" dominant-baseline=\"central\">" << num(t)
+      << "</text>\n";
+  }
+  s << "<rect x=\"" << px(left) << "\" y=\"" << px(top) << "\" width=\"" << px(pw) << "\" height=\""
+    << px(ph) << "\" fill=\"none\" stroke=\"#333\"/>\n";
+  s << "<text x=\"" << px(left + pw / 2) << "\" y=\"" << px(H - 12)
+    << "\" font-size=\"13\" text-anchor=\"middle\">" << escape(chart.x_label) << "</text>\n";
+  s << "<text font-size=\"13\" text-anchor=\"middle\" transform=\"translate(18 " << px(top + ph / 2)
+    << ") rotate(-90)\">" << escape(chart.y_label + (chart.log_y ? " (log scale)" : ""))
+    << "</text>\n";
+  // The series.
+  for (std::size_t k = 0; k < chart.series.size(); ++k) {
+    const Series& ser = chart.series[k];
+    std::ostringstream points;
+    int count = 0;
+    for (std::size_t i = 0; i < ser.x.size(); ++i) {
+      if (!std::isfinite(ser.y[i]) || (chart.log_y && ser.y[i] <= 0)) continue;
+      points << px(X(ser.x[i])) << "," << px(Y(ser.y[i])) << " ";
+      ++count;
+    }
+    s << "<polyline fill=\"none\" stroke=\"" << palette(k) << "\" stroke-width=\"2\" points=\""
+      << points.str() << "\"/>\n";
+    if (count <= 40) {  // few points: mark them
+      for (std::size_t i = 0; i < ser.x.size(); ++i) {
+        if (!std::isfinite(ser.y[i]) || (chart.log_y && ser.y[i] <= 0)) continue;
+        s << "<circle cx=\"" << px(X(ser.x[i])) << "\" cy=\"" << px(Y(ser.y[i]))
+          << "\" r=\"3\" fill=\"" << palette(k) << "\"/>\n";
+      }
+    }
+  }
+  // The legend, top right inside the plot.
+  std::size_t longest = 0;
+  for (const Series& ser : chart.series) longest = std::max(longest, ser.name.size());
+  const double lw = 36 + longest * 7.5, lx = left + pw - lw - 8, ly = top + 8;
+  s << "<rect x=\"" << px(lx) << "\" y=\"" << px(ly) << "\" width=\"" << px(lw) << "\" height=\""
+    << px(8 + 18 * chart.series.size())
+    << "\" fill=\"#fff\" fill-opacity=\"0.85\" stroke=\"#bbb\"/>\n";
+  for (std::size_t k = 0; k < chart.series.size(); ++k) {
+    const double y = ly + 13 + 18 * k;
+    s << "<line x1=\"" << px(lx + 6) << "\" y1=\"" << px(y) << "\" x2=\"" << px(lx + 26)
+      << "\" y2=\"" << px(y) << "\" stroke=\"" << palette(k) << "\" stroke-width=\"3\"/>"
+      << "<text x=\"" << px(lx + 31) << "\" y=\"" << px(y)
+      << "\" font-size=\"12\" dominant-baseline=\"central\">" << escape(chart.series[k].name)
+      << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace ember::examples::svg

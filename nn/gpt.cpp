@@ -1,0 +1,242 @@
+#include "nn/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numbers>
+#include <vector>
+
+#include "core/autograd/grad_mode.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
+#include "core/ops/softmax.h"
+#include "core/random.h"
+
+namespace ember::nn {
+
+// ---- LayerNorm (the book's) ----
+
+GPTLayerNorm::GPTLayerNorm(int64_t emb_dim) : Module("LayerNorm") {
+  check(emb_dim > 0, "LayerNorm: expected a positive emb_dim, got ", emb_dim);
+  scale = Parameter(ones({emb_dim}));
+  shift = Parameter(zeros({emb_dim}));
+  register_parameter("scale", &scale);  // by address: assigning the member replaces it
+  register_parameter("shift", &shift);
+}
+
+Tensor GPTLayerNorm::forward(const Tensor& x) {
+  check(x.dim() >= 1 && x.size(-1) == scale.size(0), "LayerNorm: expected input with last dim ",
+        scale.size(0), ", got shape ", x.shape());
+  Tensor mean = x.mean(-1, /*keepdim=*/true);
+  Tensor var = ember::var(x, {-1}, /*correction=*/0, /*keepdim=*/true);  // unbiased=False
+  Tensor norm_x = (x - mean) / sqrt(var + eps);
+  return scale * norm_x + shift;
+}
+
+// ---- GELU (the book's) ----
+
+GPTGELU::GPTGELU() : Module("GELU") {}
+
+Tensor GPTGELU::forward(const Tensor& x) {
+  // torch.sqrt(torch.tensor(2.0 / torch.pi)): a float32 value, as in the book.
+  const double sqrt_2_over_pi = std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
+  return 0.5 * x * (1 + tanh(sqrt_2_over_pi * (x + 0.044715 * pow(x, 3))));
+}
+
+// ---- FeedForward ----
+
+FeedForward::FeedForward(const GPTConfig& cfg) {
+  // Built one after the other (not as arguments of one call, whose order C++ leaves open), so
+  // the weights are drawn in PyTorch's order.
+  auto first = std::make_shared<Linear>(cfg.emb_dim, 4 * cfg.emb_dim);
+  auto gelu = std::make_shared<GPTGELU>();
+  auto second = std::make_shared<Linear>(4 * cfg.emb_dim, cfg.emb_dim);
+  layers = register_module("layers", std::make_shared<Sequential>(first, gelu, second));
+}
+
+Tensor FeedForward::forward(const Tensor& x) { return layers->forward(x); }
+
+// ---- TransformerBlock ----
+
+TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
+  att = register_module("att", std::make_shared<MultiHeadAttention>(
+                                   /*d_in=*/cfg.emb_dim, /*d_out=*/cfg.emb_dim, cfg.context_length,
+                                   cfg.drop_rate, cfg.n_heads, cfg.qkv_bias));
+  ff = register_module("ff", std::make_shared<FeedForward>(cfg));
+  norm1 = register_module("norm1", std::make_shared<GPTLayerNorm>(cfg.emb_dim));
+  norm2 = register_module("norm2", std::make_shared<GPTLayerNorm>(cfg.emb_dim));
+  drop_shortcut = register_module("drop_shortcut", std::make_shared<Dropout>(cfg.drop_rate));
+}
+
+Tensor TransformerBlock::forward(const Tensor& input) {
+  // Shortcut connection around the attention block.
+  Tensor shortcut = input;
+  Tensor x = norm1->forward(input);
+  x = att->forward(x);  // [batch, num_tokens, emb_dim]
+  x = drop_shortcut->forward(x);
+  x = x + shortcut;  // add the original input back
+
+  // Shortcut connection around the feed-forward block.
+  shortcut = x;
+  x = norm2->forward(x);
+  x = ff->forward(x);
+  x = drop_shortcut->forward(x);
+  x = x + shortcut;
+  return x;
+}
+
+// ---- GPTModel ----
+
+GPTModel::GPTModel(const GPTConfig& cfg_) : cfg(cfg_) {
+  check(cfg.vocab_size > 0 && cfg.context_length > 0 && cfg.emb_dim > 0 && cfg.n_heads > 0 &&
+            cfg.n_layers >= 0,
+        "GPTModel: expected positive sizes, got vocab_size=", cfg.vocab_size,
+        ", context_length=", cfg.context_length, ", emb_dim=", cfg.emb_dim,
+        ", n_heads=", cfg.n_heads, ", n_layers=", cfg.n_layers);
+  check(cfg.emb_dim % cfg.n_heads == 0, "GPTModel: emb_dim (", cfg.emb_dim,
+        ") must be divisible by n_heads (", cfg.n_heads, ")");
+  tok_emb = register_module("tok_emb", std::make_shared<Embedding>(cfg.vocab_size, cfg.emb_dim));
+  pos_emb =
+      register_module("pos_emb", std::make_shared<Embedding>(cfg.context_length, cfg.emb_dim));
+  drop_emb = register_module("drop_emb", std::make_shared<Dropout>(cfg.drop_rate));
+  trf_blocks = register_module("trf_blocks", std::make_shared<Sequential>());
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    trf_blocks->push_back(std::make_shared<TransformerBlock>(cfg));
+  }
+  final_norm = register_module("final_norm", std::make_shared<GPTLayerNorm>(cfg.emb_dim));
+  out_head =
+      register_module("out_head", std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false));
+}
+
+Tensor GPTModel::forward(const Tensor& in_idx) {
+  check(in_idx.dim() == 2 && in_idx.dtype() == DType::Int64,
+        "GPTModel: expected token ids of dtype int64 and shape [batch, num_tokens], got ",
+        dtype_name(in_idx.dtype()), " of shape ", in_idx.shape());
+  const int64_t seq_len = in_idx.size(1);
+  check(seq_len >= 1 && seq_len <= cfg.context_length, "GPTModel: input has ", seq_len,
+        " tokens, expected 1 to context_length = ", cfg.context_length, " (input shape ",
+        in_idx.shape(), ")");
+  Tensor tok_embeds = tok_emb->forward(in_idx);           // [batch, seq_len, emb_dim]
+  Tensor pos_embeds = pos_emb->forward(arange(seq_len));  // [seq_len, emb_dim]
+  Tensor x = tok_embeds + pos_embeds;
+  x = drop_emb->forward(x);
+  x = trf_blocks->forward(x);
+  x = final_norm->forward(x);
+  Tensor logits = out_head->forward(x);  // [batch, seq_len, vocab_size]
+  return logits;
+}
+
+// ---- generation ----
+
+namespace {
+
+void check_ids(const Tensor& idx, int64_t max_new_tokens, int64_t context_size, const char* op) {
+  check(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::Int64 && idx.size(1) >= 1, op,
+        ": expected token ids of dtype int64 and shape [batch, n] with n >= 1, got ",
+        idx.defined() ? dtype_name(idx.dtype()) : "undefined", " of shape ",
+        idx.defined() ? idx.shape() : Shape{});
+  check(max_new_tokens >= 0, op, ": max_new_tokens must be >= 0, got ", max_new_tokens);
+  check(context_size >= 1, op, ": context_size must be >= 1, got ", context_size);
+}
+
+// The last context_size ids of each row: idx[:, -context_size:].
+Tensor crop(const Tensor& idx, int64_t context_size) {
+  const int64_t n = idx.size(1);
+  return idx.slice(1, std::max<int64_t>(0, n - context_size), n);
+}
+
+// The logits of the last position, [batch, vocab_size], from a model's [batch, n, vocab].
+Tensor last_logits(Module& model, const Tensor& idx_cond, const char* op) {
+  Tensor logits = model.forward(idx_cond);
+  check(
+      logits.dim() == 3 && logits.size(0) == idx_cond.size(0) && logits.size(1) == idx_cond.size(1),
+      op, ": expected the model to return logits [batch, num_tokens, vocab_size] = [",
+      idx_cond.size(0), ", ", idx_cond.size(1), ", vocab_size], got ", logits.shape());
+  return logits.select(1, -1);
+}
+
+}  // namespace
+
+Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens,
+                            int64_t context_size) {
+  check_ids(idx, max_new_tokens, context_size, "generate_text_simple");
+  NoGradGuard no_grad;
+  for (int64_t step = 0; step < max_new_tokens; ++step) {
+    Tensor idx_cond = crop(idx, context_size);
+    Tensor logits = last_logits(model, idx_cond, "generate_text_simple");
+    Tensor probas = softmax(logits, -1);
+    Tensor idx_next = argmax(probas, -1, /*keepdim=*/true);  // [batch, 1]
+    idx = cat({idx, idx_next}, 1);
+  }
+  return idx;
+}
+
+Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
+                double temperature, std::optional<int64_t> top_k, std::optional<int64_t> eos_id,
+                Generator* gen) {
+  check_ids(idx, max_new_tokens, context_size, "generate");
+  check(temperature >= 0 && std::isfinite(temperature),
+        "generate: temperature must be finite and >= 0, got ", temperature);
+  NoGradGuard no_grad;
+  for (int64_t step = 0; step < max_new_tokens; ++step) {
+    Tensor idx_cond = crop(idx, context_size);
+    Tensor logits = last_logits(model, idx_cond, "generate").to(DType::Float64).contiguous();
+    const int64_t batch = logits.size(0), vocab = logits.size(1);
+    if (top_k) {
+      check(*top_k >= 1 && *top_k <= vocab, "generate: top_k must be in [1, vocab_size = ", vocab,
+            "], got ", *top_k);
+    }
+    std::vector<double> row_values = logits.to_vector<double>();
+    std::vector<double> next(static_cast<std::size_t>(batch));
+    // Uniform draws for sampling, one per row, drawn before any row is sampled.
+    std::vector<double> u;
+    if (temperature > 0) u = rand({batch}, DType::Float64, gen).to_vector<double>();
+    for (int64_t b = 0; b < batch; ++b) {
+      auto first = row_values.begin() + b * vocab;
+      std::vector<double> row(first, first + vocab);
+      if (top_k) {
+        // Keep the top_k largest logits; the others become -inf (the book's torch.where).
+        std::vector<double> sorted = row;
+        std::nth_element(sorted.begin(), sorted.begin() + (*top_k - 1), sorted.end(),
+                         std::greater<double>());
+        const double min_val = sorted[static_cast<std::size_t>(*top_k - 1)];
+        for (double& v : row) {
+          if (v < min_val) v = -INFINITY;
+        }
+      }
+      int64_t choice = 0;
+      if (temperature > 0) {
+        // softmax(logits / temperature), then the first id whose cumulative probability
+        // exceeds a uniform draw.
+        const double top = *std::max_element(row.begin(), row.end());
+        std::vector<double> p(row.size());
+        double total = 0;
+        for (std::size_t i = 0; i < row.size(); ++i) {
+          p[i] = std::exp((row[i] - top) / temperature);
+          total += p[i];
+        }
+        double target = u[static_cast<std::size_t>(b)] * total, cumulative = 0;
+        choice = vocab - 1;
+        for (int64_t i = 0; i < vocab; ++i) {
+          cumulative += p[static_cast<std::size_t>(i)];
+          if (target < cumulative) {
+            choice = i;
+            break;
+          }
+        }
+      } else {
+        choice = std::max_element(row.begin(), row.end()) - row.begin();
+      }
+      next[static_cast<std::size_t>(b)] = static_cast<double>(choice);
+    }
+    if (eos_id && std::all_of(next.begin(), next.end(),
+                              [&](double id) { return static_cast<int64_t>(id) == *eos_id; })) {
+      break;
+    }
+    idx = cat({idx, from_vector(next, {batch, 1}, DType::Int64)}, 1);
+  }
+  return idx;
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,119 @@
+// The GPT model of chapter 4 of "Build a Large Language Model (From Scratch)", line for line the
+// book's Python: the same classes, attribute names and construction order, so the same seed
+// draws the same weights as PyTorch:
+//   torch.manual_seed(123); model = GPTModel(GPT_CONFIG_124M)
+//   ember::manual_seed(123); auto model = std::make_shared<nn::GPTModel>(nn::GPT_CONFIG_124M);
+//
+//   GPTModel
+//     tok_emb     Embedding(vocab_size, emb_dim)
+//     pos_emb     Embedding(context_length, emb_dim)
+//     drop_emb    Dropout(drop_rate)
+//     trf_blocks  Sequential of n_layers TransformerBlock:
+//                   x = x + drop_shortcut(att(norm1(x)))    (chapter 3's MultiHeadAttention)
+//                   x = x + drop_shortcut(ff(norm2(x)))     (FeedForward: Linear, GELU, Linear)
+//     final_norm  LayerNorm(emb_dim)
+//     out_head    Linear(emb_dim, vocab_size, bias=False)
+//
+// The book writes its own LayerNorm (parameters `scale` and `shift`) and GELU (the tanh
+// approximation) from elementary ops, so a reader sees the formulas; here they are GPTLayerNorm
+// and GPTGELU (printed as LayerNorm() and GELU(), as PyTorch prints the book's classes), beside
+// the library's nn::LayerNorm and nn::GELU, which give the same numbers with one fused op.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+#include "nn/attention.h"
+#include "nn/container.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace ember::nn {
+
+// The book's configuration dictionary.
+struct GPTConfig {
+  int64_t vocab_size = 50257;     // vocabulary size (GPT-2's BPE tokenizer)
+  int64_t context_length = 1024;  // the longest input the model takes
+  int64_t emb_dim = 768;          // embedding dimension
+  int64_t n_heads = 12;           // attention heads per block
+  int64_t n_layers = 12;          // transformer blocks
+  double drop_rate = 0.1;         // dropout rate
+  bool qkv_bias = false;          // bias in the query, key and value projections
+};
+
+// GPT-2 small: 163,009,536 parameters (124M with out_head tied to tok_emb, as GPT-2 does).
+inline constexpr GPTConfig GPT_CONFIG_124M{50257, 1024, 768, 12, 12, 0.1, false};
+
+// The book's LayerNorm: over the last dim, with the biased variance,
+//   scale * (x - mean) / sqrt(var + eps) + shift,  scale = ones, shift = zeros, eps = 1e-5.
+class GPTLayerNorm : public Module {
+ public:
+  explicit GPTLayerNorm(int64_t emb_dim);
+  Tensor forward(const Tensor& x) override;
+
+  const double eps = 1e-5;
+  Tensor scale;  // [emb_dim], ones
+  Tensor shift;  // [emb_dim], zeros
+};
+
+// The book's GELU, the tanh approximation GPT-2 was trained with:
+//   0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+class GPTGELU : public Module {
+ public:
+  GPTGELU();
+  Tensor forward(const Tensor& x) override;
+};
+
+// Linear(emb_dim, 4 emb_dim), GELU, Linear(4 emb_dim, emb_dim), as `layers` (a Sequential).
+class FeedForward : public Module {
+ public:
+  explicit FeedForward(const GPTConfig& cfg);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Sequential> layers;
+};
+
+// Pre-LayerNorm block with shortcut connections (listing 4.6).
+class TransformerBlock : public Module {
+ public:
+  explicit TransformerBlock(const GPTConfig& cfg);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<MultiHeadAttention> att;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<GPTLayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> drop_shortcut;
+};
+
+// Listing 4.7. forward takes token ids (int64, [batch, num_tokens], num_tokens <=
+// context_length) and returns the logits [batch, num_tokens, vocab_size].
+class GPTModel : public Module {
+ public:
+  explicit GPTModel(const GPTConfig& cfg);
+  Tensor forward(const Tensor& in_idx) override;
+
+  const GPTConfig cfg;
+  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<Dropout> drop_emb;
+  std::shared_ptr<Sequential> trf_blocks;
+  std::shared_ptr<GPTLayerNorm> final_norm;
+  std::shared_ptr<Linear> out_head;
+};
+
+// Listing 4.8: greedy decoding. idx holds token ids [batch, n]; appends max_new_tokens ids, each
+// the argmax of the model's next-token distribution given the last context_size ids. Runs under
+// NoGradGuard; returns [batch, n + max_new_tokens].
+Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens,
+                            int64_t context_size);
+
+// Chapter 5's generate: like generate_text_simple, but the logits may be limited to the top_k
+// largest (the others set to -inf), divided by temperature and sampled (from `gen`, the default
+// generator when null); temperature 0 is greedy. Stops early when every batch row drew eos_id.
+Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
+                double temperature = 0.0, std::optional<int64_t> top_k = std::nullopt,
+                std::optional<int64_t> eos_id = std::nullopt, Generator* gen = nullptr);
+
+}  // namespace ember::nn

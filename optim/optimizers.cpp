@@ -1,0 +1,389 @@
+// The update rules. Each loop body is PyTorch 1.13's _single_tensor_<name> for one element,
+// operation by operation in the parameter's type T (scalars such as alpha are rounded to T,
+// as PyTorch passes them to its kernels), quoted in the comments.
+#include "optim/optimizers.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ember::optim {
+
+namespace {
+
+double as_bool(bool b) { return b ? 1.0 : 0.0; }
+
+[[noreturn]] void unknown_option(const char* optimizer, const std::string& name) {
+  fail(optimizer, ": unknown option '", name, "' in a state dict");
+}
+
+template <typename Options>
+const Options& options_of(const OptimizerOptions& o) {
+  return static_cast<const Options&>(o);
+}
+
+// A state tensor (zeros like the parameter) created on first use.
+Tensor& state_like(ParamState& state, const std::string& key, const Tensor& param,
+                   double fill = 0.0) {
+  auto it = state.find(key);
+  if (it == state.end()) it = state.emplace(key, full(param.shape(), fill, param.dtype())).first;
+  return it->second;
+}
+
+// The step counter, a 0-d float32 tensor as in PyTorch 1.13; returns the new value.
+double increment_step(ParamState& state) {
+  auto it = state.find("step");
+  if (it == state.end()) it = state.emplace("step", scalar_tensor(0.0)).first;
+  const double step = it->second.item() + 1;
+  it->second.fill_(step);
+  return step;
+}
+
+template <typename Fn>
+void for_floating(const Tensor& p, Fn&& fn) {
+  dispatch_floating(p.dtype(), [&](auto tag) { fn(tag); });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- SGD
+
+std::map<std::string, double> SGDOptions::to_map() const {
+  return {{"lr", lr_},
+          {"momentum", momentum_},
+          {"dampening", dampening_},
+          {"weight_decay", weight_decay_},
+          {"nesterov", as_bool(nesterov_)},
+          {"maximize", as_bool(maximize_)}};
+}
+void SGDOptions::set(const std::string& name, double v) {
+  if (name == "lr")
+    lr_ = v;
+  else if (name == "momentum")
+    momentum_ = v;
+  else if (name == "dampening")
+    dampening_ = v;
+  else if (name == "weight_decay")
+    weight_decay_ = v;
+  else if (name == "nesterov")
+    nesterov_ = v != 0;
+  else if (name == "maximize")
+    maximize_ = v != 0;
+  else
+    unknown_option("SGD", name);
+}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {
+  check(options.lr() >= 0, "SGD: invalid learning rate: ", options.lr());
+  check(!options.nesterov() || (options.momentum() > 0 && options.dampening() == 0),
+        "SGD: nesterov momentum requires a momentum and zero dampening");
+}
+
+Tensor SGD::step(const std::function<Tensor()>& closure) {
+  Tensor loss = run_closure(closure);
+  for_each_param([](Tensor& param, const Tensor& grad, const OptimizerOptions& o,
+                    ParamState& state) {
+    const auto& opt = options_of<SGDOptions>(o);
+    const bool first = opt.momentum() != 0 && !state.count("momentum_buffer");
+    Tensor buffer = opt.momentum() != 0 ? state_like(state, "momentum_buffer", param) : Tensor();
+    for_floating(param, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = param.data_ptr<T>();
+      const T* g = grad.data_ptr<T>();
+      T* buf = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
+      const T wd = static_cast<T>(opt.weight_decay()), mom = static_cast<T>(opt.momentum());
+      const T one_minus_damp = static_cast<T>(1 - opt.dampening()),
+              neg_lr = static_cast<T>(-opt.lr());
+      for (int64_t i = 0; i < param.numel(); ++i) {
+        T d_p = opt.maximize() ? -g[i] : g[i];               // d_p = -grad if maximize
+        if (opt.weight_decay() != 0) d_p = d_p + wd * p[i];  // d_p.add(param, alpha=wd)
+        if (buf) {
+          if (first) {
+            buf[i] = d_p;  // buf = clone(d_p)
+          } else {
+            buf[i] = buf[i] * mom;                   // buf.mul_(momentum)
+            buf[i] = buf[i] + one_minus_damp * d_p;  //    .add_(d_p, alpha=1-damp)
+          }
+          d_p = opt.nesterov() ? d_p + mom * buf[i] : buf[i];  // d_p.add(buf, alpha=momentum)
+        }
+        p[i] = p[i] + neg_lr * d_p;  // param.add_(d_p, alpha=-lr)
+      }
+    });
+  });
+  return loss;
+}
+
+// ---------------------------------------------------------------- Adam and AdamW
+
+namespace {
+
+template <typename Options>
+std::map<std::string, double> adam_map(const Options& o) {
+  return {{"lr", o.lr()},
+          {"beta1", std::get<0>(o.betas())},
+          {"beta2", std::get<1>(o.betas())},
+          {"eps", o.eps()},
+          {"weight_decay", o.weight_decay()},
+          {"amsgrad", as_bool(o.amsgrad())},
+          {"maximize", as_bool(o.maximize())}};
+}
+
+template <typename Options>
+void adam_set(Options& o, const char* optimizer, const std::string& name, double v) {
+  if (name == "lr")
+    o.lr(v);
+  else if (name == "beta1")
+    o.betas({v, std::get<1>(o.betas())});
+  else if (name == "beta2")
+    o.betas({std::get<0>(o.betas()), v});
+  else if (name == "eps")
+    o.eps(v);
+  else if (name == "weight_decay")
+    o.weight_decay(v);
+  else if (name == "amsgrad")
+    o.amsgrad(v != 0);
+  else if (name == "maximize")
+    o.maximize(v != 0);
+  else
+    unknown_option(optimizer, name);
+}
+
+template <typename Options>
+void check_adam(const char* optimizer, const Options& o) {
+  const auto [b1, b2] = o.betas();
+  check(o.lr() >= 0, optimizer, ": invalid learning rate: ", o.lr());
+  check(o.eps() >= 0, optimizer, ": invalid epsilon value: ", o.eps());
+  check(b1 >= 0 && b1 < 1, optimizer, ": invalid beta parameter at index 0: ", b1);
+  check(b2 >= 0 && b2 < 1, optimizer, ": invalid beta parameter at index 1: ", b2);
+  check(o.weight_decay() >= 0, optimizer, ": invalid weight_decay value: ", o.weight_decay());
+}
+
+// One Adam (decoupled = false) or AdamW (decoupled = true) step of one parameter.
+template <typename Options>
+void adam_update(Tensor& param, const Tensor& grad, const Options& opt, ParamState& state,
+                 bool decoupled) {
+  const double step = increment_step(state);  // step_t += 1
+  Tensor& exp_avg = state_like(state, "exp_avg", param);
+  Tensor& exp_avg_sq = state_like(state, "exp_avg_sq", param);
+  Tensor max_sq = opt.amsgrad() ? state_like(state, "max_exp_avg_sq", param) : Tensor();
+  const auto [beta1, beta2] = opt.betas();
+  const double lr = opt.lr(), wd = opt.weight_decay();
+  const double bias_correction1 = 1 - std::pow(beta1, step);
+  const double bias_correction2 = 1 - std::pow(beta2, step);
+  const double step_size = lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  for_floating(param, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = param.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* m = exp_avg.data_ptr<T>();
+    T* v = exp_avg_sq.data_ptr<T>();
+    T* vmax = max_sq.defined() ? max_sq.data_ptr<T>() : nullptr;
+    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+    const T one_minus_b1 = static_cast<T>(1 - beta1), one_minus_b2 = static_cast<T>(1 - beta2);
+    const T wd_t = static_cast<T>(wd), decay = static_cast<T>(1 - lr * wd);
+    const T bc2_sqrt = static_cast<T>(bias_correction2_sqrt), eps = static_cast<T>(opt.eps());
+    const T neg_step_size = static_cast<T>(-step_size);
+    for (int64_t i = 0; i < param.numel(); ++i) {
+      T gi = opt.maximize() ? -g[i] : g[i];
+      if (decoupled) {
+        p[i] = p[i] * decay;  // param.mul_(1 - lr * wd)
+      } else if (wd != 0) {
+        gi = gi + wd_t * p[i];  // grad.add(param, alpha=wd)
+      }
+      m[i] = m[i] * b1;                      // exp_avg.mul_(beta1)
+      m[i] = m[i] + one_minus_b1 * gi;       //    .add_(grad, alpha=1-beta1)
+      v[i] = v[i] * b2;                      // exp_avg_sq.mul_(beta2)
+      v[i] = v[i] + one_minus_b2 * gi * gi;  //    .addcmul_(grad, grad, 1-beta2)
+      T denom;
+      if (vmax) {
+        vmax[i] = std::max(vmax[i], v[i]);            // torch.maximum(max_sq, exp_avg_sq)
+        denom = std::sqrt(vmax[i]) / bc2_sqrt + eps;  // (max.sqrt() / bc2_sqrt).add_(eps)
+      } else {
+        denom = std::sqrt(v[i]) / bc2_sqrt + eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+      }
+      p[i] = p[i] + neg_step_size * (m[i] / denom);  // param.addcdiv_(m, denom, -step_size)
+    }
+  });
+}
+
+}  // namespace
+
+std::map<std::string, double> AdamOptions::to_map() const { return adam_map(*this); }
+void AdamOptions::set(const std::string& name, double v) { adam_set(*this, "Adam", name, v); }
+std::map<std::string, double> AdamWOptions::to_map() const { return adam_map(*this); }
+void AdamWOptions::set(const std::string& name, double v) { adam_set(*this, "AdamW", name, v); }
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {
+  check_adam("Adam", options);
+}
+
+Tensor Adam::step(const std::function<Tensor()>& closure) {
+  Tensor loss = run_closure(closure);
+  for_each_param([](Tensor& param, const Tensor& grad, const OptimizerOptions& o, ParamState& s) {
+    adam_update(param, grad, options_of<AdamOptions>(o), s, /*decoupled=*/false);
+  });
+  return loss;
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {
+  check_adam("AdamW", options);
+}
+
+Tensor AdamW::step(const std::function<Tensor()>& closure) {
+  Tensor loss = run_closure(closure);
+  for_each_param([](Tensor& param, const Tensor& grad, const OptimizerOptions& o, ParamState& s) {
+    adam_update(param, grad, options_of<AdamWOptions>(o), s, /*decoupled=*/true);
+  });
+  return loss;
+}
+
+// ---------------------------------------------------------------- RMSprop
+
+std::map<std::string, double> RMSpropOptions::to_map() const {
+  return {{"lr", lr_},
+          {"alpha", alpha_},
+          {"eps", eps_},
+          {"weight_decay", weight_decay_},
+          {"momentum", momentum_},
+          {"centered", as_bool(centered_)},
+          {"maximize", as_bool(maximize_)}};
+}
+void RMSpropOptions::set(const std::string& name, double v) {
+  if (name == "lr")
+    lr_ = v;
+  else if (name == "alpha")
+    alpha_ = v;
+  else if (name == "eps")
+    eps_ = v;
+  else if (name == "weight_decay")
+    weight_decay_ = v;
+  else if (name == "momentum")
+    momentum_ = v;
+  else if (name == "centered")
+    centered_ = v != 0;
+  else if (name == "maximize")
+    maximize_ = v != 0;
+  else
+    unknown_option("RMSprop", name);
+}
+
+RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {
+  check(options.lr() >= 0, "RMSprop: invalid learning rate: ", options.lr());
+  check(options.alpha() >= 0, "RMSprop: invalid alpha value: ", options.alpha());
+}
+
+Tensor RMSprop::step(const std::function<Tensor()>& closure) {
+  Tensor loss = run_closure(closure);
+  for_each_param([](Tensor& param, const Tensor& grad, const OptimizerOptions& o,
+                    ParamState& state) {
+    const auto& opt = options_of<RMSpropOptions>(o);
+    increment_step(state);
+    Tensor& square_avg = state_like(state, "square_avg", param);
+    Tensor buffer = opt.momentum() > 0 ? state_like(state, "momentum_buffer", param) : Tensor();
+    Tensor grad_avg = opt.centered() ? state_like(state, "grad_avg", param) : Tensor();
+    for_floating(param, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = param.data_ptr<T>();
+      const T* g = grad.data_ptr<T>();
+      T* sq = square_avg.data_ptr<T>();
+      T* buf = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
+      T* ga = grad_avg.defined() ? grad_avg.data_ptr<T>() : nullptr;
+      const T alpha = static_cast<T>(opt.alpha()),
+              one_minus_alpha = static_cast<T>(1 - opt.alpha());
+      const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
+      const T mom = static_cast<T>(opt.momentum()), neg_lr = static_cast<T>(-opt.lr());
+      for (int64_t i = 0; i < param.numel(); ++i) {
+        T gi = opt.maximize() ? -g[i] : g[i];
+        if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
+        sq[i] = sq[i] * alpha;                             // square_avg.mul_(alpha)
+        sq[i] = sq[i] + one_minus_alpha * gi * gi;         //    .addcmul_(g, g, 1-alpha)
+        T avg;
+        if (ga) {
+          ga[i] = ga[i] * alpha;                           // grad_avg.mul_(alpha)
+          ga[i] = ga[i] + one_minus_alpha * gi;            //    .add_(grad, alpha=1-alpha)
+          avg = std::sqrt(sq[i] + T(-1) * ga[i] * ga[i]);  // square_avg.addcmul(ga, ga, -1).sqrt_()
+        } else {
+          avg = std::sqrt(sq[i]);  // square_avg.sqrt()
+        }
+        avg = avg + eps;  // avg.add_(eps)
+        if (buf) {
+          buf[i] = buf[i] * mom;          // buf.mul_(momentum)
+          buf[i] = buf[i] + gi / avg;     //    .addcdiv_(grad, avg)
+          p[i] = p[i] + neg_lr * buf[i];  // param.add_(buf, alpha=-lr)
+        } else {
+          p[i] = p[i] + neg_lr * (gi / avg);  // param.addcdiv_(grad, avg, -lr)
+        }
+      }
+    });
+  });
+  return loss;
+}
+
+// ---------------------------------------------------------------- Adagrad
+
+std::map<std::string, double> AdagradOptions::to_map() const {
+  return {{"lr", lr_},
+          {"lr_decay", lr_decay_},
+          {"weight_decay", weight_decay_},
+          {"initial_accumulator_value", initial_accumulator_value_},
+          {"eps", eps_},
+          {"maximize", as_bool(maximize_)}};
+}
+void AdagradOptions::set(const std::string& name, double v) {
+  if (name == "lr")
+    lr_ = v;
+  else if (name == "lr_decay")
+    lr_decay_ = v;
+  else if (name == "weight_decay")
+    weight_decay_ = v;
+  else if (name == "initial_accumulator_value")
+    initial_accumulator_value_ = v;
+  else if (name == "eps")
+    eps_ = v;
+  else if (name == "maximize")
+    maximize_ = v != 0;
+  else
+    unknown_option("Adagrad", name);
+}
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {
+  check(options.lr() >= 0, "Adagrad: invalid learning rate: ", options.lr());
+  check(options.lr_decay() >= 0, "Adagrad: invalid lr_decay value: ", options.lr_decay());
+  check(options.initial_accumulator_value() >= 0,
+        "Adagrad: invalid initial_accumulator_value value: ", options.initial_accumulator_value());
+}
+
+Tensor Adagrad::step(const std::function<Tensor()>& closure) {
+  Tensor loss = run_closure(closure);
+  for_each_param(
+      [](Tensor& param, const Tensor& grad, const OptimizerOptions& o, ParamState& state) {
+        const auto& opt = options_of<AdagradOptions>(o);
+        Tensor& sum = state_like(state, "sum", param, opt.initial_accumulator_value());
+        const double step = increment_step(state);  // step_t += 1
+        const double clr = opt.lr() / (1 + (step - 1) * opt.lr_decay());
+        for_floating(param, [&](auto tag) {
+          using T = decltype(tag);
+          T* p = param.data_ptr<T>();
+          const T* g = grad.data_ptr<T>();
+          T* s = sum.data_ptr<T>();
+          const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
+          const T neg_clr = static_cast<T>(-clr);
+          for (int64_t i = 0; i < param.numel(); ++i) {
+            T gi = opt.maximize() ? -g[i] : g[i];
+            if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
+            s[i] = s[i] + T(1) * gi * gi;                      // state_sum.addcmul_(g, g, 1)
+            const T std_ = std::sqrt(s[i]) + eps;              // state_sum.sqrt().add_(eps)
+            p[i] = p[i] + neg_clr * (gi / std_);               // param.addcdiv_(g, std, -clr)
+          }
+        });
+      });
+  return loss;
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,169 @@
+// The fused causal attention (core/ops/attention.h, kernels in core/kernels/attention.cpp)
+// against the chapter's composite (matmul, masked_fill_, softmax, dropout, matmul): the same
+// output and the same gradients of q, k and v (float32 to 1e-5 relative, float64 to 1e-10),
+// without and with dropout (the same mask from the same generator), over several query blocks
+// (T > 64) and T not a multiple of 4; a float64 gradcheck; errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/autograd/gradcheck.h"
+#include "core/generator.h"
+#include "core/ops/attention.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/functional.h"
+#include "core/ops/linalg.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
+#include "core/ops/softmax.h"
+#include "core/parallel.h"
+#include "core/random.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+using test::error_of;
+
+// The chapter's lines (nn/attention.cpp, MultiHeadAttention::forward).
+Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, double p, Generator* gen) {
+  const int64_t n = q.size(2);
+  Tensor s = matmul(q, k.transpose(2, 3));
+  s.masked_fill_(triu(ones({n, n}), 1).to_bool(), -INFINITY);
+  Tensor w = softmax(s / std::sqrt(static_cast<double>(q.size(3))), -1);
+  w = dropout(w, p, /*training=*/p > 0, gen);
+  return matmul(w, v);
+}
+
+// q, k, v as MultiHeadAttention makes them: heads of [b, T, h * d] projections, transposed.
+struct Qkv {
+  Tensor q, k, v;
+};
+Qkv make_inputs(int64_t b, int64_t h, int64_t n, int64_t d, DType dtype) {
+  Generator gen(7);
+  auto heads = [&] { return randn({b, n, h, d}, dtype, &gen).requires_grad_(true); };
+  return {heads(), heads(), heads()};
+}
+
+struct Outcome {
+  Tensor out, dq, dk, dv;
+};
+
+Outcome run(bool fused, const Qkv& leaves, double p, const Tensor& upstream) {
+  for (Tensor t : {leaves.q, leaves.k, leaves.v}) t.set_grad(Tensor());
+  const Tensor q = leaves.q.transpose(1, 2), k = leaves.k.transpose(1, 2),
+               v = leaves.v.transpose(1, 2);
+  Generator gen(123);
+  Tensor out =
+      fused ? causal_attention(q, k, v, p, /*training=*/p > 0, &gen) : composite(q, k, v, p, &gen);
+  (out * upstream).sum().backward();
+  return {out.detach(), leaves.q.grad(), leaves.k.grad(), leaves.v.grad()};
+}
+
+// |a - b| <= rtol * |b| + rtol * max|b| elementwise (relative, with a floor for values near 0).
+void expect_close(const Tensor& a, const Tensor& b, double rtol, const char* what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double scale = 0;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  int64_t bad = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double err = std::abs(x[i] - y[i]);
+    worst = std::max(worst, err / (std::abs(y[i]) + scale));
+    bad += !(err <= rtol * (std::abs(y[i]) + scale));
+  }
+  EXPECT_EQ(bad, 0) << what << ": worst relative error " << worst;
+}
+
+void expect_fused_equals_composite(int64_t b, int64_t h, int64_t n, int64_t d, DType dtype,
+                                   double p, double rtol) {
+  SCOPED_TRACE(::testing::Message() << "b=" << b << " h=" << h << " T=" << n << " d=" << d << " "
+                                    << dtype_name(dtype) << " p=" << p);
+  const Qkv leaves = make_inputs(b, h, n, d, dtype);
+  Generator g(99);
+  const Tensor upstream = randn({b, h, n, d}, dtype, &g);
+  const Outcome fused = run(true, leaves, p, upstream);
+  const Outcome reference = run(false, leaves, p, upstream);
+  expect_close(fused.out, reference.out, rtol, "output");
+  expect_close(fused.dq, reference.dq, rtol, "grad q");
+  expect_close(fused.dk, reference.dk, rtol, "grad k");
+  expect_close(fused.dv, reference.dv, rtol, "grad v");
+  // The forward runs the composite's operations in its order: the same bits.
+  EXPECT_EQ(test::values(fused.out), test::values(reference.out));
+}
+
+TEST(FusedAttention, Float32EqualsComposite) {
+  expect_fused_equals_composite(2, 3, 70, 5, DType::Float32, 0.0, 1e-5);
+  expect_fused_equals_composite(1, 2, 6, 4, DType::Float32, 0.0, 1e-5);
+  expect_fused_equals_composite(1, 2, 133, 16, DType::Float32, 0.0, 1e-5);
+}
+
+TEST(FusedAttention, Float64EqualsComposite) {
+  expect_fused_equals_composite(2, 3, 70, 5, DType::Float64, 0.0, 1e-10);
+  expect_fused_equals_composite(1, 1, 1, 3, DType::Float64, 0.0, 1e-10);
+}
+
+TEST(FusedAttention, WithDropoutEqualsComposite) {
+  expect_fused_equals_composite(2, 3, 70, 5, DType::Float32, 0.5, 1e-5);
+  expect_fused_equals_composite(1, 2, 67, 8, DType::Float64, 0.1, 1e-10);
+  expect_fused_equals_composite(1, 2, 9, 8, DType::Float64, 1.0, 1e-10);
+}
+
+TEST(FusedAttention, SameResultsAtOneAndTwoThreads) {
+  const int saved = get_num_threads();
+  const Qkv leaves = make_inputs(1, 2, 150, 32, DType::Float32);
+  Generator g(5);
+  const Tensor upstream = randn({1, 2, 150, 32}, DType::Float32, &g);
+  set_num_threads(1);
+  const Outcome one = run(true, leaves, 0.0, upstream);
+  set_num_threads(2);
+  const Outcome two = run(true, leaves, 0.0, upstream);
+  set_num_threads(saved);
+  EXPECT_EQ(test::values(one.out), test::values(two.out));
+  EXPECT_EQ(test::values(one.dq), test::values(two.dq));
+  EXPECT_EQ(test::values(one.dk), test::values(two.dk));
+  EXPECT_EQ(test::values(one.dv), test::values(two.dv));
+}
+
+TEST(FusedAttention, Gradcheck) {
+  const Qkv leaves = make_inputs(1, 2, 5, 3, DType::Float64);
+  auto fn = [](const std::vector<Tensor>& x) {
+    return causal_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2));
+  };
+  const autograd::GradcheckResult result = autograd::gradcheck(
+      fn, {leaves.q.detach().requires_grad_(true), leaves.k.detach().requires_grad_(true),
+           leaves.v.detach().requires_grad_(true)});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(FusedAttention, GradcheckWithDropout) {
+  const Qkv leaves = make_inputs(1, 1, 6, 2, DType::Float64);
+  auto fn = [](const std::vector<Tensor>& x) {
+    Generator gen(3);  // the same mask at every call
+    return causal_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2), 0.3,
+                            true, &gen);
+  };
+  const autograd::GradcheckResult result = autograd::gradcheck(
+      fn, {leaves.q.detach().requires_grad_(true), leaves.k.detach().requires_grad_(true),
+           leaves.v.detach().requires_grad_(true)});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(FusedAttention, Errors) {
+  const Tensor q = zeros({1, 2, 3, 4}), k = zeros({1, 2, 3, 4});
+  std::string m = error_of([&] { causal_attention(q, k, zeros({1, 2, 3, 5})); });
+  EXPECT_NE(m.find("causal_attention"), std::string::npos) << m;
+  EXPECT_NE(m.find("[1, 2, 3, 5]"), std::string::npos) << m;
+  m = error_of([&] { causal_attention(zeros({2, 3, 4}), zeros({2, 3, 4}), zeros({2, 3, 4})); });
+  EXPECT_NE(m.find("[batch, heads, tokens, head_dim]"), std::string::npos) << m;
+  m = error_of([&] { causal_attention(q, k, zeros({1, 2, 3, 4}, DType::Float64)); });
+  EXPECT_NE(m.find("float64"), std::string::npos) << m;
+  m = error_of([&] { causal_attention(q, k, k, 1.5, true); });
+  EXPECT_NE(m.find("1.5"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,130 @@
+// The packed GEMM (core/kernels/gemm.cpp) against the portable reference loop: the same bits for
+// every shape (edges of the micro-tile and of the cache blocks), every layout of A and B
+// (transposed operands are read through their strides), accumulate or not, batched products
+// with broadcast operands, and 1 or 2 threads. Plus ember::set_num_threads.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/kernels/gemm.h"
+#include "core/parallel.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+using test::error_of;
+
+// Restores the thread count a test changed.
+struct ThreadsGuard {
+  int saved = get_num_threads();
+  ~ThreadsGuard() { set_num_threads(saved); }
+};
+
+template <typename T>
+std::vector<T> random_values(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (T& x : v) x = static_cast<T>(u(rng));
+  return v;
+}
+
+// A [M, K] and B [K, N] stored plain or transposed; C with a row stride wider than N.
+template <typename T>
+void expect_same_as_reference(int64_t M, int64_t N, int64_t K, bool a_t, bool b_t,
+                              bool accumulate) {
+  SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K << " a_t=" << a_t
+                                    << " b_t=" << b_t << " accumulate=" << accumulate);
+  const std::vector<T> a = random_values<T>(M * K, 1), b = random_values<T>(K * N, 2);
+  const int64_t lda_row = a_t ? 1 : K, lda_col = a_t ? M : 1;
+  const int64_t ldb_row = b_t ? 1 : N, ldb_col = b_t ? K : 1;
+  const int64_t ldc = N + 3;
+  std::vector<T> c = random_values<T>(M * ldc, 3), expected = c;
+  kernels::gemm<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col, c.data(), ldc,
+                   accumulate);
+  kernels::gemm_reference<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col,
+                             expected.data(), ldc, accumulate);
+  int64_t mismatches = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) mismatches += c[i] != expected[i];
+  EXPECT_EQ(mismatches, 0) << "first element " << c[0] << " vs " << expected[0];
+}
+
+template <typename T>
+void sweep_shapes() {
+  // Micro-tile edges (6 x 16 / 6 x 8 / 6 x 32), K past one K block (256), M past one M block,
+  // N past one N block (4096 floats, 2048 doubles), and vectors.
+  const int64_t shapes[][3] = {{7, 33, 5},   {6, 16, 40},  {13, 17, 300}, {150, 40, 70},
+                               {1, 70, 80},  {90, 1, 100}, {8, 4200, 20}, {64, 64, 64},
+                               {5, 2100, 9}, {31, 29, 513}};
+  for (const auto& s : shapes) {
+    for (int layout = 0; layout < 4; ++layout) {
+      expect_same_as_reference<T>(s[0], s[1], s[2], layout & 1, layout & 2, layout == 3);
+    }
+  }
+}
+
+TEST(Gemm, Float32MatchesReferenceBitForBit) { sweep_shapes<float>(); }
+TEST(Gemm, Float64MatchesReferenceBitForBit) { sweep_shapes<double>(); }
+
+TEST(Gemm, SameBitsAtOneAndTwoThreads) {
+  ThreadsGuard guard;
+  for (const auto& s : {std::vector<int64_t>{8, 3000, 100}, {300, 20, 200}, {100, 100, 100}}) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    const std::vector<float> a = random_values<float>(M * K, 4), b = random_values<float>(K * N, 5);
+    std::vector<float> one(M * N), two(M * N);
+    set_num_threads(1);
+    kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), 1, K, one.data(), N, false);
+    set_num_threads(2);
+    kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), 1, K, two.data(), N, false);
+    EXPECT_EQ(one, two) << "M=" << M << " N=" << N << " K=" << K;
+  }
+}
+
+TEST(Gemm, BatchedWithBroadcastOperandMatchesEachProduct) {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const int64_t batch = 3, M = 20, N = 50, K = 30;  // an odd batch: products are cut in pieces
+  const std::vector<double> a = random_values<double>(batch * M * K, 6);
+  const std::vector<double> b = random_values<double>(K * N, 7);  // one B for every product
+  std::vector<double> c(batch * M * N), expected(batch * M * N);
+  kernels::gemm_batched<double>(batch, M, N, K, a.data(), M * K, K, 1, b.data(), 0, N, 1, c.data(),
+                                M * N, N, false);
+  for (int64_t i = 0; i < batch; ++i) {
+    kernels::gemm_reference<double>(M, N, K, a.data() + i * M * K, K, 1, b.data(), N, 1,
+                                    expected.data() + i * M * N, N, false);
+  }
+  EXPECT_EQ(c, expected);
+}
+
+TEST(Gemm, EmptyDepthZeroesOrKeepsC) {
+  std::vector<float> c(40 * 50, 2.0f);
+  const float unused = 0.0f;
+  kernels::gemm<float>(40, 50, 0, &unused, 0, 1, &unused, 50, 1, c.data(), 50, true);
+  EXPECT_EQ(c, std::vector<float>(40 * 50, 2.0f));
+  kernels::gemm<float>(40, 50, 0, &unused, 0, 1, &unused, 50, 1, c.data(), 50, false);
+  EXPECT_EQ(c, std::vector<float>(40 * 50, 0.0f));
+}
+
+TEST(Gemm, IsaIsNamed) {
+  const std::string isa = kernels::gemm_isa();
+  EXPECT_TRUE(isa == "avx2" || isa == "avx512" || isa == "portable") << isa;
+}
+
+TEST(NumThreads, SetAndGet) {
+  ThreadsGuard guard;
+  set_num_threads(1);
+  EXPECT_EQ(get_num_threads(), 1);
+  set_num_threads(3);
+  EXPECT_EQ(get_num_threads(), 3);
+  const std::string message = error_of([] { set_num_threads(0); });
+  EXPECT_NE(message.find("set_num_threads"), std::string::npos) << message;
+  EXPECT_NE(message.find(">= 1"), std::string::npos) << message;
+  EXPECT_EQ(get_num_threads(), 3);
+}
+
+}  // namespace
+}  // namespace ember

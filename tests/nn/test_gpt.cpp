@@ -1,0 +1,443 @@
+// The GPT model of chapter 4 (nn/gpt.h) against PyTorch 1.13 running the book's classes.
+//
+// Expected values come from tests/fixtures/gpt.txt, written by scripts/fixtures/gen_gpt.py (its
+// docstring describes the format). Both sides start from manual_seed(123) and build the model
+// (which draws every weight), run the book's batch in training mode (dropout drawn as PyTorch
+// draws it), then in eval mode, then generate greedily. Weights must match bit for bit; logits
+// (sums in another order) to 1e-5.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/gradcheck.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+#include "core/random.h"
+#include "nn/gpt.h"
+#include "tests/test_helpers.h"
+
+namespace ember::nn {
+namespace {
+
+using test::error_of;
+using test::expect_error;
+using test::fixture_path;
+using test::parse_shape;
+
+// ---- the fixture ----
+
+struct ParamSums {
+  Shape shape;
+  double sum = 0, sumsq = 0, wsum = 0;
+  std::vector<std::pair<int64_t, uint32_t>> samples;  // (row-major index, float32 bits)
+};
+
+struct LogitRow {
+  std::string mode;  // "train" or "eval"
+  Shape shape;
+  int64_t b = 0, t = 0;
+  std::vector<std::pair<int64_t, uint32_t>> samples;
+};
+
+struct ModelFixture {
+  int64_t numel = 0;
+  std::vector<std::pair<std::string, ParamSums>> params;  // in named_parameters() order
+  std::vector<LogitRow> logit_rows;
+  std::map<std::string, std::pair<Shape, std::vector<uint32_t>>> full_logits;  // by mode
+  std::vector<int64_t> generated;
+};
+
+std::vector<std::pair<int64_t, uint32_t>> read_samples(std::istream& in) {
+  std::vector<std::pair<int64_t, uint32_t>> out;
+  for (std::string item; in >> item;) {
+    const auto colon = item.find(':');
+    out.emplace_back(std::stoll(item.substr(0, colon)),
+                     static_cast<uint32_t>(std::stoul(item.substr(colon + 1), nullptr, 16)));
+  }
+  return out;
+}
+
+const ModelFixture& fixture(const std::string& model) {
+  static const std::map<std::string, ModelFixture> all = [] {
+    std::map<std::string, ModelFixture> out;
+    std::ifstream file(fixture_path("gpt.txt"));
+    EXPECT_TRUE(file.good()) << "cannot open " << fixture_path("gpt.txt");
+    for (std::string line; std::getline(file, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream in(line);
+      std::string name, kind;
+      in >> name >> kind;
+      ModelFixture& m = out[name];
+      if (kind == "numel") {
+        in >> m.numel;
+      } else if (kind == "param") {
+        std::string key, shape;
+        ParamSums p;
+        in >> key >> shape >> p.sum >> p.sumsq >> p.wsum;
+        p.shape = parse_shape(shape);
+        p.samples = read_samples(in);
+        m.params.emplace_back(key, std::move(p));
+      } else if (kind.rfind("logits/", 0) == 0) {
+        LogitRow row;
+        std::string shape;
+        row.mode = kind.substr(7);
+        in >> shape >> row.b >> row.t;
+        row.shape = parse_shape(shape);
+        row.samples = read_samples(in);
+        m.logit_rows.push_back(std::move(row));
+      } else if (kind.rfind("full/", 0) == 0) {
+        std::string shape, all_word;
+        in >> shape >> all_word;
+        m.full_logits[kind.substr(5)] = {parse_shape(shape), test::read_hex_words(in)};
+      } else if (kind == "generate") {
+        for (int64_t id; in >> id;) m.generated.push_back(id);
+      }
+    }
+    return out;
+  }();
+  auto it = all.find(model);
+  EXPECT_NE(it, all.end()) << "no model " << model << " in gpt.txt";
+  static const ModelFixture empty;
+  return it == all.end() ? empty : it->second;
+}
+
+// ---- comparisons ----
+
+// Every parameter has PyTorch's name, shape, checksums and sampled bit patterns, in order.
+void expect_weights(const GPTModel& model, const ModelFixture& expected) {
+  const NamedTensors params = model.named_parameters();
+  ASSERT_EQ(params.size(), expected.params.size());
+  int64_t numel = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& [key, p] = params[i];
+    const auto& [expected_key, e] = expected.params[i];
+    SCOPED_TRACE(key);
+    ASSERT_EQ(key, expected_key);
+    ASSERT_EQ(p.shape(), e.shape);
+    numel += p.numel();
+    const std::vector<float> v = p.to_vector<float>();
+    double sum = 0, sumsq = 0, wsum = 0, scale = 0;
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      const double x = v[j], w = static_cast<double>(j % 97 + 1);
+      sum += x;
+      sumsq += x * x;
+      wsum += x * w;
+      scale += std::abs(x) * w;
+    }
+    // Float64 sums of the same float32 values, in another order: equal to rounding.
+    const double tol = 1e-11 * (scale + 1);
+    EXPECT_NEAR(sum, e.sum, tol);
+    EXPECT_NEAR(sumsq, e.sumsq, tol);
+    EXPECT_NEAR(wsum, e.wsum, tol);
+    for (const auto& [index, bits] : e.samples) {
+      ASSERT_LT(index, static_cast<int64_t>(v.size()));
+      EXPECT_EQ(std::bit_cast<uint32_t>(v[static_cast<std::size_t>(index)]), bits)
+          << "element " << index << ": " << v[static_cast<std::size_t>(index)] << " vs "
+          << std::bit_cast<float>(bits);
+    }
+  }
+  EXPECT_EQ(numel, expected.numel);
+}
+
+// The sampled logits of `mode` equal PyTorch's to 1e-5.
+void expect_logit_rows(const Tensor& logits, const ModelFixture& expected,
+                       const std::string& mode) {
+  int rows = 0;
+  for (const LogitRow& row : expected.logit_rows) {
+    if (row.mode != mode) continue;
+    ++rows;
+    ASSERT_EQ(logits.shape(), row.shape);
+    const std::vector<float> v = logits.index({row.b, row.t}).to_vector<float>();
+    for (const auto& [index, bits] : row.samples) {
+      EXPECT_NEAR(v[static_cast<std::size_t>(index)], std::bit_cast<float>(bits), 1e-5)
+          << mode << " logits[" << row.b << ", " << row.t << ", " << index << "]";
+    }
+  }
+  EXPECT_GT(rows, 0) << "no " << mode << " logits in the fixture";
+}
+
+// ---- the tiny model: every weight and every logit ----
+
+GPTConfig tiny_config() {
+  GPTConfig cfg;
+  cfg.vocab_size = 16;
+  cfg.context_length = 8;
+  cfg.emb_dim = 8;
+  cfg.n_heads = 2;
+  cfg.n_layers = 2;
+  cfg.drop_rate = 0.1;
+  cfg.qkv_bias = true;
+  return cfg;
+}
+
+TEST(GPTModel, TinyModelMatchesPyTorchWeightsAndLogits) {
+  const ModelFixture& expected = fixture("tiny");
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  expect_weights(model, expected);
+  if (HasFatalFailure()) return;
+
+  Tensor batch = tensor({{1, 15, 3, 7, 0}, {4, 4, 9, 12, 2}}, DType::Int64);
+  for (const std::string mode : {"train", "eval"}) {
+    SCOPED_TRACE(mode);
+    if (mode == "eval") model.eval();
+    Tensor logits;
+    {
+      NoGradGuard no_grad;
+      logits = model.forward(batch);
+    }
+    const auto& [shape, bits] = expected.full_logits.at(mode);
+    ASSERT_EQ(logits.shape(), shape);
+    const std::vector<float> v = logits.to_vector<float>();
+    ASSERT_EQ(v.size(), bits.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      EXPECT_NEAR(v[i], std::bit_cast<float>(bits[i]), 1e-5) << "element " << i;
+    }
+    expect_logit_rows(logits, expected, mode);
+  }
+}
+
+TEST(GPTModel, NamesAndReprFollowTheBook) {
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  const NamedTensors params = model.named_parameters();
+  EXPECT_EQ(params.front().first, "tok_emb.weight");
+  EXPECT_EQ(params[2].first, "trf_blocks.0.att.W_query.weight");
+  EXPECT_EQ(params.back().first, "out_head.weight");
+  const std::string repr = model.to_string();
+  EXPECT_NE(repr.find("(ff): FeedForward(\n"), std::string::npos) << repr;
+  EXPECT_NE(repr.find("(1): GELU()"), std::string::npos) << repr;
+  EXPECT_NE(repr.find("(final_norm): LayerNorm()"), std::string::npos) << repr;
+  EXPECT_NE(repr.find("(out_head): Linear(in_features=8, out_features=16, bias=False)"),
+            std::string::npos)
+      << repr;
+}
+
+// ---- GPT_CONFIG_124M: the book's numbers (one test: building 163M parameters takes a while) --
+
+TEST(GPTModel, Config124MMatchesPyTorchAndTheBook) {
+  const ModelFixture& expected = fixture("124M");
+  manual_seed(123);
+  GPTModel model(GPT_CONFIG_124M);
+  int64_t total = 0;
+  for (const Tensor& p : model.parameters()) total += p.numel();
+  EXPECT_EQ(total, 163009536);
+  expect_weights(model, expected);
+  if (HasFatalFailure()) return;
+
+  // The book's batch, "Every effort moves you" and "Every day holds a", first in training mode
+  // (as the book prints it), then in eval mode.
+  Tensor batch = tensor({{6109, 3626, 6100, 345}, {6109, 1110, 6622, 257}}, DType::Int64);
+  for (const std::string mode : {"train", "eval"}) {
+    SCOPED_TRACE(mode);
+    if (mode == "eval") model.eval();
+    NoGradGuard no_grad;
+    Tensor logits = model.forward(batch);
+    EXPECT_EQ(logits.shape(), (Shape{2, 4, 50257}));
+    expect_logit_rows(logits, expected, mode);
+  }
+
+  // "Hello, I am" and six greedy tokens.
+  Tensor out = generate_text_simple(model, tensor({{15496, 11, 314, 716}}, DType::Int64), 6,
+                                    GPT_CONFIG_124M.context_length);
+  const std::vector<int64_t> book = {15496, 11, 314, 716, 27018, 24086, 47843, 30961, 42348, 7267};
+  EXPECT_EQ(out.to_vector<int64_t>(), book);
+  EXPECT_EQ(expected.generated, book);
+}
+
+// ---- the book's LayerNorm and GELU ----
+
+TEST(GPTLayerNorm, MatchesTheLibraryLayerNorm) {
+  manual_seed(1);
+  Tensor x = randn({2, 3, 8});
+  GPTLayerNorm book(8);
+  LayerNorm library(8);
+  EXPECT_EQ(book.named_parameters()[0].first, "scale");
+  EXPECT_EQ(book.named_parameters()[1].first, "shift");
+  test::expect_allclose(book.forward(x), library.forward(x), 1e-5, 1e-6);
+  Tensor y = book.forward(x);
+  // Mean 0 and biased variance 1 along the last dim (eps aside).
+  test::expect_allclose(y.mean(-1), zeros({2, 3}), 0, 1e-6);
+  test::expect_allclose(var(y, {-1}, 0), ones({2, 3}), 1e-4, 1e-4);
+  expect_error([&] { book.forward(randn({2, 7})); }, "LayerNorm: expected input with last dim 8");
+}
+
+TEST(GPTGELU, MatchesTheTanhApproximation) {
+  Tensor x = tensor({-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0});
+  GPTGELU book;
+  test::expect_allclose(book.forward(x), gelu(x, "tanh"), 1e-6, 1e-7);
+  // 0.5 * 1 * (1 + tanh(sqrt(2 / pi) * 1.044715)) = 0.841192
+  EXPECT_NEAR(book.forward(tensor({1.0})).item(), 0.8411920, 1e-6);
+}
+
+// ---- gradients (float64, central differences) ----
+
+// gradcheck of `module` (converted to float64) with respect to an input of `shape` and every
+// parameter: the parameters are passed as inputs, so gradcheck perturbs them in place.
+void expect_gradcheck(Module& module, const Shape& shape) {
+  module.to(DType::Float64);
+  module.eval();
+  manual_seed(7);
+  std::vector<Tensor> inputs = {randn(shape, DType::Float64).requires_grad_()};
+  for (const Tensor& p : module.parameters()) inputs.push_back(p);
+  auto fn = [&](const std::vector<Tensor>& in) { return module.forward(in[0]); };
+  const autograd::GradcheckResult result = autograd::gradcheck(fn, inputs);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+GPTConfig gradcheck_config() {
+  GPTConfig cfg = tiny_config();
+  cfg.emb_dim = 4;
+  cfg.context_length = 4;
+  cfg.n_layers = 1;
+  return cfg;
+}
+
+TEST(GPTGradcheck, LayerNorm) {
+  manual_seed(3);
+  GPTLayerNorm m(5);
+  // Non-trivial scale and shift.
+  {
+    NoGradGuard no_grad;
+    m.scale.copy_(randn({5}));
+    m.shift.copy_(randn({5}));
+  }
+  expect_gradcheck(m, {2, 3, 5});
+}
+
+TEST(GPTGradcheck, GELU) {
+  GPTGELU m;
+  expect_gradcheck(m, {3, 4});
+}
+
+TEST(GPTGradcheck, FeedForward) {
+  manual_seed(4);
+  FeedForward m(gradcheck_config());
+  expect_gradcheck(m, {2, 3, 4});
+}
+
+TEST(GPTGradcheck, TransformerBlock) {
+  manual_seed(5);
+  TransformerBlock m(gradcheck_config());
+  expect_gradcheck(m, {2, 3, 4});
+}
+
+TEST(GPTGradcheck, GPTModelParameters) {
+  manual_seed(6);
+  GPTModel model(gradcheck_config());
+  model.to(DType::Float64);
+  model.eval();
+  Tensor ids = tensor({{1, 2, 3}, {15, 0, 7}}, DType::Int64);
+  std::vector<Tensor> inputs = model.parameters();
+  auto fn = [&](const std::vector<Tensor>&) { return model.forward(ids); };
+  const autograd::GradcheckResult result = autograd::gradcheck(fn, inputs);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+// ---- generation ----
+
+TEST(GPTGenerate, TopKOneAndTemperatureZeroAreGreedy) {
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  model.eval();
+  Tensor start = tensor({{1, 2}, {3, 4}}, DType::Int64);
+  Tensor greedy = generate_text_simple(model, start, 10, 8);  // longer than the context: cropped
+  EXPECT_EQ(greedy.shape(), (Shape{2, 12}));
+  EXPECT_EQ(generate(model, start, 10, 8).to_vector<int64_t>(), greedy.to_vector<int64_t>());
+  EXPECT_EQ(generate(model, start, 10, 8, 1.5, 1).to_vector<int64_t>(),
+            greedy.to_vector<int64_t>());
+}
+
+TEST(GPTGenerate, SamplingIsReproducibleAndRespectsTopK) {
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  model.eval();
+  Tensor start = tensor({{1, 2, 3}}, DType::Int64);
+  manual_seed(9);
+  Tensor a = generate(model, start, 20, 8, 2.0);
+  manual_seed(9);
+  Tensor b = generate(model, start, 20, 8, 2.0);
+  EXPECT_EQ(a.to_vector<int64_t>(), b.to_vector<int64_t>());
+  // A high temperature spreads the choices over several ids.
+  std::vector<int64_t> ids = a.to_vector<int64_t>();
+  std::map<int64_t, int> seen;
+  for (std::size_t i = 3; i < ids.size(); ++i) seen[ids[i]]++;
+  EXPECT_GT(seen.size(), 3u);
+  // With top_k = 2 every new id is one of the two largest logits of its step.
+  manual_seed(10);
+  Tensor c = generate(model, start, 12, 8, 5.0, 2);
+  std::vector<int64_t> c_ids = c.to_vector<int64_t>();
+  NoGradGuard no_grad;
+  for (std::size_t n = 3; n < c_ids.size(); ++n) {
+    std::vector<double> context(c_ids.begin() + std::max<std::ptrdiff_t>(0, n - 8),
+                                c_ids.begin() + static_cast<std::ptrdiff_t>(n));
+    Tensor logits = model.forward(
+        from_vector(context, {1, static_cast<int64_t>(context.size())}, DType::Int64));
+    std::vector<float> last = logits.index({0, -1}).to_vector<float>();
+    int larger = 0;
+    for (float v : last) larger += v > last[static_cast<std::size_t>(c_ids[n])];
+    EXPECT_LE(larger, 1) << "token " << n << " = " << c_ids[n] << " is not in the top 2";
+  }
+}
+
+TEST(GPTGenerate, StopsAtEos) {
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  model.eval();
+  Tensor start = tensor({{1, 2}}, DType::Int64);
+  Tensor greedy = generate(model, start, 1, 8);
+  const int64_t first = greedy.to_vector<int64_t>().back();
+  EXPECT_EQ(generate(model, start, 5, 8, 0.0, std::nullopt, first).shape(), (Shape{1, 2}));
+}
+
+// ---- errors ----
+
+TEST(GPTModel, BadInputsAreErrors) {
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  expect_error(
+      [&] {
+        model.forward(tensor({{1.0, 2.0}}));
+      },
+      "GPTModel: expected token ids of dtype int64 and shape [batch, num_tokens], got "
+      "float32 of shape [1, 2]");
+  expect_error(
+      [&] {
+        model.forward(zeros({1, 9}, DType::Int64));
+      },
+      "GPTModel: input has 9 tokens, expected 1 to context_length = 8");
+  expect_error([&] { model.forward(full({1, 2}, 16, DType::Int64)); }, "16");
+  expect_error([&] { generate_text_simple(model, zeros({3}, DType::Int64), 1, 8); },
+               "generate_text_simple: expected token ids of dtype int64 and shape [batch, n]");
+  expect_error(
+      [&] {
+        generate(model, zeros({1, 2}, DType::Int64), 1, 8, -1.0);
+      },
+      "generate: temperature must be finite and >= 0, got -1");
+  expect_error(
+      [&] {
+        generate(model, zeros({1, 2}, DType::Int64), 1, 8, 1.0, 17);
+      },
+      "generate: top_k must be in [1, vocab_size = 16], got 17");
+  expect_error(
+      [&] {
+        generate(model, zeros({1, 2}, DType::Int64), 1, 0);
+      },
+      "context_size must be >= 1");
+  GPTConfig bad = tiny_config();
+  bad.n_heads = 3;
+  expect_error([&] { GPTModel m(bad); }, "GPTModel: emb_dim (8) must be divisible by n_heads (3)");
+  EXPECT_EQ(error_of([&] { model.forward(zeros({1, 8}, DType::Int64)); }), "");
+}
+
+}  // namespace
+}  // namespace ember::nn

@@ -1,0 +1,73 @@
+// The examples' SVG writer (examples/svg.h): what a picture holds, checked in its text.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "examples/svg.h"
+
+namespace ember::examples::svg {
+namespace {
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST(Svg, HeatmapGridHasLabelsValuesPanelsAndScale) {
+  HeatmapGrid grid;
+  grid.title = "weights <&>";
+  grid.panels.push_back(
+      {"head 0", {1, 0, 0.25, 0.75}, 2, 2, {"Your", "journey"}, {"Your", "journey"}});
+  grid.panels.push_back(
+      {"head 1", {1, 0, 0.5, 0.5}, 2, 2, {"Your", "journey"}, {"Your", "journey"}});
+  const std::string text = heatmap_grid(grid);
+  EXPECT_EQ(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(text.find(">weights &lt;&amp;&gt;</text>"), std::string::npos);  // escaped
+  EXPECT_EQ(count(text, ">head 0</text>"), 1);
+  EXPECT_EQ(count(text, ">head 1</text>"), 1);
+  EXPECT_EQ(count(text, ">journey</text>"), 4);  // on both axes of both panels
+  EXPECT_EQ(count(text, ">0.75</text>"), 1);     // cell values, small maps
+  EXPECT_EQ(count(text, ">0.50</text>"), 2);
+  EXPECT_EQ(count(text, "<rect x="), 8 + 2 + 1);  // cells, panel frames, colour bar
+  EXPECT_NE(text.find("attention weight"), std::string::npos);
+  // The colour scale: 0 is viridis' dark purple, 1 its yellow.
+  EXPECT_NE(text.find("fill=\"rgb(253,231,37)\""), std::string::npos);
+  EXPECT_NE(text.find("fill=\"rgb(68,1,84)\""), std::string::npos);
+  EXPECT_EQ(text.substr(text.size() - 7), "</svg>\n");
+
+  grid.show_values = 0;
+  EXPECT_EQ(count(heatmap_grid(grid), ">0.75</text>"), 0);
+  grid.panels[0].values.pop_back();
+  EXPECT_THROW(heatmap_grid(grid), std::invalid_argument);
+  EXPECT_THROW(heatmap_grid(HeatmapGrid{}), std::invalid_argument);
+}
+
+TEST(Svg, NiceTicksAreRoundAndCoverTheRange) {
+  EXPECT_EQ(nice_ticks(0, 1, 6), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0}));
+  EXPECT_EQ(nice_ticks(0, 950, 6), (std::vector<double>{0, 200, 400, 600, 800}));
+  EXPECT_EQ(nice_ticks(1.3, 2.6, 4), (std::vector<double>{1.5, 2.0, 2.5}));
+}
+
+TEST(Svg, LineChartHasAxesLegendAndOnePolylinePerSeries) {
+  LineChart chart{"loss",
+                  "step",
+                  "cross-entropy",
+                  {{"train", {0, 1, 2}, {3, 2, 1}}, {"validation", {0, 2}, {3.2, 1.5}}}};
+  const std::string text = line_chart(chart);
+  EXPECT_EQ(count(text, "<polyline"), 2);
+  EXPECT_EQ(count(text, "<circle"), 5);  // few points: each marked
+  EXPECT_NE(text.find(">train</text>"), std::string::npos);
+  EXPECT_NE(text.find(">validation</text>"), std::string::npos);
+  EXPECT_NE(text.find(">step</text>"), std::string::npos);
+  EXPECT_NE(text.find(">cross-entropy</text>"), std::string::npos);
+  chart.log_y = true;
+  EXPECT_NE(line_chart(chart).find("cross-entropy (log scale)"), std::string::npos);
+  chart.series[0].y.pop_back();
+  EXPECT_THROW(line_chart(chart), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ember::examples::svg

@@ -1,0 +1,280 @@
+// Losses against PyTorch 1.13 (tests/fixtures/losses.txt from scripts/fixtures/gen_losses.py):
+// the loss and its input gradient in every case, gradcheck of every loss in float64, the fused
+// cross_entropy against the composite nll_loss(log_softmax), and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "core/autograd/gradcheck.h"
+#include "core/ember.h"
+#include "nn/loss.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+namespace F = nn::functional;
+using test::expect_error;
+using test::fixture_path;
+using test::parse_shape;
+
+// case -> what -> tensor, as the fixture stores them (float64; targets int64 when integral).
+using Case = std::map<std::string, Tensor>;
+
+const std::map<std::string, Case>& fixture() {
+  static const std::map<std::string, Case> cases = [] {
+    std::map<std::string, Case> out;
+    std::ifstream in(fixture_path("losses.txt"));
+    EXPECT_TRUE(in) << "missing fixture losses.txt";
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream s(line);
+      std::string name, what, shape_text;
+      s >> name >> what >> shape_text;
+      std::vector<double> values;
+      bool integral = true;
+      for (std::string v; s >> v;) {
+        integral = integral && v.find_first_of(".en") == std::string::npos;
+        values.push_back(std::stod(v));
+      }
+      const bool is_index = what == "target" && integral && !values.empty();
+      out[name][what] =
+          from_vector(values, parse_shape(shape_text), is_index ? DType::Int64 : DType::Float64);
+    }
+    return out;
+  }();
+  return cases;
+}
+
+using LossFn = std::function<Tensor(const Tensor& x, const Case& c)>;
+
+Tensor get(const Case& c, const std::string& what) {
+  auto it = c.find(what);
+  return it == c.end() ? Tensor() : it->second;
+}
+
+nn::Reduction reduction_of(const std::string& name) {
+  if (name.ends_with("_sum")) return nn::kSum;
+  if (name.ends_with("_none")) return nn::kNone;
+  return nn::kMean;
+}
+
+// The loss function of each fixture case, with the options the script used.
+LossFn loss_for(const std::string& name) {
+  const nn::Reduction r = reduction_of(name);
+  auto ce = [r](double smoothing, int64_t ignore = -100) {
+    return [=](const Tensor& x, const Case& c) {
+      return F::cross_entropy(x, get(c, "target"),
+                              F::CrossEntropyFuncOptions()
+                                  .weight(get(c, "weight"))
+                                  .reduction(r)
+                                  .label_smoothing(smoothing)
+                                  .ignore_index(ignore));
+    };
+  };
+  if (name.starts_with("ce_smooth_noweight")) return ce(0.3);
+  if (name.starts_with("ce_smooth")) return ce(0.2);
+  if (name.starts_with("ce_probs")) return ce(0.1);
+  if (name == "ce_ignore3") return ce(0.0, 3);
+  if (name == "ce_huge")
+    return [](const Tensor& x, const Case& c) {
+      return F::cross_entropy(x, get(c, "target"),
+                              F::CrossEntropyFuncOptions().reduction(nn::kNone));
+    };
+  if (name.starts_with("ce_")) return ce(0.0);
+  if (name.starts_with("nll_"))
+    return [r](const Tensor& x, const Case& c) {
+      return F::nll_loss(x, get(c, "target"),
+                         F::NLLLossFuncOptions().weight(get(c, "weight")).reduction(r));
+    };
+  if (name.starts_with("mse_"))
+    return [r](const Tensor& x, const Case& c) { return F::mse_loss(x, get(c, "target"), r); };
+  if (name.starts_with("l1_"))
+    return [r](const Tensor& x, const Case& c) { return F::l1_loss(x, get(c, "target"), r); };
+  if (name.starts_with("bce_"))
+    return [r](const Tensor& x, const Case& c) {
+      return F::binary_cross_entropy(
+          x, get(c, "target"),
+          F::BinaryCrossEntropyFuncOptions().weight(get(c, "weight")).reduction(r));
+    };
+  if (name == "bcel_huge")
+    return [](const Tensor& x, const Case& c) {
+      return F::binary_cross_entropy_with_logits(x, get(c, "target"),
+                                                 F::BinaryCrossEntropyWithLogitsFuncOptions()
+                                                     .pos_weight(get(c, "pos_weight"))
+                                                     .reduction(nn::kNone));
+    };
+  if (name.starts_with("bcel_"))
+    return [r](const Tensor& x, const Case& c) {
+      return F::binary_cross_entropy_with_logits(x, get(c, "target"),
+                                                 F::BinaryCrossEntropyWithLogitsFuncOptions()
+                                                     .weight(get(c, "weight"))
+                                                     .pos_weight(get(c, "pos_weight"))
+                                                     .reduction(r));
+    };
+  return nullptr;
+}
+
+TEST(Loss, MatchesPyTorchFixtures) {
+  ASSERT_GT(fixture().size(), 40u);
+  for (const auto& [name, c] : fixture()) {
+    SCOPED_TRACE(name);
+    LossFn fn = loss_for(name);
+    ASSERT_TRUE(fn) << "no loss for case " << name;
+    const bool f32 = name.ends_with("_f32");
+    Tensor x = get(c, "input").to(f32 ? DType::Float32 : DType::Float64).detach();
+    x.requires_grad_();
+    Tensor loss = fn(x, c);
+    Tensor expected_loss = get(c, "loss"), expected_grad = get(c, "grad");
+    ASSERT_EQ(loss.shape(), expected_loss.shape());
+    const double tol = f32 ? 1e-3 : 1e-12;  // f32: values near 4e3 (1 ulp is 5e-4)
+    test::expect_values(loss, test::values(expected_loss), tol);
+    sum(loss).backward();
+    ASSERT_TRUE(x.grad().defined());
+    test::expect_values(x.grad(), test::values(expected_grad), f32 ? 1e-6 : 1e-12);
+  }
+}
+
+TEST(Loss, AllIgnoredMeanIsNan) {
+  const Case& c = fixture().at("ce_all_ignored");
+  Tensor loss = F::cross_entropy(get(c, "input"), get(c, "target"));
+  EXPECT_TRUE(std::isnan(loss.item()));
+}
+
+TEST(Loss, FusedCrossEntropyEqualsComposite) {
+  Tensor x = test::pattern({4, 5}, 1) * 3.0;
+  Tensor t = from_vector({0, -100, 4, 2}, {4}, DType::Int64);
+  Tensor w = from_vector({0.5, 1.0, 2.0, 1.5, 0.25}, {5}, DType::Float64);
+  for (nn::Reduction r : {nn::kMean, nn::kSum, nn::kNone}) {
+    Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+    Tensor fused = F::cross_entropy(a, t, F::CrossEntropyFuncOptions().weight(w).reduction(r));
+    Tensor composite =
+        F::nll_loss(log_softmax(b, 1), t, F::NLLLossFuncOptions().weight(w).reduction(r));
+    EXPECT_EQ(test::grad_fn_name(fused), "CrossEntropyLossBackward0");
+    test::expect_allclose(fused, composite, 1e-12, 1e-12);
+    sum(fused).backward();
+    sum(composite).backward();
+    test::expect_allclose(a.grad(), b.grad(), 1e-12, 1e-12);
+  }
+}
+
+TEST(Loss, Gradcheck) {
+  using autograd::gradcheck;
+  Tensor x = test::pattern({3, 4}, 1).requires_grad_();
+  Tensor t = from_vector({2, -100, 0}, {3}, DType::Int64);
+  Tensor w = from_vector({0.5, 1.0, 2.0, 1.5}, {4}, DType::Float64);
+  Tensor probs = softmax(test::pattern({3, 4}, 2), 1).requires_grad_();
+  Tensor y = ((test::pattern({3, 4}, 6) + 1.0) / 2.0).requires_grad_();
+  Tensor xb = sigmoid(test::pattern({3, 4}, 7) * 3.0).detach().requires_grad_();
+  Tensor pw = from_vector({3.0, 0.5, 1.0, 2.0}, {4}, DType::Float64);
+  for (nn::Reduction r : {nn::kMean, nn::kSum, nn::kNone}) {
+    auto ce = F::CrossEntropyFuncOptions().weight(w).reduction(r).label_smoothing(0.2);
+    auto check_fn = [](const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                       const std::vector<Tensor>& in) {
+      auto result = gradcheck(f, in);
+      EXPECT_TRUE(result.ok) << result.report;
+    };
+    check_fn([&](const std::vector<Tensor>& in) { return F::cross_entropy(in[0], t, ce); }, {x});
+    check_fn([&](const std::vector<Tensor>& in) { return F::cross_entropy(in[0], in[1], ce); },
+             {x, probs});
+    check_fn(
+        [&](const std::vector<Tensor>& in) {
+          return F::nll_loss(in[0], t, F::NLLLossFuncOptions().weight(w).reduction(r));
+        },
+        {x});
+    check_fn([&](const std::vector<Tensor>& in) { return F::mse_loss(in[0], in[1], r); }, {x, y});
+    check_fn([&](const std::vector<Tensor>& in) { return F::l1_loss(in[0], in[1], r); }, {x, y});
+    check_fn(
+        [&](const std::vector<Tensor>& in) {
+          return F::binary_cross_entropy(in[0], in[1],
+                                         F::BinaryCrossEntropyFuncOptions().reduction(r));
+        },
+        {xb, y});
+    check_fn(
+        [&](const std::vector<Tensor>& in) {
+          return F::binary_cross_entropy_with_logits(
+              in[0], in[1],
+              F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(pw).reduction(r));
+        },
+        {x, y});
+  }
+  // [N, C, d] logits.
+  Tensor x3 = test::pattern({2, 3, 2}, 3).requires_grad_();
+  Tensor t3 = from_vector({0, 2, 1, -100}, {2, 2}, DType::Int64);
+  auto result = gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return F::cross_entropy(in[0], t3, F::CrossEntropyFuncOptions().label_smoothing(0.1));
+      },
+      {x3});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(Loss, Modules) {
+  Tensor x = test::pattern({4, 5}, 1);
+  Tensor t = from_vector({0, 3, 4, 1}, {4}, DType::Int64);
+  Tensor w = from_vector({0.5, 1.0, 2.0, 1.5, 0.25}, {5}, DType::Float64);
+  nn::CrossEntropyLoss criterion(nn::CrossEntropyFuncOptions().weight(w));
+  EXPECT_EQ(test::keys(criterion.named_buffers()), std::vector<std::string>{"weight"});
+  EXPECT_EQ(criterion(x, t).item(),
+            F::cross_entropy(x, t, F::CrossEntropyFuncOptions().weight(w)).item());
+  nn::NLLLoss nll;
+  EXPECT_EQ(nll(log_softmax(x, 1), t).item(), F::cross_entropy(x, t).item());
+  nn::MSELoss mse(nn::kSum);
+  EXPECT_EQ(mse(x, zeros_like(x)).item(), sum(x * x).item());
+  nn::L1Loss l1;
+  EXPECT_EQ(l1(x, zeros_like(x)).item(), mean(abs(x)).item());
+  Tensor p = sigmoid(x), y = (x.detach() + 1.0) / 2.0;
+  nn::BCELoss bce;
+  nn::BCEWithLogitsLoss bcel;
+  EXPECT_NEAR(bce(p, y).item(), bcel(x, y).item(), 1e-12);
+}
+
+TEST(Loss, Errors) {
+  Tensor x = test::pattern({4, 5}, 1);
+  Tensor t = from_vector({0, 3, 4, 1}, {4}, DType::Int64);
+  expect_error(
+      [&] {
+        F::cross_entropy(x, from_vector({0, 5, 1, 1}, {4}, DType::Int64));
+      },
+      "cross_entropy: target 5 is out of bounds for 5 classes");
+  expect_error(
+      [&] {
+        F::cross_entropy(x, from_vector({0, 1, 1}, {3}, DType::Int64));
+      },
+      "cross_entropy: expected target of shape [4] for input of shape [4, 5], got [3]");
+  expect_error([&] { F::cross_entropy(x, t.to(DType::Float64)); },
+               "expected int64 class indices as target, got float64");
+  expect_error(
+      [&] {
+        F::cross_entropy(x, t, F::CrossEntropyFuncOptions().weight(ones({4}, DType::Float64)));
+      },
+      "cross_entropy: expected weight of shape [5] and dtype float64");
+  expect_error(
+      [&] { F::cross_entropy(x, softmax(x, 1), F::CrossEntropyFuncOptions().ignore_index(1)); },
+      "ignore_index (1) is not supported for class probability targets");
+  expect_error([&] { F::cross_entropy(x, t, F::CrossEntropyFuncOptions().label_smoothing(1.5)); },
+               "label_smoothing must be in [0, 1]");
+  expect_error([&] { F::cross_entropy(scalar_tensor(1.0), t); }, "cross_entropy: expected input");
+  expect_error([&] { F::nll_loss(x.to(DType::Int64), t); },
+               "nll_loss: expected a floating point input");
+  expect_error([&] { F::binary_cross_entropy(x, sigmoid(x)); },
+               "binary_cross_entropy: all elements of input should be between 0 and 1");
+  expect_error([&] { F::binary_cross_entropy(sigmoid(x), sigmoid(x).sum(0)); },
+               "binary_cross_entropy: target of shape [5] must have the input's shape [4, 5]");
+  expect_error([&] { F::mse_loss(x, ones({3}, DType::Float64)); }, "mse_loss");
+  expect_error(
+      [&] {
+        F::binary_cross_entropy_with_logits(
+            x, sigmoid(x),
+            F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(ones({3}, DType::Float64)));
+      },
+      "binary_cross_entropy_with_logits");
+}
+
+}  // namespace
+}  // namespace ember
