@@ -24,6 +24,7 @@
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
 #include "core/random.h"
+#include "core/testing_gtest.h"
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
@@ -493,8 +494,8 @@ using Inputs = std::vector<Tensor>;
 
 void expect_gradcheck(const std::function<Tensor(const Inputs&)>& fn, const Inputs& inputs,
                       const std::string& what) {
-  autograd::GradcheckResult result = autograd::gradcheck(fn, inputs);
-  EXPECT_TRUE(result.ok) << what << ": " << result.report;
+  SCOPED_TRACE(what);
+  EXPECT_GRADCHECK(fn, inputs);
 }
 
 Tensor leaf64(const Shape& shape) { return rand(shape, DType::Float64).requires_grad_(); }
