@@ -388,7 +388,8 @@ struct Workspace {
     const int64_t align = 64 / sizeof(T);
     a_size = (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32
     per_thread = a_size + (b_elems + align - 1) / align * align;
-    const std::size_t bytes = sizeof(T) * static_cast<std::size_t>(per_thread * threads);
+    const std::size_t bytes =
+        sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
     memory.reset(static_cast<T*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
     if (!memory) throw std::bad_alloc();
   }
