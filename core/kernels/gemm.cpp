@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -46,12 +47,15 @@ namespace ember::kernels {
 
 namespace {
 
+// c + a * b: one fused multiply-add for floats; for int64 wrapping on overflow as PyTorch's integer
+// matmul does, computed in uint64 where wrapping is defined (signed overflow is not).
 template <typename T>
 inline T fused(T a, T b, T c) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::fma(a, b, c);
   } else {
-    return c + a * b;
+    return static_cast<T>(static_cast<uint64_t>(c) +
+                          static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
   }
 }
 
@@ -105,7 +109,9 @@ void kernel_avx2_f32(int64_t kc, const float* a, const float* b, float* c, int64
     acc[i][0] = load ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
     acc[i][1] = load ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
   }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p, a += 6, b += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * 8), _MM_HINT_T0);
     const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
@@ -175,6 +181,63 @@ __attribute__((target("avx512f"))) void kernel_avx512_f32(int64_t kc, const floa
 }
 #endif
 
+#ifdef EMBER_GEMM_X86
+// Rows r[0..7] of an 8 x 8 block of floats become its columns (r[i] = column i).
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// A full panel of NR columns of a B whose columns are contiguous (B = W^T, ldb_row == 1):
+// out[p * NR + j] = b[j * ldb_col + p], 8 x 8 blocks transposed in registers. Returns the
+// number of rows p done (a multiple of 8); the caller finishes the rest.
+int64_t pack_b_columns_f32(const float* b, int64_t ldb_col, int64_t kc, int64_t NR, float* out) {
+  const int64_t whole = kc - kc % 8;
+  for (int64_t p = 0; p < whole; p += 8) {
+    for (int64_t j0 = 0; j0 < NR; j0 += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(b + (j0 + j) * ldb_col + p);
+      transpose8(r);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * NR + j0, r[q]);
+    }
+  }
+  return whole;
+}
+
+// A full panel of 6 rows of a row-major A (lda_col == 1): out[p * 6 + r] = a[r * lda_row + p].
+// Each 8-float store also writes 2 floats past its 6, which the next store (or the caller's
+// tail, or the next panel) overwrites: the buffer has slack for the last one.
+int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out) {
+  const int64_t whole = kc - kc % 8;
+  for (int64_t p = 0; p < whole; p += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 6; ++i) r[i] = _mm256_loadu_ps(a + i * lda_row + p);
+    r[6] = r[7] = _mm256_setzero_ps();
+    transpose8(r);
+    for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 6, r[q]);
+  }
+  return whole;
+}
+#endif
+
 // A micro-kernel with its tile and the cache blocks that suit it.
 template <typename T>
 struct Config {
@@ -219,6 +282,27 @@ struct Product {
   bool accumulate;
 };
 
+// dst[0:n] = src[0:n] for the widths of a panel row (6, 8, 16, 32): inlined moves, not a call.
+template <typename T>
+inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
+  switch (n) {
+    case 6:
+      std::copy_n(src, 6, dst);
+      return;
+    case 8:
+      std::copy_n(src, 8, dst);
+      return;
+    case 16:
+      std::copy_n(src, 16, dst);
+      return;
+    case 32:
+      std::copy_n(src, 32, dst);
+      return;
+    default:
+      std::copy_n(src, n, dst);
+  }
+}
+
 // A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
 template <typename T>
 void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
@@ -226,11 +310,19 @@ void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc
   for (int64_t ir = 0; ir < mc; ir += MR, out += kc * MR) {
     const int64_t rows = std::min(MR, mc - ir);
     const T* a = op.A + (i0 + ir) * op.lda_row + p0 * op.lda_col;
+    int64_t done = 0;  // rows p already packed by a SIMD path
+#ifdef EMBER_GEMM_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (op.lda_col == 1 && MR == 6 && rows == 6) done = pack_a_rows_f32(a, op.lda_row, kc, out);
+    }
+#endif
     if (op.lda_col <= op.lda_row) {  // rows of A contiguous (or closer): walk along k per row
       for (int64_t r = 0; r < rows; ++r) {
         const T* src = a + r * op.lda_row;
-        for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = src[p * op.lda_col];
+        for (int64_t p = done; p < kc; ++p) out[p * MR + r] = src[p * op.lda_col];
       }
+    } else if (op.lda_row == 1 && rows == MR) {  // A^T: MR adjacent values per k
+      for (int64_t p = 0; p < kc; ++p) copy_row(out + p * MR, a + p * op.lda_col, MR);
     } else {  // A transposed: its columns are contiguous, walk along rows per k
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = a + p * op.lda_col;
@@ -250,15 +342,25 @@ void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc
   for (int64_t jr = 0; jr < nc; jr += NR, out += kc * NR) {
     const int64_t cols = std::min(NR, nc - jr);
     const T* b = op.B + p0 * op.ldb_row + (j0 + jr) * op.ldb_col;
-    if (op.ldb_col == 1) {  // rows of B contiguous: copy NR values per k
+    if (op.ldb_col == 1 && cols == NR) {  // rows of B contiguous: copy NR values per k
+      for (int64_t p = 0; p < kc; ++p) copy_row(out + p * NR, b + p * op.ldb_row, NR);
+    } else if (op.ldb_col == 1) {
       for (int64_t p = 0; p < kc; ++p) {
         std::memcpy(out + p * NR, b + p * op.ldb_row, sizeof(T) * cols);
         std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
       }
     } else if (op.ldb_row <= op.ldb_col) {  // B transposed (W^T): walk down each column
+      int64_t done = 0;                     // rows p already packed by a SIMD path
+#ifdef EMBER_GEMM_X86
+      if constexpr (std::is_same_v<T, float>) {
+        if (op.ldb_row == 1 && cols == NR && NR % 8 == 0) {
+          done = pack_b_columns_f32(b, op.ldb_col, kc, NR, out);
+        }
+      }
+#endif
       for (int64_t j = 0; j < cols; ++j) {
         const T* src = b + j * op.ldb_col;
-        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = src[p * op.ldb_row];
+        for (int64_t p = done; p < kc; ++p) out[p * NR + j] = src[p * op.ldb_row];
       }
       if (cols < NR) {
         for (int64_t p = 0; p < kc; ++p) std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
@@ -284,9 +386,10 @@ struct Workspace {
 
   Workspace(int threads, int64_t a_elems, int64_t b_elems) {
     const int64_t align = 64 / sizeof(T);
-    a_size = (a_elems + align - 1) / align * align;
+    a_size = (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32
     per_thread = a_size + (b_elems + align - 1) / align * align;
-    const std::size_t bytes = sizeof(T) * static_cast<std::size_t>(per_thread * threads);
+    const std::size_t bytes =
+        sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
     memory.reset(static_cast<T*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
     if (!memory) throw std::bad_alloc();
   }
@@ -323,6 +426,12 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
             const int64_t rows = std::min(MR, mc - ir);
             const T* a_panel = a_buf + ir * kc;
             T* c = op.C + (ic + ir) * op.ldc + jc + jr;
+            if (ir + MR < mc) {  // the next tile's rows of C, on their way while this one runs
+              for (int64_t r = 0; r < MR; ++r) {
+                __builtin_prefetch(c + (MR + r) * op.ldc, 1);
+                __builtin_prefetch(c + (MR + r) * op.ldc + NR - 1, 1);
+              }
+            }
             if (rows == MR && cols == NR) {
               cfg.kernel(kc, a_panel, b_panel, c, op.ldc, load);
               continue;

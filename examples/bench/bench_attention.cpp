@@ -4,10 +4,11 @@
 // the same keys as the PyTorch script, times in ms with 3 decimals, and the process's peak RSS.
 //
 //   bench_attention [--threads 1] [--batch 1] [--tokens 1024] [--dim 768] [--heads 12]
-//                   [--reps 5] [--calls 1]
+//                   [--reps 5] [--calls 1] [--composite 1]
 //
 // --calls n times n calls per rep and reports the time per call (for the book-size module,
-// B2 T6 d3, whose calls take microseconds).
+// B2 T6 d3, whose calls take microseconds); --composite 1 runs the book's composite attention
+// instead of the fused kernel (MultiHeadAttention::fused_attention = false).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -36,25 +37,28 @@ double peak_rss_mb() {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5, calls = 1;
+  bool composite = false;
   int64_t batch = 1, tokens = 1024, dim = 768, heads = 12;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i];
     const long value = std::stol(argv[i + 1]);
-    if (arg == "--threads")
+    if (arg == "--threads") {
       threads = static_cast<int>(value);
-    else if (arg == "--batch")
+    } else if (arg == "--batch") {
       batch = value;
-    else if (arg == "--tokens")
+    } else if (arg == "--tokens") {
       tokens = value;
-    else if (arg == "--dim")
+    } else if (arg == "--dim") {
       dim = value;
-    else if (arg == "--heads")
+    } else if (arg == "--heads") {
       heads = value;
-    else if (arg == "--reps")
+    } else if (arg == "--reps") {
       reps = static_cast<int>(std::max(1L, value));
-    else if (arg == "--calls")
+    } else if (arg == "--calls") {
       calls = static_cast<int>(std::max(1L, value));
-    else {
+    } else if (arg == "--composite") {
+      composite = value != 0;
+    } else {
       std::fprintf(stderr, "bench_attention: unknown option %s\n", arg.c_str());
       return 2;
     }
@@ -63,6 +67,7 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   manual_seed(0);
   nn::MultiHeadAttention m(dim, dim, tokens, 0.0, heads);
+  m.fused_attention = !composite;
   Tensor x = randn({batch, tokens, dim}).requires_grad_(true);
   for (int i = 0; i < 2; ++i) m.forward(x).sum().backward();
 
@@ -80,9 +85,9 @@ int main(int argc, char** argv) {
     fwdbwd.push_back(std::chrono::duration<double, std::milli>(clock::now() - t).count() / calls);
   }
   std::printf(
-      "{\"impl\": \"ember\", \"threads\": %d, \"batch\": %ld, \"tokens\": %ld, \"dim\": %ld, "
+      "{\"impl\": \"ember%s\", \"threads\": %d, \"batch\": %ld, \"tokens\": %ld, \"dim\": %ld, "
       "\"heads\": %ld, \"fwd_ms\": %.3f, \"fwdbwd_ms\": %.3f, \"peak_rss_mb\": %.3f}\n",
-      threads, static_cast<long>(batch), static_cast<long>(tokens), static_cast<long>(dim),
-      static_cast<long>(heads), median(fwd), median(fwdbwd), peak_rss_mb());
+      composite ? "-composite" : "", threads, static_cast<long>(batch), static_cast<long>(tokens),
+      static_cast<long>(dim), static_cast<long>(heads), median(fwd), median(fwdbwd), peak_rss_mb());
   return 0;
 }
