@@ -57,11 +57,13 @@ inline std::string num(double v, int digits = 4) {
   return buf;
 }
 
-// A coordinate, to 0.1 px.
+// A coordinate, to 0.1 px ("12", "12.5").
 inline std::string px(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  std::string s = buf;
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  return s == "-0" ? "0" : s;
 }
 
 inline void write_file(const std::string& path, const std::string& text) {
@@ -96,9 +98,11 @@ inline std::array<int, 3> viridis(double t) {
   return c;
 }
 
+// "#440154"
 inline std::string rgb(const std::array<int, 3>& c) {
-  return "rgb(" + std::to_string(c[0]) + "," + std::to_string(c[1]) + "," + std::to_string(c[2]) +
-         ")";
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c[0] & 0xff, c[1] & 0xff, c[2] & 0xff);
+  return buf;
 }
 
 // Black text on light cells, white on dark ones.
@@ -177,8 +181,12 @@ inline std::string heatmap_grid(const HeatmapGrid& g) {
   const int per_row = g.columns > 0 ? std::min(g.columns, n) : n;
   const int panel_rows = (n + per_row - 1) / per_row;
   const int biggest = std::max(max_rows, max_cols);
-  const double cell = g.cell > 0 ? g.cell : std::clamp(360.0 / biggest, 14.0, 46.0);
+  const double cell = g.cell > 0 ? g.cell : std::floor(std::clamp(360.0 / biggest, 14.0, 46.0));
   const bool values = g.show_values == 1 || (g.show_values == -1 && cell >= 30);
+  // Hovering a cell shows its tokens and value; left out of big grids to keep files small.
+  std::size_t cells = 0;
+  for (const Heatmap& h : g.panels) cells += h.values.size();
+  const bool tooltips = cells <= 2000;
   const double font = std::clamp(cell * 0.42, 8.0, 13.0);
   const double char_w = font * 0.62;
   const double left_labels = longest_row_label * char_w + 8;
@@ -221,10 +229,15 @@ inline std::string heatmap_grid(const HeatmapGrid& g) {
         const auto colour = viridis((v - g.vmin) / range);
         const double x = x0 + c * cell, y = y0 + r * cell;
         s << "<rect x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cell)
-          << "\" height=\"" << px(cell) << "\" fill=\"" << rgb(colour) << "\"><title>"
-          << escape(r < static_cast<int>(h.row_labels.size()) ? h.row_labels[r] : "") << " -> "
-          << escape(c < static_cast<int>(h.col_labels.size()) ? h.col_labels[c] : "") << ": "
-          << num(v) << "</title></rect>\n";
+          << "\" height=\"" << px(cell) << "\" fill=\"" << rgb(colour) << "\"";
+        if (tooltips) {
+          s << "><title>"
+            << escape(r < static_cast<int>(h.row_labels.size()) ? h.row_labels[r] : "") << " -> "
+            << escape(c < static_cast<int>(h.col_labels.size()) ? h.col_labels[c] : "") << ": "
+            << num(v) << "</title></rect>\n";
+        } else {
+          s << "/>\n";
+        }
         if (values) {
           char buf[16];
           std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -306,12 +319,15 @@ inline std::string line_chart(const LineChart& chart) {
   std::vector<double> yticks;
   double ylo, yhi;
   if (chart.log_y) {
-    ylo = std::floor(std::log10(ymin)), yhi = std::ceil(std::log10(ymax));
-    if (yhi <= ylo) yhi = ylo + 1;
-    for (double e = ylo; e <= yhi + 1e-9; ++e) {
+    // The data's range (in decades) with a little margin; ticks at 1, 2 and 5 times a power of
+    // ten inside it.
+    const double lo = std::log10(ymin), hi = std::log10(ymax);
+    const double margin = std::max(0.05, 0.04 * (hi - lo));
+    ylo = lo - margin, yhi = hi + margin;
+    for (double e = std::floor(ylo); e <= std::ceil(yhi); ++e) {
       for (double m : {1.0, 2.0, 5.0}) {
         const double v = m * std::pow(10.0, e);
-        if (std::log10(v) <= yhi + 1e-9) yticks.push_back(v);
+        if (std::log10(v) >= ylo && std::log10(v) <= yhi) yticks.push_back(v);
       }
     }
   } else {

@@ -34,8 +34,8 @@ TEST(Svg, HeatmapGridHasLabelsValuesPanelsAndScale) {
   EXPECT_EQ(count(text, "<rect x="), 8 + 2 + 1);  // cells, panel frames, colour bar
   EXPECT_NE(text.find("attention weight"), std::string::npos);
   // The colour scale: 0 is viridis' dark purple, 1 its yellow.
-  EXPECT_NE(text.find("fill=\"rgb(253,231,37)\""), std::string::npos);
-  EXPECT_NE(text.find("fill=\"rgb(68,1,84)\""), std::string::npos);
+  EXPECT_NE(text.find("fill=\"#fde725\""), std::string::npos);
+  EXPECT_NE(text.find("fill=\"#440154\""), std::string::npos);
   EXPECT_EQ(text.substr(text.size() - 7), "</svg>\n");
 
   grid.show_values = 0;

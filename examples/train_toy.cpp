@@ -1,0 +1,396 @@
+// train_toy: a small GPTModel (the book's chapter-4 model, nn/gpt.h) learns to reverse a
+// sequence of digits, and you watch its attention heads learn to do it.
+//
+// Why reversing (and not sorting): the algorithm is pure attention. To write the k-th output
+// digit, the model must look at input position n-1-k, and nowhere else; no counting, no
+// comparing. So a trained head's attention map shows the algorithm itself: an anti-diagonal in
+// the output rows, forming step by step in attention.svg. (Sorting needs counting, which a
+// small model learns as a blur that is far harder to read.)
+//
+// One example, n = 8 digits, vocabulary 0-9 and the separator ">" (id 10):
+//   tokens   3 1 4 1 5 9 2 6 > 6 2 9 5 1 4 1 3
+//   input    tokens[0 .. 2n-1]   (the last digit is never an input)
+//   target   tokens[1 .. 2n]     the loss counts only the n positions that predict the output
+// Held-out sequences (the validation set) never appear in training.
+//
+//   build/release/bin/train_toy                      # defaults: about half a minute on 2 cores
+//   build/release/bin/train_toy --steps 300 --out /tmp/toy
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/ember.h"
+#include "core/parallel.h"
+#include "examples/svg.h"
+#include "examples/training.h"
+#include "nn/gpt.h"
+#include "nn/loss.h"
+#include "optim/optim.h"
+
+using namespace ember;
+namespace F = ember::nn::functional;
+namespace svg = ember::examples::svg;
+
+namespace {
+
+struct Settings {
+  uint64_t seed = 123;
+  int64_t steps = 200;
+  double lr = 3e-3;
+  int64_t batch = 32;
+  int threads = 1;  // the matrices are small: one thread wastes least on a shared machine
+  std::string out = "train_toy_out";
+  int64_t digits = 8;
+  int64_t eval_every = 25;
+  int64_t print_every = 25;
+};
+
+constexpr int64_t kSep = 10;  // the separator token, printed as ">"
+constexpr int64_t kVocab = 11;
+
+// ---- the task ----
+
+class ReverseTask {
+ public:
+  ReverseTask(int64_t n, uint64_t seed) : n_(n), rng_(seed) {
+    // The held-out set: 512 sequences drawn first; training never draws them.
+    while (static_cast<int64_t>(heldout_.size()) < 512 * n_) {
+      std::vector<int64_t> digits = draw();
+      if (heldout_codes_.insert(code(digits)).second) {
+        heldout_.insert(heldout_.end(), digits.begin(), digits.end());
+      }
+    }
+  }
+
+  int64_t n() const { return n_; }
+  int64_t heldout_count() const { return static_cast<int64_t>(heldout_.size()) / n_; }
+  const std::vector<int64_t>& heldout_digits() const { return heldout_; }
+
+  // `count` training sequences (none of them held out), as digits, row after row.
+  std::vector<int64_t> train_digits(int64_t count) {
+    std::vector<int64_t> out;
+    while (static_cast<int64_t>(out.size()) < count * n_) {
+      std::vector<int64_t> digits = draw();
+      if (heldout_codes_.count(code(digits))) continue;
+      out.insert(out.end(), digits.begin(), digits.end());
+    }
+    return out;
+  }
+
+  // The model's input [count, 2n] and the targets of the output positions [count * n].
+  std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& digits) const {
+    const int64_t count = static_cast<int64_t>(digits.size()) / n_;
+    std::vector<double> x, y;
+    for (int64_t b = 0; b < count; ++b) {
+      const int64_t* d = digits.data() + b * n_;
+      for (int64_t i = 0; i < n_; ++i) x.push_back(static_cast<double>(d[i]));
+      x.push_back(kSep);
+      for (int64_t i = 0; i < n_ - 1; ++i) x.push_back(static_cast<double>(d[n_ - 1 - i]));
+      for (int64_t i = 0; i < n_; ++i) y.push_back(static_cast<double>(d[n_ - 1 - i]));
+    }
+    return {from_vector(x, {count, 2 * n_}, DType::Int64),
+            from_vector(y, {count * n_}, DType::Int64)};
+  }
+
+ private:
+  std::vector<int64_t> draw() {
+    std::vector<int64_t> d(static_cast<std::size_t>(n_));
+    for (auto& v : d) v = static_cast<int64_t>(rng_() % 10);
+    return d;
+  }
+  static uint64_t code(const std::vector<int64_t>& d) {
+    uint64_t c = 0;
+    for (int64_t v : d) c = c * 10 + static_cast<uint64_t>(v);
+    return c;
+  }
+
+  int64_t n_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> heldout_;
+  std::unordered_set<uint64_t> heldout_codes_;
+};
+
+std::string token_text(int64_t id) { return id == kSep ? ">" : std::to_string(id); }
+
+// ---- the model's view ----
+
+// The logits of the n output positions, as [count * n, vocab].
+Tensor output_logits(nn::GPTModel& model, const Tensor& x, int64_t n) {
+  Tensor logits = model.forward(x);  // [count, 2n, vocab]
+  return logits.slice(1, n, 2 * n).reshape({-1, kVocab});
+}
+
+struct Evaluation {
+  double loss = 0, token_accuracy = 0;
+};
+
+// Teacher-forced loss and token accuracy on the held-out set.
+Evaluation evaluate(nn::GPTModel& model, const ReverseTask& task) {
+  NoGradGuard no_grad;
+  model.eval();
+  auto [x, y] = task.batch(task.heldout_digits());
+  Tensor logits = output_logits(model, x, task.n());
+  Evaluation e;
+  e.loss = F::cross_entropy(logits, y).item();
+  e.token_accuracy = eq(argmax(logits, -1), y).to(DType::Float64).mean().item();
+  model.train();
+  return e;
+}
+
+// Greedy generation from "d1 .. dn >": the fraction of output tokens (and of whole sequences)
+// right, and the outputs.
+struct GenerationResult {
+  double token_accuracy = 0, sequence_accuracy = 0;
+  std::vector<int64_t> outputs;  // count * n
+};
+
+GenerationResult generate_reversed(nn::GPTModel& model, const std::vector<int64_t>& digits,
+                                   int64_t n) {
+  model.eval();
+  const int64_t count = static_cast<int64_t>(digits.size()) / n;
+  std::vector<double> prompt;
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < n; ++i) prompt.push_back(static_cast<double>(digits[b * n + i]));
+    prompt.push_back(kSep);
+  }
+  Tensor out = nn::generate_text_simple(model, from_vector(prompt, {count, n + 1}, DType::Int64), n,
+                                        model.cfg.context_length);
+  std::vector<int64_t> ids = out.to_vector<int64_t>();
+  GenerationResult r;
+  int64_t right_tokens = 0, right_sequences = 0;
+  for (int64_t b = 0; b < count; ++b) {
+    bool all = true;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t got = ids[b * (2 * n + 1) + n + 1 + k];
+      r.outputs.push_back(got);
+      const bool ok = got == digits[b * n + n - 1 - k];
+      right_tokens += ok;
+      all = all && ok;
+    }
+    right_sequences += all;
+  }
+  r.token_accuracy = static_cast<double>(right_tokens) / static_cast<double>(count * n);
+  r.sequence_accuracy = static_cast<double>(right_sequences) / static_cast<double>(count);
+  model.train();
+  return r;
+}
+
+// Every layer's and head's attention weights for one example, as heatmap panels.
+struct AttentionSnapshot {
+  int64_t step;
+  std::vector<svg::Heatmap> panels;  // layer-major, then head
+};
+
+AttentionSnapshot snapshot_attention(nn::GPTModel& model, const Tensor& x, int64_t step) {
+  NoGradGuard no_grad;
+  model.eval();
+  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
+  for (const auto& m : *model.trf_blocks) {
+    blocks.push_back(std::dynamic_pointer_cast<nn::TransformerBlock>(m));
+    blocks.back()->att->keep_trace = true;
+  }
+  model.forward(x);
+  std::vector<std::string> labels;
+  for (int64_t id : x.to_vector<int64_t>()) labels.push_back(token_text(id));
+  AttentionSnapshot snap{step, {}};
+  for (std::size_t layer = 0; layer < blocks.size(); ++layer) {
+    nn::MultiHeadAttention& att = *blocks[layer]->att;
+    Tensor w = att.trace.attn_weights;  // [1, heads, T, T]
+    for (int64_t h = 0; h < w.size(1); ++h) {
+      Tensor map = w.index({0, h}).contiguous();
+      snap.panels.push_back({"layer " + std::to_string(layer) + ", head " + std::to_string(h),
+                             map.to_vector<double>(), static_cast<int>(map.size(0)),
+                             static_cast<int>(map.size(1)), labels, labels});
+    }
+    att.keep_trace = false;
+    att.trace = {};
+  }
+  model.train();
+  return snap;
+}
+
+std::string digits_text(const int64_t* d, int64_t n) {
+  std::string s;
+  for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + std::to_string(d[i]);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"train_toy: a small GPT learns to reverse digits; watch its attention learn"};
+  app.add_option("--seed", s.seed, "random seed (weights, data)")->capture_default_str();
+  app.add_option("--steps", s.steps, "training steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", s.lr, "peak learning rate (AdamW, warmup then cosine decay)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch", s.batch, "sequences per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", s.threads, "threads for the kernels (ember::set_num_threads)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--out", s.out, "directory for loss.svg, attention.svg, the checkpoint")
+      ->capture_default_str();
+  app.add_option("--digits", s.digits, "digits per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 16));
+  app.add_option("--eval-every", s.eval_every, "steps between held-out evaluations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--print-every", s.print_every,
+                 "steps between progress lines when stdout is not a terminal")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  set_num_threads(s.threads);
+  std::filesystem::create_directories(s.out);
+  const int64_t n = s.digits;
+  ReverseTask task(n, s.seed);
+
+  nn::GPTConfig cfg;
+  cfg.vocab_size = kVocab;
+  cfg.context_length = 2 * n;
+  cfg.emb_dim = 48;
+  cfg.n_heads = 2;
+  cfg.n_layers = 2;
+  cfg.drop_rate = 0.0;
+  cfg.qkv_bias = false;
+  manual_seed(s.seed);
+  nn::GPTModel model(cfg);
+  int64_t numel = 0;
+  for (const Tensor& p : model.parameters()) numel += p.numel();
+  std::printf(
+      "train_toy: reverse %lld digits | GPTModel(vocab %lld, context %lld, emb %lld, "
+      "%lld heads, %lld layers): %lld parameters | batch %lld, lr %g, %d threads\n",
+      static_cast<long long>(n), static_cast<long long>(cfg.vocab_size),
+      static_cast<long long>(cfg.context_length), static_cast<long long>(cfg.emb_dim),
+      static_cast<long long>(cfg.n_heads), static_cast<long long>(cfg.n_layers),
+      static_cast<long long>(numel), static_cast<long long>(s.batch), s.lr, s.threads);
+
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions(s.lr).weight_decay(0.01));
+  const int64_t warmup = std::max<int64_t>(1, s.steps / 20);
+  optim::LambdaLR schedule(opt, [&](int64_t step) {
+    if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
+    const double t = static_cast<double>(step - warmup) /
+                     static_cast<double>(std::max<int64_t>(1, s.steps - warmup));
+    return 0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979323846 * std::min(1.0, t)));
+  });
+
+  // The example whose attention we watch: the first held-out sequence.
+  const std::vector<int64_t> watched(task.heldout_digits().begin(),
+                                     task.heldout_digits().begin() + n);
+  const Tensor watched_x = task.batch(watched).first;
+  std::vector<int64_t> snapshot_steps = {0, s.steps / 10, s.steps / 4, s.steps / 2, s.steps};
+  snapshot_steps.erase(std::unique(snapshot_steps.begin(), snapshot_steps.end()),
+                       snapshot_steps.end());
+  std::vector<AttentionSnapshot> snapshots;
+
+  examples::LossHistory history;
+  examples::Progress progress(s.steps, s.print_every);
+  examples::Stopwatch clock;
+  Evaluation last_eval = evaluate(model, task);
+  history.val_steps.push_back(0);
+  history.val_loss.push_back(last_eval.loss);
+  progress.note("step     0 | held-out loss " + svg::num(last_eval.loss) + ", token accuracy " +
+                svg::num(100 * last_eval.token_accuracy, 3) + "%");
+  snapshots.push_back(snapshot_attention(model, watched_x, 0));
+  double train_loss = 0;
+  for (int64_t step = 1; step <= s.steps; ++step) {
+    auto [x, y] = task.batch(task.train_digits(s.batch));
+    Tensor logits = output_logits(model, x, n);
+    Tensor loss = F::cross_entropy(logits, y);
+    opt.zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    schedule.step();
+    train_loss = loss.item();
+    history.train_steps.push_back(static_cast<double>(step));
+    history.train_loss.push_back(train_loss);
+
+    if (step % s.eval_every == 0 || step == s.steps) {
+      last_eval = evaluate(model, task);
+      history.val_steps.push_back(static_cast<double>(step));
+      history.val_loss.push_back(last_eval.loss);
+    }
+    if (std::find(snapshot_steps.begin(), snapshot_steps.end(), step) != snapshot_steps.end()) {
+      snapshots.push_back(snapshot_attention(model, watched_x, step));
+    }
+    progress.update(step, train_loss,
+                    "held-out loss " + svg::num(last_eval.loss, 3) + ", acc " +
+                        svg::num(100 * last_eval.token_accuracy, 4) + "%",
+                    s.batch * 2 * n);
+  }
+  const double train_seconds = clock.seconds();
+
+  // ---- the pictures ----
+  const std::string loss_path = s.out + "/loss.svg";
+  svg::write_file(loss_path, history.svg("train_toy: reversing " + std::to_string(n) +
+                                         " digits, loss per step"));
+  svg::HeatmapGrid grid;
+  grid.title = "train_toy: attention of every layer and head while learning to reverse " +
+               digits_text(watched.data(), n);
+  grid.subtitle =
+      "rows: query tokens, columns: key tokens. Reversing = an anti-diagonal in the rows after "
+      "'>'";
+  for (const AttentionSnapshot& snap : snapshots) {
+    grid.row_titles.push_back("step " + std::to_string(snap.step));
+    for (const svg::Heatmap& h : snap.panels) grid.panels.push_back(h);
+  }
+  grid.columns = static_cast<int>(cfg.n_layers * cfg.n_heads);
+  grid.show_values = 0;
+  const std::string attention_path = s.out + "/attention.svg";
+  svg::write_file(attention_path, svg::heatmap_grid(grid));
+
+  // ---- held-out accuracy, by greedy generation ----
+  GenerationResult result = generate_reversed(model, task.heldout_digits(), n);
+  std::cout << "\nHeld-out examples (input -> generated output):\n";
+  for (int64_t b = 0; b < 4; ++b) {
+    const int64_t* in = task.heldout_digits().data() + b * n;
+    const int64_t* outp = result.outputs.data() + b * n;
+    bool ok = true;
+    for (int64_t k = 0; k < n; ++k) ok = ok && outp[k] == in[n - 1 - k];
+    std::cout << "  " << digits_text(in, n) << " -> " << digits_text(outp, n)
+              << (ok ? "   (right)" : "   (wrong)") << "\n";
+  }
+  // ---- the checkpoint, reloaded into a fresh model: the same predictions ----
+  const std::string checkpoint_path = s.out + "/model.safetensors";
+  model.save(checkpoint_path, {{"task", "reverse"}, {"digits", std::to_string(n)}});
+  manual_seed(s.seed + 1);  // other initial weights, all overwritten by the checkpoint
+  nn::GPTModel reloaded(cfg);
+  reloaded.load(checkpoint_path);
+  const std::vector<int64_t> few(task.heldout_digits().begin(),
+                                 task.heldout_digits().begin() + 4 * n);
+  const GenerationResult before = generate_reversed(model, few, n);
+  const GenerationResult again = generate_reversed(reloaded, few, n);
+  const bool same = again.outputs == before.outputs;
+  std::cout << "Reloaded " << checkpoint_path
+            << " into a new model: " << (same ? "the same predictions" : "DIFFERENT predictions")
+            << ":\n";
+  for (int64_t b = 0; b < 4; ++b) {
+    std::cout << "  " << digits_text(task.heldout_digits().data() + b * n, n) << " -> "
+              << digits_text(again.outputs.data() + b * n, n) << "\n";
+  }
+  std::cout << "wrote " << loss_path << ", " << attention_path << ", " << checkpoint_path << "\n";
+
+  std::printf(
+      "train_toy: %lld steps in %.1f s | final train loss %.4f | held-out: loss %.4f, "
+      "exact-token accuracy %.2f%%, whole sequences %.2f%% (%lld sequences, greedy) | "
+      "out: %s\n",
+      static_cast<long long>(s.steps), train_seconds, train_loss, last_eval.loss,
+      100 * result.token_accuracy, 100 * result.sequence_accuracy,
+      static_cast<long long>(task.heldout_count()), s.out.c_str());
+  return same ? 0 : 1;
+}

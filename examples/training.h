@@ -1,0 +1,101 @@
+// What the training examples share: the progress line, a timer and the loss curve. Not part of
+// the library.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "examples/svg.h"
+
+namespace ember::examples {
+
+// Seconds since construction.
+class Stopwatch {
+ public:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// "1m05s" or "4.2s".
+inline std::string duration_text(double seconds) {
+  char buf[32];
+  if (seconds >= 60) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds) / 60,
+                  static_cast<int>(seconds) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  }
+  return buf;
+}
+
+// One progress line: redrawn in place (carriage return) when stdout is a terminal; printed as
+// a plain line every `every` steps (and at the last step) otherwise, for CI logs.
+class Progress {
+ public:
+  Progress(int64_t total_steps, int64_t every)
+      : total_(total_steps), every_(every > 0 ? every : 1), tty_(isatty(fileno(stdout)) != 0) {}
+
+  // `extra` is what the example adds ("acc 97.5%"); tokens counts the tokens seen this step.
+  void update(int64_t step, double loss, const std::string& extra, int64_t tokens) {
+    tokens_ += tokens;
+    const bool last = step == total_;
+    if (!tty_ && step % every_ != 0 && !last) return;
+    const double elapsed = clock_.seconds();
+    const double eta = step > 0 ? elapsed / static_cast<double>(step) * (total_ - step) : 0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "step %5lld/%lld | loss %.4f | %s | %.0f tok/s | %s elapsed | ETA %s",
+                  static_cast<long long>(step), static_cast<long long>(total_), loss, extra.c_str(),
+                  elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0.0,
+                  duration_text(elapsed).c_str(), duration_text(eta).c_str());
+    if (tty_) {
+      std::printf("\r%s\033[K", line);
+      if (last) std::printf("\n");
+    } else {
+      std::printf("%s\n", line);
+    }
+    std::fflush(stdout);
+  }
+
+  // Prints a line of its own (a sample, an evaluation) without breaking the progress line.
+  void note(const std::string& text) {
+    if (tty_) std::printf("\r\033[K");
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+
+  bool is_tty() const { return tty_; }
+
+ private:
+  int64_t total_, every_;
+  bool tty_;
+  int64_t tokens_ = 0;
+  Stopwatch clock_;
+};
+
+// Train and validation loss against step, as an SVG line chart.
+struct LossHistory {
+  std::vector<double> train_steps, train_loss, val_steps, val_loss;
+
+  std::string svg(const std::string& title) const {
+    svg::LineChart chart;
+    chart.title = title;
+    chart.x_label = "step";
+    chart.y_label = "cross-entropy loss";
+    chart.log_y = true;
+    chart.series.push_back({"train", train_steps, train_loss});
+    if (!val_steps.empty()) chart.series.push_back({"validation", val_steps, val_loss});
+    return svg::line_chart(chart);
+  }
+};
+
+}  // namespace ember::examples
