@@ -1,9 +1,12 @@
-// Everything in core/, in one include: #include "core/ember.h".
+// Everything in core/, in one include: #include "core/ember.h". (The test helpers are not
+// included: their namespace ember::testing would make GoogleTest's `testing::` ambiguous in
+// code that says `using namespace ember;`. Include core/testing.h or core/testing_gtest.h.)
 #pragma once
 
 #include "core/autograd/engine.h"
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/gradcheck.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"
@@ -13,7 +16,12 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
+#include "core/ops/sort.h"
+#include "core/options.h"
+#include "core/ordered_dict.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/repr.h"
 #include "core/safetensors.h"
+#include "core/sampling.h"
 #include "core/tensor.h"

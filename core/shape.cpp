@@ -35,12 +35,14 @@ int64_t numel_of(const Shape& shape) {
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t running = 1;
+  bool overflow = false;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
     strides[i] = running;
-    if (__builtin_mul_overflow(running, shape[i] > 0 ? shape[i] : 1, &running)) {
-      // Only reached through a shape whose numel also overflows; say so rather than wrap.
-      fail("contiguous_strides: the strides of shape ", shape, " overflow int64");
-    }
+    // Wraps (defined) on overflow: harmless for an empty tensor, whose strides address nothing.
+    overflow = __builtin_mul_overflow(running, shape[i] > 0 ? shape[i] : 1, &running) || overflow;
+  }
+  if (overflow && numel_of(shape) != 0) {
+    fail("contiguous_strides: the strides of shape ", shape, " overflow int64");
   }
   return strides;
 }

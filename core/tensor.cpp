@@ -313,11 +313,11 @@ Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype);
 Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
+  check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",
+        end);
   check(step != 0, "arange: step must be nonzero");
   check((step > 0 && end >= start) || (step < 0 && end <= start),
         "arange: upper bound and larger bound inconsistent with step sign");
-  check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",
-        end);
   const double size = std::ceil((end - start) / step);
   check(std::isfinite(size) && size >= 0 && size < 9223372036854775808.0,
         "arange: invalid size, possible overflow? (start ", start, ", end ", end, ", step ", step,

@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/shape.h"
 #include "core/storage.h"
 
@@ -186,7 +187,7 @@ struct TensorImpl {
   bool is_view = false;
 };
 
-// ---- factories (float32 unless a dtype is given) ----
+// ---- factories (float32 unless a dtype is given; TensorOptions overloads in core/options.h) ----
 Tensor empty(const Shape& shape, DType dtype = kDefaultDType);
 Tensor zeros(const Shape& shape, DType dtype = kDefaultDType);
 Tensor ones(const Shape& shape, DType dtype = kDefaultDType);
@@ -233,9 +234,9 @@ void check_inplace(const Tensor& t, const char* op);
 
 template <typename T>
 T* Tensor::data_ptr() const {
-  check(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
-        ", asked for ", dtype_name(dtype_of<T>()));
   const TensorImpl& impl = checked_impl("data_ptr");
+  check(dtype_of<T>() == impl.dtype, "data_ptr: tensor has dtype ", dtype_name(impl.dtype),
+        ", asked for ", dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl.storage->data()) + impl.offset;
 }
 

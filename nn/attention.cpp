@@ -53,9 +53,12 @@ Tensor keep(const Tensor& t) {
 
 SelfAttentionV1::SelfAttentionV1(int64_t d_in, int64_t d_out_)
     : Module("SelfAttention_v1"), d_out(d_out_) {
-  W_query = register_parameter("W_query", Parameter(rand({d_in, d_out})));
-  W_key = register_parameter("W_key", Parameter(rand({d_in, d_out})));
-  W_value = register_parameter("W_value", Parameter(rand({d_in, d_out})));
+  W_query = Parameter(rand({d_in, d_out}));
+  W_key = Parameter(rand({d_in, d_out}));
+  W_value = Parameter(rand({d_in, d_out}));
+  register_parameter("W_query", &W_query);
+  register_parameter("W_key", &W_key);
+  register_parameter("W_value", &W_value);
 }
 
 Tensor SelfAttentionV1::forward(const Tensor& x) {
@@ -94,7 +97,8 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_l
   W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias));
   W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
   dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
-  mask = register_buffer("mask", triu(ones({context_length, context_length}), 1));
+  mask = triu(ones({context_length, context_length}), 1);
+  register_buffer("mask", &mask);
 }
 
 Tensor CausalAttention::forward(const Tensor& x) {
@@ -153,7 +157,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
   W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias));
   out_proj = register_module("out_proj", std::make_shared<Linear>(d_out, d_out));
   dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
-  mask = register_buffer("mask", triu(ones({context_length, context_length}), 1));
+  mask = triu(ones({context_length, context_length}), 1);
+  register_buffer("mask", &mask);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -20,10 +22,20 @@ class ModuleList : public Module {
  public:
   ModuleList() = default;
   ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
-  // ModuleList(a, b, c) with shared_ptrs to modules of any types.
+  // ModuleList(a, b, c) with named shared_ptrs to modules of any types (built beforehand, in
+  // an order the caller chose). Modules made in the argument list are refused at compile time:
+  // C++ leaves the order of function arguments unspecified (GCC builds the last one first), so
+  // their random weights would not be PyTorch's. Write ModuleList{...} (braces: in order).
   template <typename... ModuleTypes>
-  explicit ModuleList(std::shared_ptr<ModuleTypes>... modules)
-      : ModuleList({std::shared_ptr<Module>(std::move(modules))...}) {}
+  requires(sizeof...(ModuleTypes) > 0 &&
+           (std::is_convertible_v<ModuleTypes, std::shared_ptr<Module>> &&
+            ...)) explicit ModuleList(ModuleTypes&&... modules)
+      : ModuleList({std::shared_ptr<Module>(modules)...}) {
+    static_assert((std::is_lvalue_reference_v<ModuleTypes> && ...),
+                  "ModuleList(make_shared<A>(), make_shared<B>()) would build B before A under "
+                  "GCC: write ModuleList{make_shared<A>(), ...} (braces run in order) or "
+                  "push_back one module at a time");
+  }
 
   void push_back(std::shared_ptr<Module> module);
   // The i-th module; a negative i counts from the end, as in Python.
@@ -45,23 +57,45 @@ class ModuleList : public Module {
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
-// Runs its modules in order, each on the output of the previous one:
-//   auto mlp = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 4),
-//                                               std::make_shared<nn::ReLU>(),
-//                                               std::make_shared<nn::Linear>(4, 2));
-//   Tensor y = (*mlp)(x);
+// Runs its modules in order, each on the output of the previous one. The modules are built in
+// the order they are written, so the same seed gives PyTorch's weights:
+//   auto mlp = nn::make_sequential({std::make_shared<nn::Linear>(3, 4),
+//                                   std::make_shared<nn::ReLU>(),
+//                                   std::make_shared<nn::Linear>(4, 2)});
+//   auto mlp = std::make_shared<nn::Sequential>();           // or one layer at a time
+//   mlp->add<nn::Linear>(3, 4).add<nn::ReLU>().add<nn::Linear>(4, 2);
+//   Tensor y = mlp->forward(x);
+// Not std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 4), ...): C++ leaves the
+// order of function arguments unspecified and GCC builds the last layer first, so the weights
+// would silently differ from PyTorch's. That form does not compile (see below).
 class Sequential : public Module {
  public:
   Sequential() = default;
+  // Sequential{a, b, c}: the braced list is evaluated left to right.
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
-  // Sequential(a, b, c) with shared_ptrs to modules of any types.
+  // Sequential(a, b, c) with named shared_ptrs to modules of any types (built beforehand).
+  // Modules made in the argument list itself are refused at compile time (see above).
   template <typename... ModuleTypes>
-  explicit Sequential(std::shared_ptr<ModuleTypes>... modules)
-      : Sequential({std::shared_ptr<Module>(std::move(modules))...}) {}
+  requires(sizeof...(ModuleTypes) > 0 &&
+           (std::is_convertible_v<ModuleTypes, std::shared_ptr<Module>> &&
+            ...)) explicit Sequential(ModuleTypes&&... modules)
+      : Sequential({std::shared_ptr<Module>(modules)...}) {
+    static_assert((std::is_lvalue_reference_v<ModuleTypes> && ...),
+                  "Sequential(make_shared<A>(), make_shared<B>()) would build B before A under "
+                  "GCC: write nn::make_sequential({make_shared<A>(), make_shared<B>()}) (braces "
+                  "run in order) or seq->add<A>(...).add<B>(...)");
+  }
 
   Tensor forward(const Tensor& x) override;
 
   void push_back(std::shared_ptr<Module> module);
+  // Builds a ModuleType from args, appends it and returns this Sequential, so calls chain and
+  // the layers are built in the order written: seq->add<Linear>(3, 4).add<ReLU>().
+  template <typename ModuleType, typename... Args>
+  Sequential& add(Args&&... args) {
+    push_back(std::make_shared<ModuleType>(std::forward<Args>(args)...));
+    return *this;
+  }
   std::shared_ptr<Module> operator[](int64_t i) const;  // negative i counts from the end
   int64_t size() const { return static_cast<int64_t>(modules_.size()); }
   bool empty() const { return modules_.empty(); }
@@ -71,5 +105,11 @@ class Sequential : public Module {
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };
+
+// A Sequential of the modules in the braced list, built in the order written.
+inline std::shared_ptr<Sequential> make_sequential(
+    std::initializer_list<std::shared_ptr<Module>> modules) {
+  return std::make_shared<Sequential>(modules);
+}
 
 }  // namespace ember::nn

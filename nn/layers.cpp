@@ -20,8 +20,11 @@ Linear::Linear(int64_t in_features_, int64_t out_features_, bool bias_)
     : in_features(in_features_), out_features(out_features_) {
   check(in_features >= 0 && out_features >= 0, "Linear: expected non-negative sizes, got ",
         "in_features=", in_features, ", out_features=", out_features);
-  weight = register_parameter("weight", empty({out_features, in_features}));
-  bias = register_parameter("bias", bias_ ? empty({out_features}) : Tensor());
+  // Registered by address: `lin->weight = ...` replaces the parameter everywhere.
+  weight = empty({out_features, in_features});
+  bias = bias_ ? empty({out_features}) : Tensor();
+  register_parameter("weight", &weight);
+  register_parameter("bias", &bias);
   reset_parameters();
 }
 
@@ -59,7 +62,8 @@ Embedding::Embedding(int64_t num_embeddings_, int64_t embedding_dim_)
     : num_embeddings(num_embeddings_), embedding_dim(embedding_dim_) {
   check(num_embeddings >= 0 && embedding_dim >= 0, "Embedding: expected non-negative sizes, got ",
         "num_embeddings=", num_embeddings, ", embedding_dim=", embedding_dim);
-  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
+  weight = empty({num_embeddings, embedding_dim});
+  register_parameter("weight", &weight);
   reset_parameters();
 }
 
@@ -78,12 +82,12 @@ LayerNorm::LayerNorm(Shape normalized_shape_, double eps_, bool elementwise_affi
       eps(eps_),
       elementwise_affine(elementwise_affine_) {
   if (elementwise_affine) {
-    weight = register_parameter("weight", empty(normalized_shape));
-    bias = register_parameter("bias", empty(normalized_shape));
-  } else {
-    register_parameter("weight", Tensor());
-    register_parameter("bias", Tensor());
+    weight = empty(normalized_shape);
+    bias = empty(normalized_shape);
   }
+  // Undefined without elementwise_affine: the names are reserved, as PyTorch's None parameters.
+  register_parameter("weight", &weight);
+  register_parameter("bias", &bias);
   reset_parameters();
 }
 

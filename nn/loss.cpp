@@ -103,8 +103,8 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
 // Backward: d loss / d x_c = sum_k q_k softmax_c - q_c = Q p_c - q_c with Q = sum_k q_k, and
 // for probability targets d loss / d y_c = (1 - eps) w_c (lse - x_c).
 struct CrossEntropy : Function<CrossEntropy> {
+  static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "CrossEntropyLossBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   ClassLayout l;
   bool probabilities = false;
   Reduction reduction = Reduction::Mean;
@@ -233,8 +233,8 @@ struct CrossEntropy : Function<CrossEntropy> {
 // loss_i = -w_t x[i, t] for the class index t of position i (0 if ignored); mean divides by the
 // sum of w_t over the positions not ignored. d loss_i / d x[i, t] = -w_t.
 struct NllLoss : Function<NllLoss> {
+  static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "NllLossBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   ClassLayout l;
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
@@ -301,8 +301,8 @@ Tensor clamped_log(const Tensor& t) { return maximum(log(t), scalar_tensor(-100.
 // dl/dx = w (x - y) / max((1 - x) x, 1e-12)          (PyTorch's formula, EPSILON = 1e-12)
 // dl/dy = w (max(log(1 - x), -100) - max(log x, -100))
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
+  static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   Tensor forward(const Tensor& x, const Tensor& y, const Tensor& weight) {
     save_for_backward({x, y, weight});
     Tensor loss = -(y * clamped_log(x) + (1.0 - y) * clamped_log(1.0 - x));
@@ -324,9 +324,9 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 //   dl/dx = w ((pos_weight y + 1 - y) sigmoid(x) - pos_weight y)
 //   dl/dy = w (log sigmoid(-x) - pos_weight log sigmoid(x))
 struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
+  static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyWithLogitsBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
-  static Tensor neg_log_sigmoid(const Tensor& x) {       // log(1 + exp(-x)), stably
+  static Tensor neg_log_sigmoid(const Tensor& x) {  // log(1 + exp(-x)), stably
     Tensor m = maximum(-x, scalar_tensor(0.0, x.dtype()));
     return log(exp(-m) + exp(-x - m)) + m;
   }
@@ -353,7 +353,12 @@ struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   }
 };
 
+void check_defined(const char* op, const Tensor& input, const Tensor& target) {
+  check(input.defined() && target.defined(), op, ": input and target must be defined tensors");
+}
+
 void check_same_shape(const char* op, const Tensor& input, const Tensor& target) {
+  check_defined(op, input, target);
   check(input.shape() == target.shape(), op, ": target of shape ", target.shape(),
         " must have the input's shape ", input.shape());
   check(is_floating(input.dtype()) && target.dtype() == input.dtype(), op,
@@ -375,16 +380,17 @@ namespace functional {
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options) {
-  check(input.defined() && target.defined(), "cross_entropy: input and target must be defined");
+  check_defined("cross_entropy", input, target);
   return apply<CrossEntropy>(input, target, options.weight(), options);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options) {
-  check(input.defined() && target.defined(), "nll_loss: input and target must be defined");
+  check_defined("nll_loss", input, target);
   return apply<NllLoss>(input, target, options.weight(), options);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options) {
+  check_defined("mse_loss", input, target);
   check(broadcast_shapes(target.shape(), input.shape(), "mse_loss") == input.shape(),
         "mse_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
         input.shape());
@@ -393,6 +399,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOpti
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& options) {
+  check_defined("l1_loss", input, target);
   check(broadcast_shapes(target.shape(), input.shape(), "l1_loss") == input.shape(),
         "l1_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
         input.shape());

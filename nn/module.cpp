@@ -43,6 +43,15 @@ std::vector<Tensor> tensors_of(const NamedTensors& named) {
   return out;
 }
 
+// Whether a table of registered tensors (Module::Slots) has an entry `name`.
+template <typename Slots>
+bool has_slot(const Slots& table, const std::string& name) {
+  for (const auto& slot : table) {
+    if (slot.name == name) return true;
+  }
+  return false;
+}
+
 bool contains(const std::vector<const void*>& seen, const void* p) {
   return std::find(seen.begin(), seen.end(), p) != seen.end();
 }
@@ -79,29 +88,81 @@ void Module::check_new_name(const std::string& name, const char* what) const {
   check(name.find('.') == std::string::npos, "register_", what, ": ", what,
         " name can't contain \".\", got \"", name, "\"");
   const bool taken =
-      find_entry(parameters_, name) || find_entry(buffers_, name) || find_entry(submodules_, name);
+      has_slot(parameters_, name) || has_slot(buffers_, name) || find_entry(submodules_, name);
   check(!taken, "register_", what, ": attribute '", name, "' already exists in ", type_name());
+}
+
+namespace {
+
+// A parameter must be a leaf (or undefined: a reserved name); it gets requires_grad.
+void prepare_parameter(Tensor& tensor, const std::string& name, bool requires_grad,
+                       const char* op) {
+  if (!tensor.defined()) return;
+  if (!tensor.is_leaf()) {
+    fail(op, ": cannot register a non-leaf tensor as parameter '", name, "' (it was computed by ",
+         tensor.grad_fn()->name(), "); register nn::Parameter(t) or t.detach() instead");
+  }
+  tensor.requires_grad_(requires_grad);
+}
+
+}  // namespace
+
+Tensor Module::add_tensor(Slots& table, const std::string& name, Tensor* slot, bool requires_grad,
+                          const char* what) {
+  check_new_name(name, what);
+  check(slot != nullptr, "register_", what, ": '", name, "' is a null pointer");
+  if (&table == &parameters_) prepare_parameter(*slot, name, requires_grad, "register_parameter");
+  table.push_back({name, slot, requires_grad});
+  return *slot;
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_new_name(name, "parameter");
-  if (tensor.defined()) {
-    if (!tensor.is_leaf()) {
-      fail("register_parameter: cannot register a non-leaf tensor as parameter '", name,
-           "' (it was computed by ", tensor.grad_fn()->name(),
-           "); register nn::Parameter(t) or t.detach() instead");
-    }
-    tensor.requires_grad_(requires_grad);
-  }
-  parameters_.emplace_back(name, tensor);
-  return tensor;
+  return add_tensor(parameters_, name, &owned_tensors_.emplace_back(std::move(tensor)),
+                    requires_grad, "parameter");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor* member, bool requires_grad) {
+  return add_tensor(parameters_, name, member, requires_grad, "parameter");
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name, "buffer");
-  buffers_.emplace_back(name, tensor);
+  Tensor out =
+      add_tensor(buffers_, name, &owned_tensors_.emplace_back(std::move(tensor)), false, "buffer");
   if (!persistent) non_persistent_buffers_.push_back(name);
-  return tensor;
+  return out;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor* member, bool persistent) {
+  Tensor out = add_tensor(buffers_, name, member, false, "buffer");
+  if (!persistent) non_persistent_buffers_.push_back(name);
+  return out;
+}
+
+Module::Slot& Module::find_slot(Slots& table, const std::string& name, const char* what) {
+  for (Slot& slot : table) {
+    if (slot.name == name) return slot;
+  }
+  fail("set_", what, ": ", type_name(), " has no ", what, " named '", name, "'");
+}
+
+void Module::set_parameter(const std::string& name, const Tensor& tensor) {
+  Slot& slot = find_slot(parameters_, name, "parameter");
+  Tensor value = tensor;
+  prepare_parameter(value, name, slot.requires_grad, "set_parameter");
+  *slot.tensor = value;
+}
+
+void Module::set_buffer(const std::string& name, const Tensor& tensor) {
+  *find_slot(buffers_, name, "buffer").tensor = tensor;
+}
+
+bool Module::is_ancestor_of(const Module* module) const {
+  std::vector<const Module*> seen;
+  bool found = false;
+  visit_modules("", seen, [&](const std::string&, const Module& m) { found |= &m == module; });
+  return found;
 }
 
 void Module::add_submodule(const std::string& name, std::shared_ptr<Module> module) {
@@ -109,6 +170,9 @@ void Module::add_submodule(const std::string& name, std::shared_ptr<Module> modu
   check(module != nullptr, "register_module: module '", name, "' is null");
   check(module.get() != this, "register_module: a module cannot be its own submodule ('", name,
         "')");
+  check(!module->is_ancestor_of(this), "register_module: registering '", name, "' (a ",
+        module->type_name(), ") in ", type_name(),
+        " would make a cycle: that module already holds this one as a submodule");
   submodules_.emplace_back(name, std::move(module));
 }
 
@@ -127,14 +191,15 @@ void Module::visit_modules(const std::string& prefix, std::vector<const Module*>
 
 // The entries of `table` (parameters_ or buffers_) of this module, or of every module below it
 // too, each tensor once, under its dotted name; undefined entries are skipped.
-NamedTensors Module::named_tensors(NamedTensors Module::*table, bool recurse) const {
+NamedTensors Module::named_tensors(Slots Module::*table, bool recurse) const {
   NamedTensors out;
   std::vector<const void*> seen_tensors;
   auto collect = [&](const std::string& prefix, const Module& module) {
-    for (const auto& [name, tensor] : module.*table) {
+    for (const Slot& slot : module.*table) {
+      const Tensor& tensor = *slot.tensor;
       if (!tensor.defined() || contains(seen_tensors, tensor.impl())) continue;
       seen_tensors.push_back(tensor.impl());
-      out.emplace_back(prefix.empty() ? name : prefix + "." + name, tensor);
+      out.insert(prefix.empty() ? slot.name : prefix + "." + slot.name, tensor);
     }
   };
   if (!recurse) {
@@ -168,7 +233,7 @@ NamedModules Module::named_children() const {
   for (const auto& [name, child] : submodules_) {
     if (contains(seen, child.get())) continue;
     seen.push_back(child.get());
-    out.emplace_back(name, child);
+    out.insert(name, child);
   }
   return out;
 }
@@ -189,7 +254,7 @@ NamedModules Module::named_modules() {
   for (const auto& [name, child] : submodules_) {
     child->visit_modules(name, seen, [&](const std::string& prefix, const Module& module) {
       // Every module below this one is held by its parent's shared_ptr.
-      out.emplace_back(prefix, std::const_pointer_cast<Module>(module.shared_from_this()));
+      out.insert(prefix, std::const_pointer_cast<Module>(module.shared_from_this()));
     });
   }
   return out;
@@ -238,14 +303,16 @@ Module& Module::to(DType dtype) {
 // ---- state dict ----
 
 void Module::append_state(const std::string& prefix, StateDict& out) const {
-  for (const auto& [name, tensor] : parameters_) {
-    if (tensor.defined()) out.emplace_back(prefix + name, tensor.detach());
+  for (const Slot& slot : parameters_) {
+    if (slot.tensor->defined()) out.insert(prefix + slot.name, slot.tensor->detach());
   }
-  for (const auto& [name, tensor] : buffers_) {
+  for (const Slot& slot : buffers_) {
     const bool persistent =
-        std::find(non_persistent_buffers_.begin(), non_persistent_buffers_.end(), name) ==
+        std::find(non_persistent_buffers_.begin(), non_persistent_buffers_.end(), slot.name) ==
         non_persistent_buffers_.end();
-    if (tensor.defined() && persistent) out.emplace_back(prefix + name, tensor.detach());
+    if (slot.tensor->defined() && persistent) {
+      out.insert(prefix + slot.name, slot.tensor->detach());
+    }
   }
   for (const auto& [name, child] : submodules_) child->append_state(prefix + name + ".", out);
 }
@@ -261,7 +328,7 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   LoadResult result;
   std::vector<std::string> size_mismatches;
   for (const auto& [key, target] : own) {
-    const Tensor* source = find_entry(state, key);
+    const Tensor* source = state.find(key);
     if (!source) {
       result.missing_keys.push_back(key);
     } else if (source->shape() != target.shape()) {
@@ -272,7 +339,7 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     }
   }
   for (const auto& [key, source] : state) {
-    if (!find_entry(own, key)) result.unexpected_keys.push_back(key);
+    if (!own.contains(key)) result.unexpected_keys.push_back(key);
   }
 
   // PyTorch's message: missing keys, then unexpected keys (both only when strict), then sizes.
@@ -298,7 +365,7 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
 
   NoGradGuard no_grad;
   for (const auto& [key, target] : own) {
-    if (const Tensor* source = find_entry(state, key)) {
+    if (const Tensor* source = state.find(key)) {
       Tensor destination = target;
       destination.copy_(*source);
     }
@@ -335,51 +402,6 @@ std::string Module::to_string() const {
 
 std::ostream& operator<<(std::ostream& os, const Module& module) {
   return os << module.to_string();
-}
-
-// Python's float repr: the shortest digits that read back as the same double, written
-// positionally when the decimal exponent is in [-4, 16), in scientific notation otherwise.
-std::string float_repr(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buffer[64];
-  const auto result =
-      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
-  const std::string scientific(buffer, result.ptr);  // "-1.5e-07"
-  const std::size_t e = scientific.find('e');
-  std::string mantissa = scientific.substr(0, e);
-  const int exponent = std::stoi(scientific.substr(e + 1));
-  std::string sign;
-  if (mantissa[0] == '-') {
-    sign = "-";
-    mantissa.erase(0, 1);
-  }
-  std::string digits = mantissa;  // the significant digits, without the point
-  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-
-  if (exponent >= -4 && exponent < 16) {
-    std::string integer_part, fraction;
-    if (exponent >= 0) {
-      const auto integer_digits = static_cast<std::size_t>(exponent) + 1;
-      if (digits.size() <= integer_digits) {
-        integer_part = digits + std::string(integer_digits - digits.size(), '0');
-        fraction = "0";
-      } else {
-        integer_part = digits.substr(0, integer_digits);
-        fraction = digits.substr(integer_digits);
-      }
-    } else {
-      integer_part = "0";
-      fraction = std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
-    }
-    return sign + integer_part + "." + fraction;
-  }
-  std::string text = sign + digits.substr(0, 1);
-  if (digits.size() > 1) text += "." + digits.substr(1);
-  const int magnitude = std::abs(exponent);
-  text += exponent < 0 ? "e-" : "e+";
-  if (magnitude < 10) text += "0";
-  return text + std::to_string(magnitude);
 }
 
 }  // namespace ember::nn

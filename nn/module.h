@@ -7,7 +7,7 @@
 //       out = register_module("out", std::make_shared<nn::Linear>(4, 2));
 //       register_buffer("mask", ones({2, 2}));
 //     }
-//     Tensor forward(const Tensor& x) override { return (*out)(relu((*hidden)(x))); }
+//     Tensor forward(const Tensor& x) override { return out->forward(relu(hidden->forward(x))); }
 //     std::shared_ptr<nn::Linear> hidden, out;
 //   };
 //
@@ -16,9 +16,19 @@
 // eval() reach every submodule; printing shows the same text as PyTorch's repr(module).
 //
 // Modules are held by std::shared_ptr (a submodule may be shared by several parents, and
-// named_modules() hands out pointers to them). A module is not copyable.
+// named_modules() hands out pointers to them). A module is not copyable. A module cannot be
+// registered inside itself, directly or through its submodules (that would be a cycle).
+//
+// Replacing a registered tensor. A module whose tensors are members registers them by address:
+//   Linear() { weight = empty({out, in}); register_parameter("weight", &weight); }
+// The registry then reads the member each time, so after `lin->weight = nn::Parameter(t)`
+// parameters(), state_dict(), load_state_dict() and forward all use t. Every Ember module does
+// this. The by-value form `register_parameter("W", t)` keeps t in the registry itself; replace
+// it with set_parameter("W", t) (a member copy of it would not follow).
 #pragma once
 
+#include <concepts>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,17 +37,21 @@
 #include <utility>
 #include <vector>
 
+#include "core/ordered_dict.h"
+#include "core/repr.h"
 #include "core/tensor.h"
+#include "nn/holder.h"
 
 namespace ember::nn {
 
 class Module;
 
-// (dotted name, tensor) pairs in PyTorch's order: what named_parameters(), named_buffers() and
-// state_dict() return. Keys look like "W_query.weight" or "heads.0.W_key.weight".
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Ordered dicts of (dotted name, tensor) in PyTorch's order: what named_parameters(),
+// named_buffers() and state_dict() return. Keys look like "W_query.weight" or
+// "heads.0.W_key.weight"; params["W_query.weight"], find, contains, keys(), values().
+using NamedTensors = OrderedDict<std::string, Tensor>;
 using StateDict = NamedTensors;
-using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+using NamedModules = OrderedDict<std::string, std::shared_ptr<Module>>;
 
 // nn.Parameter(t): t as a leaf that requires grad (sharing t's storage), ready to register:
 //   W_query = register_parameter("W_query", nn::Parameter(rand({d_in, d_out})));
@@ -74,15 +88,31 @@ class Module : public std::enable_shared_from_this<Module> {
   // undefined tensor reserves the name without a parameter, as PyTorch's
   // register_parameter("bias", None) does; such entries are skipped everywhere.
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // The same for a member tensor, registered by address: the registry reads *member whenever
+  // it is asked, so assigning the member replaces the parameter.
+  Tensor register_parameter(const std::string& name, Tensor* member, bool requires_grad = true);
   // A buffer: state that is not trained (a mask, running statistics). A persistent buffer is
-  // part of state_dict().
+  // part of state_dict(). By value or, for a member, by address as above.
   Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
-  // A submodule; its parameters appear under "name.".
+  Tensor register_buffer(const std::string& name, Tensor* member, bool persistent = true);
+  // Replaces the value of a registered parameter or buffer (in the member, for one registered
+  // by address); a parameter gets requires_grad as at registration.
+  void set_parameter(const std::string& name, const Tensor& tensor);
+  void set_buffer(const std::string& name, const Tensor& tensor);
+  // A submodule; its parameters appear under "name.". Registering this module itself or one of
+  // its ancestors (a module that has this one below it) throws: the tree would be a cycle.
   template <typename ModuleType>
   std::shared_ptr<ModuleType> register_module(const std::string& name,
                                               std::shared_ptr<ModuleType> module) {
     add_submodule(name, module);
     return module;
+  }
+  // The same for a module handle (ModuleHolder or an EMBER_MODULE class); returns the handle.
+  template <typename Holder>
+  requires std::derived_from<Holder, ModuleHolder<typename Holder::ContainedType>> Holder
+  register_module(const std::string& name, Holder holder) {
+    add_submodule(name, holder.ptr());
+    return holder;
   }
 
   // ---- what the module holds ----
@@ -111,6 +141,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // the tensors stay the same objects, so handles such as Linear::weight see the new values
   // (PyTorch's module.to(dtype), which assigns param.data). Integer and bool buffers are kept.
   Module& to(DType dtype);
+  Module& double_() { return to(DType::Float64); }  // PyTorch's module.double()
+  Module& float_() { return to(DType::Float32); }   // PyTorch's module.float()
 
   // ---- saving and loading ----
 
@@ -145,20 +177,33 @@ class Module : public std::enable_shared_from_this<Module> {
   void visit_modules(const std::string& prefix, std::vector<const Module*>& seen,
                      Visit&& visit) const;
   void append_state(const std::string& prefix, StateDict& out) const;
+  // A registered tensor: its name and where it lives (a member of the derived module, or an
+  // element of owned_tensors_ for those registered by value).
+  struct Slot {
+    std::string name;
+    Tensor* tensor;
+    bool requires_grad = true;  // parameters: what set_parameter gives a new tensor
+  };
+  using Slots = std::vector<Slot>;
+  Tensor add_tensor(Slots& table, const std::string& name, Tensor* slot, bool requires_grad,
+                    const char* what);
+  Slot& find_slot(Slots& table, const std::string& name, const char* what);
+  bool is_ancestor_of(const Module* module) const;  // this module is `module` or holds it below
   // What named_parameters() and named_buffers() list, from the table `table` of each module.
-  NamedTensors named_tensors(NamedTensors Module::*table, bool recurse) const;
+  NamedTensors named_tensors(Slots Module::*table, bool recurse) const;
 
   std::string type_name_;
   bool training_ = true;
-  NamedTensors parameters_;
-  NamedTensors buffers_;
+  Slots parameters_;
+  Slots buffers_;
+  std::deque<Tensor> owned_tensors_;  // tensors registered by value (a deque: stable addresses)
   std::vector<std::string> non_persistent_buffers_;
-  NamedModules submodules_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> submodules_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
 
 // Python's repr of a float, for extra_repr: 0.5 -> "0.5", 0.0 -> "0.0", 1e-5 -> "1e-05".
-std::string float_repr(double value);
+using ember::float_repr;  // core/repr.h
 
 }  // namespace ember::nn

@@ -70,8 +70,8 @@ class Wrapper : public Module {
 };
 
 std::shared_ptr<Sequential> make_mlp() {
-  return std::make_shared<Sequential>(std::make_shared<Linear>(3, 4), std::make_shared<ReLU>(),
-                                      std::make_shared<Linear>(4, 2));
+  return make_sequential(
+      {std::make_shared<Linear>(3, 4), std::make_shared<ReLU>(), std::make_shared<Linear>(4, 2)});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -267,6 +267,11 @@ TEST(Loss, Errors) {
   expect_error([&] { F::binary_cross_entropy(sigmoid(x), sigmoid(x).sum(0)); },
                "binary_cross_entropy: target of shape [5] must have the input's shape [4, 5]");
   expect_error([&] { F::mse_loss(x, ones({3}, DType::Float64)); }, "mse_loss");
+  expect_error([&] { F::cross_entropy(Tensor(), t); },
+               "cross_entropy: input and target must be defined");
+  expect_error([&] { F::l1_loss(x, Tensor()); }, "l1_loss: input and target must be defined");
+  expect_error([&] { F::binary_cross_entropy_with_logits(Tensor(), x); },
+               "binary_cross_entropy_with_logits: input and target must be defined");
   expect_error(
       [&] {
         F::binary_cross_entropy_with_logits(

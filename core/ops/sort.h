@@ -1,0 +1,33 @@
+// Selection: sort, argsort, topk (values and int64 indices), and torch.where(cond) / nonzero
+// (the indices of the true elements). Ordering as PyTorch's: NaN is greater than every number
+// (last when ascending, first when descending); sort is stable (equal values keep their
+// order), as PyTorch's CPU sort is. The values are gather(t, dim, indices), so they are
+// differentiable (GatherBackward); indices never are.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ops/reduce.h"
+#include "core/tensor.h"
+
+namespace ember {
+
+// torch.sort(t, dim, descending): values and indices along dim. `stable` is accepted for
+// PyTorch's signature; the sort is always stable.
+ValuesIndices sort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false);
+
+// torch.topk: the k largest (or smallest) elements along dim, sorted (largest first, or
+// smallest first). Among equal values the lower index comes first (PyTorch leaves that order
+// unspecified).
+ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true,
+                   bool sorted = true);
+
+// torch.nonzero(t): int64 [n, t.dim()], the index of each non-zero element in row-major order.
+Tensor nonzero(const Tensor& t);
+// torch.where(condition) with one argument: one int64 tensor of indices per dim
+// (nonzero(condition, as_tuple=True)). The three-argument where is in core/ops/elementwise.h.
+std::vector<Tensor> where(const Tensor& condition);
+
+}  // namespace ember

@@ -1,0 +1,31 @@
+// A user's GoogleTest test written with Ember's installed test helpers.
+#include <ember/core/testing_gtest.h>
+#include <ember/ember.h>
+#include <gtest/gtest.h>
+
+using namespace ember;
+
+TEST(Consumer, LinearMatchesItsFormula) {
+  manual_seed(1);
+  nn::ModuleHolder<nn::Linear> lin(3, 2);
+  Tensor x = rand({4, 3});
+  EXPECT_TENSOR_CLOSE(lin(x), matmul(x, lin->weight.t()) + lin->bias);
+  EXPECT_TRUE(lin->named_parameters().contains("bias"));
+}
+
+TEST(Consumer, GradcheckOfAComposite) {
+  Tensor w = rand({3, 2}, TensorOptions().dtype(kFloat64).requires_grad(true));
+  Tensor x = rand({4, 3}, TensorOptions().dtype(kFloat64));
+  EXPECT_GRADCHECK(
+      [&](const std::vector<Tensor>& in) { return softmax(matmul(x, in[0]), -1).sum(0); }, {w});
+}
+
+// ember::testing, not testing:: (GoogleTest's) once `using namespace ember;` is in effect.
+TEST(Consumer, AssertCloseReports) {
+  try {
+    ember::testing::assert_close(tensor({1.0, 2.5}), tensor({1.0, 2.0}));
+    FAIL() << "assert_close did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Mismatched elements: 1 / 2 (50.0%)"), std::string::npos);
+  }
+}

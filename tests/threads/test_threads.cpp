@@ -1,0 +1,143 @@
+// Threads (issue 6, class 5): the contract of README "Threads and reference cycles". Separate
+// graphs in separate threads are fine; the generator is locked around every fill; gradient
+// accumulation into a leaf shared by several graphs is serialized. Run under ThreadSanitizer by
+// the tsan preset (scripts/test), and in the release and asan runs like every test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "core/ember.h"
+
+namespace ember {
+namespace {
+
+constexpr int kThreads = 4;
+
+template <typename Fn>
+void run_threads(Fn fn) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(fn, t);
+  for (auto& th : threads) th.join();
+}
+
+// Each rand() takes one lock for its whole fill, so the blocks the threads get are exactly the
+// blocks of the sequential stream, in some order.
+TEST(Threads, SharedGeneratorHandsOutDisjointBlocks) {
+  constexpr int kCalls = 200, kSize = 7;
+  manual_seed(123);
+  std::vector<std::vector<float>> expected;
+  for (int i = 0; i < kThreads * kCalls; ++i) expected.push_back(rand({kSize}).to_vector<float>());
+
+  manual_seed(123);
+  std::vector<std::vector<std::vector<float>>> got(kThreads);
+  run_threads([&](int t) {
+    for (int i = 0; i < kCalls; ++i) got[t].push_back(rand({kSize}).to_vector<float>());
+  });
+  std::vector<std::vector<float>> all;
+  for (auto& g : got) all.insert(all.end(), g.begin(), g.end());
+  std::sort(all.begin(), all.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(all, expected);
+}
+
+TEST(Threads, RandnAndBernoulliConcurrently) {
+  std::atomic<int> bad{0};
+  run_threads([&](int t) {
+    for (int i = 0; i < 100; ++i) {
+      Tensor x = t % 2 ? randn({33}) : rand({5, 5});
+      Tensor m = zeros({17});
+      bernoulli_(m, 0.5);
+      for (float v : m.to_vector<float>()) bad += (v != 0.0f && v != 1.0f);
+      if (t % 2 == 0) {
+        for (float v : x.to_vector<float>()) bad += !(v >= 0.0f && v < 1.0f);
+      }
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+// One leaf, a graph per thread, backward in every thread: no gradient is lost.
+TEST(Threads, SharedLeafAccumulatesEveryGradient) {
+  constexpr int kIterations = 300;
+  Tensor w = ones({3}, DType::Float64).requires_grad_();
+  run_threads([&](int) {
+    for (int i = 0; i < kIterations; ++i) (w * 2.0).sum().backward();
+  });
+  const double expected = 2.0 * kThreads * kIterations;
+  for (double g : w.grad().to_vector<double>()) EXPECT_EQ(g, expected);
+}
+
+// A graph built once, shared by threads that each build on it and run backward with
+// retain_graph: the shared nodes are read concurrently, the leaf's accumulation is serialized.
+TEST(Threads, SharedSubgraphBackward) {
+  constexpr int kIterations = 100;
+  Tensor w = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+  Tensor shared = w * 3.0;
+  run_threads([&](int t) {
+    for (int i = 0; i < kIterations; ++i)
+      (shared * static_cast<double>(t + 1)).sum().backward(Tensor(), /*retain_graph=*/true);
+  });
+  // d/dw sum((t + 1) * 3 w) = 3 (t + 1), summed over threads and iterations.
+  const double expected = 3.0 * (1 + 2 + 3 + 4) * kIterations;
+  for (double g : w.grad().to_vector<double>()) EXPECT_EQ(g, expected);
+}
+
+// Separate graphs in separate threads, each with its own generator: the same numbers as one
+// thread computes.
+TEST(Threads, SeparateGraphsGiveTheSingleThreadedResult) {
+  auto compute = [](uint64_t seed) {
+    Generator g(seed);
+    Tensor a = rand({4, 6}, DType::Float32, &g).requires_grad_();
+    Tensor b = randn({6, 3}, DType::Float32, &g).requires_grad_();
+    Tensor loss = softmax(matmul(a, b), -1).pow(2.0).sum();
+    loss.backward();
+    std::vector<float> out = a.grad().to_vector<float>();
+    std::vector<float> gb = b.grad().to_vector<float>();
+    out.insert(out.end(), gb.begin(), gb.end());
+    out.push_back(loss.item<float>());
+    return out;
+  };
+  std::vector<std::vector<float>> expected(kThreads), got(kThreads);
+  for (int t = 0; t < kThreads; ++t) expected[t] = compute(100 + t);
+  run_threads([&](int t) {
+    for (int i = 0; i < 20; ++i) got[t] = compute(100 + t);
+  });
+  EXPECT_EQ(got, expected);
+}
+
+// Grad mode is per thread: a NoGradGuard in one thread does not stop recording in another.
+TEST(Threads, GradModeIsThreadLocal) {
+  NoGradGuard no_grad;
+  bool recorded = false;
+  std::thread other([&] {
+    Tensor x = ones({2}).requires_grad_();
+    recorded = (x * 2.0).requires_grad();
+  });
+  other.join();
+  EXPECT_TRUE(recorded);
+  Tensor x = ones({2}).requires_grad_();
+  EXPECT_FALSE((x * 2.0).requires_grad());
+}
+
+// Threads dropping their handles to a shared graph at once: the teardown is not a double free.
+TEST(Threads, ConcurrentTeardownOfASharedGraph) {
+  for (int round = 0; round < 20; ++round) {
+    Tensor x = ones({2}).requires_grad_();
+    Tensor y = x;
+    for (int i = 0; i < 200; ++i) y = y * 1.0 + y;
+    std::vector<Tensor> copies(kThreads, y);
+    y = Tensor();
+    run_threads([&](int t) {
+      Tensor mine = copies[t] * 1.0;
+      copies[t] = Tensor();
+      mine = Tensor();
+    });
+  }
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace ember
