@@ -45,11 +45,30 @@ std::string python_float_format(double v, char style, int precision) {
   return s;
 }
 
-// Python's '{}'.format(x) for the elements of an integer or bool tensor.
-std::string python_int_format(double v, DType dtype) {
+// Python's '{}'.format(x) for the elements of an integer or bool tensor, from the integer itself
+// (a double cannot hold every int64: 2^53 + 1, INT64_MAX).
+std::string python_int_format(int64_t v, DType dtype) {
   if (dtype == DType::Bool) return v != 0 ? "True" : "False";
-  return std::to_string(static_cast<int64_t>(v));
+  return std::to_string(v);
 }
+
+// The integer and bool counterpart of Formatter below: one width for all shown values.
+class IntFormatter {
+ public:
+  IntFormatter(const std::vector<int64_t>& shown, DType dtype) : dtype_(dtype) {
+    for (int64_t v : shown) max_width_ = std::max(max_width_, python_int_format(v, dtype).size());
+  }
+  std::size_t width() const { return max_width_; }
+  std::string format(int64_t v) const {
+    std::string s = python_int_format(v, dtype_);
+    if (s.size() < max_width_) s.insert(0, max_width_ - s.size(), ' ');
+    return s;
+  }
+
+ private:
+  DType dtype_;
+  std::size_t max_width_ = 1;
+};
 
 // torch._tensor_str._Formatter: one printing style and one width for all shown values.
 class Formatter {
@@ -57,9 +76,10 @@ class Formatter {
   // `shown` holds the values that will actually be printed (after summarization).
   Formatter(const std::vector<double>& shown, DType dtype)
       : dtype_(dtype), floating_(is_floating(dtype)) {
-    // Integer and bool tensors: print each value as Python would; width of the widest.
+    // Integer and bool tensors have their own IntFormatter (exact integers).
     if (!floating_) {
-      for (double v : shown) max_width_ = std::max(max_width_, python_int_format(v, dtype).size());
+      for (double v : shown)
+        max_width_ = std::max(max_width_, python_int_format(static_cast<int64_t>(v), dtype).size());
       return;
     }
 
@@ -110,7 +130,7 @@ class Formatter {
   std::string format(double v) const {
     std::string s;
     if (!floating_) {
-      s = python_int_format(v, dtype_);
+      s = python_int_format(static_cast<int64_t>(v), dtype_);
     } else if (sci_mode_) {
       s = python_float_format(v, 'e', kPrecision);
     } else if (int_mode_) {
@@ -132,16 +152,17 @@ class Formatter {
 };
 
 // Walks the row-major values of one tensor and prints them as nested lists.
+template <typename V>
 class Printer {
  public:
-  Printer(const std::vector<int64_t>& shape, const std::vector<double>& values, bool summarize)
+  Printer(const std::vector<int64_t>& shape, const std::vector<V>& values, bool summarize)
       : shape_(shape), values_(values), summarize_(summarize), strides_(shape.size(), 1) {
     for (std::size_t d = shape.size(); d-- > 1;) strides_[d - 1] = strides_[d] * shape[d];
   }
 
   // get_summarized_data: the values that will be shown, in order. Only these are given to
   // the Formatter, so a huge value hidden behind "..." does not change the style.
-  void collect_shown(std::vector<double>& out, std::size_t dim = 0, int64_t offset = 0) const {
+  void collect_shown(std::vector<V>& out, std::size_t dim = 0, int64_t offset = 0) const {
     if (dim == shape_.size()) {
       out.push_back(values_[static_cast<std::size_t>(offset)]);
       return;
@@ -153,8 +174,8 @@ class Printer {
 
   // _tensor_str_with_formatter: the bracketed text of the sub-tensor starting at `offset`
   // whose first dimension is `dim`, for a first line starting at column `indent`.
-  std::string tensor_str(const Formatter& f, std::size_t dim, int64_t offset,
-                         int64_t indent) const {
+  template <typename F>
+  std::string tensor_str(const F& f, std::size_t dim, int64_t offset, int64_t indent) const {
     // A 0-d tensor is its only value (_scalar_str).
     if (shape_.empty()) return f.format(values_[0]);
     // The innermost dimension is a vector.
@@ -195,7 +216,8 @@ class Printer {
 
   // _vector_str: the elements of a 1-d run, as many per line as fit in the line width
   // (each counts its width plus ", "), later lines aligned under the first element.
-  std::string vector_str(const Formatter& f, int64_t offset, int64_t indent) const {
+  template <typename F>
+  std::string vector_str(const F& f, int64_t offset, int64_t indent) const {
     int64_t element_length = static_cast<int64_t>(f.width()) + 2;
     double fit = std::floor(static_cast<double>(kLineWidth - indent) / element_length);
     std::size_t per_line = static_cast<std::size_t>(std::max(1.0, fit));
@@ -238,7 +260,7 @@ class Printer {
   }
 
   const std::vector<int64_t>& shape_;
-  const std::vector<double>& values_;
+  const std::vector<V>& values_;
   bool summarize_;
   std::vector<int64_t> strides_;
 };
@@ -282,8 +304,10 @@ std::string format_size(const std::vector<int64_t>& shape) {
   return "torch.Size(" + shape_str(shape) + ")";
 }
 
-std::string format_tensor(const std::vector<int64_t>& shape, const std::vector<double>& values,
-                          DType dtype, const std::vector<std::string>& suffixes) {
+namespace {
+template <typename V>
+std::string format_any(const std::vector<int64_t>& shape, const std::vector<V>& values, DType dtype,
+                       const std::vector<std::string>& suffixes) {
   int64_t numel = 1;
   for (int64_t d : shape) {
     check(d >= 0, "format_tensor: negative dimension in shape ", shape);
@@ -309,14 +333,32 @@ std::string format_tensor(const std::vector<int64_t>& shape, const std::vector<d
     if (dtype == DType::Float64) all_suffixes.push_back("dtype=torch.float64");
 
     bool summarize = numel > kThreshold;
-    Printer printer(shape, values, summarize);
-    std::vector<double> shown;
+    Printer<V> printer(shape, values, summarize);
+    std::vector<V> shown;
     printer.collect_shown(shown);
-    Formatter formatter(shown, dtype);
-    body = printer.tensor_str(formatter, 0, 0, indent);
+    if constexpr (std::is_same_v<V, int64_t>) {
+      IntFormatter formatter(shown, dtype);
+      body = printer.tensor_str(formatter, 0, 0, indent);
+    } else {
+      Formatter formatter(shown, dtype);
+      body = printer.tensor_str(formatter, 0, 0, indent);
+    }
   }
   all_suffixes.insert(all_suffixes.end(), suffixes.begin(), suffixes.end());
   return add_suffixes(prefix + body, all_suffixes, indent);
+}
+}  // namespace
+
+std::string format_tensor(const std::vector<int64_t>& shape, const std::vector<double>& values,
+                          DType dtype, const std::vector<std::string>& suffixes) {
+  return format_any(shape, values, dtype, suffixes);
+}
+
+std::string format_int_tensor(const std::vector<int64_t>& shape, const std::vector<int64_t>& values,
+                              DType dtype, const std::vector<std::string>& suffixes) {
+  check(!is_floating(dtype), "format_tensor: integer values given for a ", dtype_name(dtype),
+        " tensor");
+  return format_any(shape, values, dtype, suffixes);
 }
 
 }  // namespace ember

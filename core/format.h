@@ -27,6 +27,10 @@ namespace ember {
 std::string format_tensor(const std::vector<int64_t>& shape, const std::vector<double>& values,
                           DType dtype, const std::vector<std::string>& suffixes = {});
 
+// The same for an integer or bool tensor, from its exact values (int64 does not fit a double).
+std::string format_int_tensor(const std::vector<int64_t>& shape, const std::vector<int64_t>& values,
+                              DType dtype, const std::vector<std::string>& suffixes = {});
+
 // The repr of a shape: "torch.Size([2, 6, 3])", "torch.Size([])".
 std::string format_size(const std::vector<int64_t>& shape);
 

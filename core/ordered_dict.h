@@ -42,6 +42,14 @@ class OrderedDict {
   OrderedDict(std::initializer_list<std::pair<Key, Value>> items) {
     for (const auto& [key, value] : items) insert(key, value);
   }
+  // From and to a vector of pairs (what named tensors were before, and what the safetensors
+  // writer takes), both implicit so that such code keeps compiling.
+  OrderedDict(const std::vector<std::pair<Key, Value>>& items) {  // NOLINT: implicit
+    for (const auto& [key, value] : items) insert(key, value);
+  }
+  operator std::vector<std::pair<Key, Value>>() const {  // NOLINT: implicit
+    return {items_.begin(), items_.end()};
+  }
 
   // Appends a new item; a key that is already there is an error.
   Value& insert(Key key, Value value) {

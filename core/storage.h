@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace ember {
@@ -24,13 +25,12 @@ class Storage {
     check(
         nbytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - kAlignment,
         "Storage: cannot allocate ", nbytes, " bytes (larger than the address space)");
-    std::size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    data_ = detail::allocate_buffer(allocated_bytes(nbytes));  // core/allocator.h
     check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
           nbytes, " bytes.");
-    std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);  // no uninitialised reads, ever
+    std::memset(data_, 0, allocated_bytes(nbytes));  // no uninitialised reads, ever
   }
-  ~Storage() { std::free(data_); }
+  ~Storage() { detail::free_buffer(data_, allocated_bytes(nbytes_)); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -42,6 +42,11 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  // nbytes rounded up to whole cache lines (one line for an empty storage).
+  static std::size_t allocated_bytes(std::size_t nbytes) {
+    return nbytes == 0 ? kAlignment : (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   std::atomic<uint64_t> version_{0};  // atomic: tensors may be read from several threads

@@ -3,6 +3,7 @@
 #include "core/tensor.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/autograd/engine.h"
@@ -10,6 +11,7 @@
 #include "core/format.h"
 #include "core/kernels/iterate.h"
 #include "core/ops/elementwise.h"
+#include "core/overlap.h"
 
 namespace ember {
 
@@ -41,14 +43,30 @@ int64_t element_offset(const Tensor& t, const std::vector<int64_t>& index, const
 
 // A double converted to element type T; an int64 that cannot hold it (inf, nan, out of range)
 // is an Error, as in PyTorch ("value cannot be converted to type int64_t without overflow"),
-// never undefined behaviour.
+// never undefined behaviour. With `fill` (fill_, full, set, masked_fill: PyTorch's Scalar
+// checks), a finite value beyond float32's range is an Error too ("value cannot be converted to
+// type float without overflow"); inf and nan are kept.
 template <typename T>
-T checked_cast(double value, const char* op) {
+T checked_cast(double value, const char* op, bool fill = false) {
   if constexpr (std::is_same_v<T, int64_t>) {
     check(std::isfinite(value) && value >= -9223372036854775808.0 && value < 9223372036854775808.0,
           op, ": value ", value, " cannot be converted to type int64 without overflow");
+  } else if constexpr (std::is_same_v<T, float>) {
+    check(!fill || !std::isfinite(value) ||
+              std::fabs(value) <= static_cast<double>(std::numeric_limits<float>::max()),
+          op, ": value ", value, " cannot be converted to type float without overflow");
   }
   return static_cast<T>(value);
+}
+
+// One element converted from S to D; a float that an int64 cannot hold is an Error.
+template <typename D, typename S>
+D convert_element(S v, const char* op) {
+  if constexpr (std::is_same_v<D, int64_t> && std::is_floating_point_v<S>) {
+    check(std::isfinite(v) && v >= S(-9223372036854775808.0) && v < S(9223372036854775808.0), op,
+          ": value ", v, " cannot be converted to type int64 without overflow");
+  }
+  return static_cast<D>(v);
 }
 
 double read_as_double(const Tensor& t, int64_t storage_offset) {
@@ -90,6 +108,16 @@ double Tensor::item() const {
   return at(zero);
 }
 
+int64_t Tensor::item_int64() const {
+  check(numel() == 1, "item: a Tensor with ", numel(),
+        " elements cannot be converted to a scalar (shape ", shape(), ")");
+  const int64_t off = element_offset(*this, Shape(dim(), 0), "item");
+  return dispatch(dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    return convert_element<int64_t>(static_cast<const S*>(storage()->data())[off], "item");
+  });
+}
+
 double Tensor::at(const std::vector<int64_t>& index) const {
   detail::check_defined(*this, "at");
   return read_as_double(*this, element_offset(*this, index, "at"));
@@ -98,9 +126,10 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 void Tensor::set(const std::vector<int64_t>& index, double value) {
   detail::check_defined(*this, "set");
   int64_t off = element_offset(*this, index, "set");
+  assert_no_internal_overlap(*this, "set");  // one write would change several elements
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    static_cast<T*>(storage()->data())[off] = checked_cast<T>(value, "set");
+    static_cast<T*>(storage()->data())[off] = checked_cast<T>(value, "set", /*fill=*/true);
   });
   storage()->bump_version();
 }
@@ -112,7 +141,8 @@ std::vector<T> Tensor::to_vector() const {
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* base = static_cast<const S*>(storage()->data()) + offset();
-    kernels::unary_map(out.data(), base, shape(), strides(), [](S v) { return static_cast<T>(v); });
+    kernels::unary_map(out.data(), base, shape(), strides(),
+                       [](S v) { return convert_element<T>(v, "to_vector"); });
   });
   return out;
 }
@@ -130,7 +160,7 @@ static Tensor copy_to_contiguous(const Tensor& src, DType dtype) {
     dispatch(dtype, [&](auto dtag) {
       using D = decltype(dtag);
       kernels::unary_map(out.data_ptr<D>(), src.data_ptr<S>(), src.shape(), src.strides(),
-                         [](S v) { return static_cast<D>(v); });
+                         [](S v) { return convert_element<D>(v, "to"); });
     });
   });
   return out;
@@ -193,6 +223,7 @@ Tensor Tensor::detach() const {
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_defined(src, "copy_");
   detail::check_inplace(*this, "copy_");
+  assert_no_partial_overlap(*this, src, "copy_");
   Shape target = broadcast_shapes(src.shape(), shape(), "copy_");
   check(target == shape(), "copy_: source of shape ", src.shape(),
         " cannot be broadcast to destination of shape ", shape());
@@ -213,6 +244,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
     impl_->grad_fn->output = impl_;
     return *this;
   }
+  // A strided source whose elements may be among the destination's is read before any write.
+  if (overlap_status(*this, src) == MemOverlap::TooHard)
+    return copy_(copy_to_contiguous(src, src.dtype()));
   Shape src_strides = broadcast_strides(src.shape(), src.strides(), shape());
   dispatch(src.dtype(), [&](auto stag) {
     using S = decltype(stag);
@@ -225,7 +259,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
                                  D* d = dst + offset() + off[0];
                                  const S* s = from + src.offset() + off[1];
                                  for (int64_t i = 0; i < n; ++i)
-                                   d[i * step[0]] = static_cast<D>(s[i * step[1]]);
+                                   d[i * step[0]] = convert_element<D>(s[i * step[1]], "copy_");
                                });
     });
   });
@@ -233,12 +267,13 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
-  detail::check_inplace(*this, "fill_");
+  // Every element gets the same value, so an expanded destination is fine (as in PyTorch).
+  detail::check_inplace(*this, "fill_", /*allow_internal_overlap=*/true);
   check(!(GradMode::is_enabled() && requires_grad()),
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T fill_value = checked_cast<T>(value, "fill_");
+    const T fill_value = checked_cast<T>(value, "fill_", /*fill=*/true);
     T* base = static_cast<T*>(storage()->data());
     Shape out_strides = strides();
     kernels::for_each_row<1>(shape(), {&out_strides}, [&](auto off, int64_t n, auto step) {
@@ -446,6 +481,8 @@ std::string repr(const Tensor& t) {
   } else if (t.requires_grad()) {
     suffixes.push_back("requires_grad=True");
   }
+  if (!is_floating(t.dtype()))
+    return format_int_tensor(t.shape(), t.to_vector<int64_t>(), t.dtype(), suffixes);
   return format_tensor(t.shape(), t.to_vector<double>(), t.dtype(), suffixes);
 }
 
@@ -472,8 +509,9 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int6
   return Tensor(std::move(impl));
 }
 
-void check_inplace(const Tensor& t, const char* op) {
+void check_inplace(const Tensor& t, const char* op, bool allow_internal_overlap) {
   check_defined(t, op);
+  if (!allow_internal_overlap) assert_no_internal_overlap(t, op);
   if (GradMode::is_enabled()) {
     check(!(t.is_leaf() && t.requires_grad()), op,
           ": a leaf Variable that requires grad is being used in an in-place operation.");

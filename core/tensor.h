@@ -12,9 +12,11 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
+#include "core/args.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/options.h"
@@ -83,10 +85,17 @@ class Tensor {
 
   // ---- values ----
   double item() const;  // one-element tensors only
+  // item<int64_t>() (any integer type) reads the integer itself, never through double; from a
+  // float, nan, inf or a value out of int64's range is an Error.
   template <typename T>
   T item() const {
-    return static_cast<T>(item());
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return static_cast<T>(item_int64());
+    } else {
+      return static_cast<T>(item());
+    }
   }
+  int64_t item_int64() const;
   double at(const std::vector<int64_t>& index) const;         // one element, any dtype, as double
   void set(const std::vector<int64_t>& index, double value);  // raw write (no autograd)
   // All elements in row-major order as float, double or int64_t (bool tensors: as int64_t).
@@ -140,13 +149,13 @@ class Tensor {
 
   // ---- common ops as methods (defined with the ops) ----
   Tensor sum() const;
-  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor sum(Dim dim, Bool keepdim = false) const;
   Tensor mean() const;
-  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor mean(Dim dim, Bool keepdim = false) const;
   Tensor exp() const;
   Tensor log() const;
   Tensor sqrt() const;
-  Tensor pow(double exponent) const;
+  Tensor pow(Scalar exponent) const;
   Tensor abs() const;
   Tensor neg() const;
   Tensor dot(const Tensor& other) const;
@@ -154,12 +163,35 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
   Tensor& masked_fill_(const Tensor& mask, double value);
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(Dim dim, Bool keepdim = false) const;
 
-  // In-place arithmetic (refused on leaves that require grad, like PyTorch).
-  Tensor& add_(const Tensor& other);
-  Tensor& mul_(double factor);
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  // torch.var(x, dim, unbiased, keepdim), x.std(...) (defined with the reductions).
+  Tensor var(Dim dim, Bool unbiased = true, Bool keepdim = false) const;
+  Tensor std(Dim dim, Bool unbiased = true, Bool keepdim = false) const;
+
+  // In-place arithmetic with libtorch's signatures (core/ops/elementwise.cpp). Refused on leaves
+  // that require grad and on destinations with internal overlap; the result type must be
+  // castable to this tensor's dtype ("result type Float can't be cast to the desired output type
+  // Long"); an input partially overlapping this tensor is an Error, as in PyTorch.
+  Tensor& add_(const Tensor& other, Scalar alpha = 1);  // this += alpha * other
+  Tensor& add_(Scalar other, Scalar alpha = 1);
+  Tensor& sub_(const Tensor& other, Scalar alpha = 1);
+  Tensor& sub_(Scalar other, Scalar alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(Scalar factor);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(Scalar divisor);
+  Tensor& addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value = 1);
+  Tensor& addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value = 1);
+  Tensor& lerp_(const Tensor& end, double weight);
+  Tensor& lerp_(const Tensor& end, const Tensor& weight);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+  Tensor& sqrt_();
   Tensor& operator+=(const Tensor& other) { return add_(other); }
+  Tensor& operator-=(const Tensor& other) { return sub_(other); }
+  Tensor& operator*=(const Tensor& other) { return mul_(other); }
+  Tensor& operator/=(const Tensor& other) { return div_(other); }
 
  private:
   // The impl, or an Error naming `op` when this tensor is undefined (every accessor goes here).
@@ -228,8 +260,9 @@ inline void check_defined(const Tensor& t, const char* op) {
 }
 // A new handle over t's storage with another shape/strides/offset (no autograd state).
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset);
-// Refuses in-place writes PyTorch refuses; bumps the storage version.
-void check_inplace(const Tensor& t, const char* op);
+// Refuses in-place writes PyTorch refuses (incl. a destination with internal overlap, unless
+// every element gets the same value); bumps the storage version.
+void check_inplace(const Tensor& t, const char* op, bool allow_internal_overlap = false);
 }  // namespace detail
 
 template <typename T>

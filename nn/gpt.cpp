@@ -21,8 +21,10 @@ namespace ember::nn {
 
 GPTLayerNorm::GPTLayerNorm(int64_t emb_dim) : Module("LayerNorm") {
   check(emb_dim > 0, "LayerNorm: expected a positive emb_dim, got ", emb_dim);
-  scale = register_parameter("scale", Parameter(ones({emb_dim})));
-  shift = register_parameter("shift", Parameter(zeros({emb_dim})));
+  scale = Parameter(ones({emb_dim}));
+  shift = Parameter(zeros({emb_dim}));
+  register_parameter("scale", &scale);  // by address: assigning the member replaces it
+  register_parameter("shift", &shift);
 }
 
 Tensor GPTLayerNorm::forward(const Tensor& x) {

@@ -107,6 +107,7 @@ Tensor binary_cross_entropy_with_logits(
 class CrossEntropyLoss : public Module {
  public:
   explicit CrossEntropyLoss(CrossEntropyFuncOptions options = {});
+  using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   CrossEntropyFuncOptions options;
@@ -115,6 +116,7 @@ class CrossEntropyLoss : public Module {
 class NLLLoss : public Module {
  public:
   explicit NLLLoss(NLLLossFuncOptions options = {});
+  using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   NLLLossFuncOptions options;
@@ -123,6 +125,7 @@ class NLLLoss : public Module {
 class MSELoss : public Module {
  public:
   explicit MSELoss(MSELossFuncOptions options = {});
+  using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   MSELossFuncOptions options;
@@ -131,6 +134,7 @@ class MSELoss : public Module {
 class L1Loss : public Module {
  public:
   explicit L1Loss(L1LossFuncOptions options = {});
+  using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   L1LossFuncOptions options;
@@ -139,6 +143,7 @@ class L1Loss : public Module {
 class BCELoss : public Module {
  public:
   explicit BCELoss(BinaryCrossEntropyFuncOptions options = {});
+  using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   BinaryCrossEntropyFuncOptions options;
@@ -147,6 +152,7 @@ class BCELoss : public Module {
 class BCEWithLogitsLoss : public Module {
  public:
   explicit BCEWithLogitsLoss(BinaryCrossEntropyWithLogitsFuncOptions options = {});
+  using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   BinaryCrossEntropyWithLogitsFuncOptions options;

@@ -167,7 +167,7 @@ void adam_update(Tensor& param, const Tensor& grad, const Options& opt, ParamSta
   Tensor& exp_avg = state_like(state, "exp_avg", param);
   Tensor& exp_avg_sq = state_like(state, "exp_avg_sq", param);
   Tensor max_sq = opt.amsgrad() ? state_like(state, "max_exp_avg_sq", param) : Tensor();
-  const auto [beta1, beta2] = opt.betas();
+  const double beta1 = std::get<0>(opt.betas()), beta2 = std::get<1>(opt.betas());
   const double lr = opt.lr(), wd = opt.weight_decay();
   const double bias_correction1 = 1 - std::pow(beta1, step);
   const double bias_correction2 = 1 - std::pow(beta2, step);

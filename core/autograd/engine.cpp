@@ -80,6 +80,9 @@ Tensor run_output_hooks(Node* node, Tensor grad) {
       check(replaced.shape() == grad.shape(), node->name(),
             ": a hook replaced a gradient of shape ", grad.shape(), " by one of shape ",
             replaced.shape());
+      check(replaced.dtype() == grad.dtype(), node->name(),
+            ": hook has changed the type of value (was ", dtype_name(grad.dtype()), " got ",
+            dtype_name(replaced.dtype()), ")");
       grad = replaced;
     }
   }

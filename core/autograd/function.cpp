@@ -89,6 +89,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
       check(replaced.shape() == grad.shape(),
             "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),
             " by one of shape ", replaced.shape());
+      check(replaced.dtype() == grad.dtype(),
+            "AccumulateGrad: hook has changed the type of value (was ", dtype_name(grad.dtype()),
+            " got ", dtype_name(replaced.dtype()), ")");
       grad = replaced;
     }
   }

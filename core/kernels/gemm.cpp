@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -46,12 +47,15 @@ namespace ember::kernels {
 
 namespace {
 
+// c + a * b: one fused multiply-add for floats; for int64 wrapping on overflow as PyTorch's integer
+// matmul does, computed in uint64 where wrapping is defined (signed overflow is not).
 template <typename T>
 inline T fused(T a, T b, T c) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::fma(a, b, c);
   } else {
-    return c + a * b;
+    return static_cast<T>(static_cast<uint64_t>(c) +
+                          static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
   }
 }
 
@@ -384,7 +388,8 @@ struct Workspace {
     const int64_t align = 64 / sizeof(T);
     a_size = (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32
     per_thread = a_size + (b_elems + align - 1) / align * align;
-    const std::size_t bytes = sizeof(T) * static_cast<std::size_t>(per_thread * threads);
+    const std::size_t bytes =
+        sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
     memory.reset(static_cast<T*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
     if (!memory) throw std::bad_alloc();
   }

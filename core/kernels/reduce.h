@@ -28,9 +28,10 @@ struct ReduceShape {
 };
 
 // What sums accumulate in: double for floating types (a float32 sum is then within one rounding
-// of the exact sum), int64 for integers and bools (PyTorch sums both to int64).
+// of the exact sum), uint64 for integers and bools (PyTorch sums both to int64 and wraps on
+// overflow; unsigned wrapping is defined, signed overflow is not).
 template <typename T>
-using SumAccumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using SumAccumulator = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
 
 // x[0] + ... + x[n-1] in Acc, with four running sums so the additions do not wait on each other.
 template <typename Acc, typename T>
@@ -51,8 +52,15 @@ template <typename T, typename R>
 void sum(const T* in, R* out, const ReduceShape& s, bool average = false) {
   using Acc = SumAccumulator<T>;
   auto finish = [&](Acc total) {
-    if (average) return static_cast<R>(static_cast<double>(total) / static_cast<double>(s.reduced));
-    return static_cast<R>(total);
+    if constexpr (std::is_integral_v<Acc>) {
+      const auto value = static_cast<int64_t>(total);  // back to two's complement
+      if (average)
+        return static_cast<R>(static_cast<double>(value) / static_cast<double>(s.reduced));
+      return static_cast<R>(value);
+    } else {
+      if (average) return static_cast<R>(total / static_cast<double>(s.reduced));
+      return static_cast<R>(total);
+    }
   };
   if (s.inner == 1) {
     for (int64_t o = 0; o < s.outer; ++o)
@@ -74,8 +82,11 @@ void sum(const T* in, R* out, const ReduceShape& s, bool average = false) {
 // out[o, i] = sum over r of (in[o, r, i] - mean)^2 / max(0, reduced - correction), in two passes:
 // the mean first, then the squared deviations from it. (The one-pass E[x^2] - E[x]^2 loses every
 // digit when the mean is large compared with the spread.) Floating types only.
+// With take_sqrt, the standard deviation: the square root is taken in double before rounding to T.
 template <typename T>
-void variance(const T* in, T* out, const ReduceShape& s, int64_t correction) {
+void variance(const T* in, T* out, const ReduceShape& s, int64_t correction,
+              bool take_sqrt = false) {
+  auto finish = [take_sqrt](double v) { return static_cast<T>(take_sqrt ? std::sqrt(v) : v); };
   const double count = static_cast<double>(s.reduced);
   const double divisor = static_cast<double>(std::max<int64_t>(0, s.reduced - correction));
   if (s.inner == 1) {
@@ -87,7 +98,7 @@ void variance(const T* in, T* out, const ReduceShape& s, int64_t correction) {
         const double deviation = static_cast<double>(row[r]) - mean;
         squares += deviation * deviation;
       }
-      out[o] = static_cast<T>(squares / divisor);
+      out[o] = finish(squares / divisor);
     }
     return;
   }
@@ -105,8 +116,7 @@ void variance(const T* in, T* out, const ReduceShape& s, int64_t correction) {
         squares[i] += deviation * deviation;
       }
     }
-    for (int64_t i = 0; i < s.inner; ++i)
-      out[o * s.inner + i] = static_cast<T>(squares[i] / divisor);
+    for (int64_t i = 0; i < s.inner; ++i) out[o * s.inner + i] = finish(squares[i] / divisor);
   }
 }
 

@@ -3,11 +3,14 @@
 // returns gradients of the broadcast (output) shape.
 #include "core/ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 #include "core/autograd/function.h"
 #include "core/kernels/iterate.h"
+#include "core/overlap.h"
 
 namespace ember {
 
@@ -29,9 +32,51 @@ DType result_type(const Tensor& a, const Tensor& b) {
     if (is_floating(big.dtype()) || !is_floating(small.dtype())) {
       return big.dtype() == DType::Bool ? promote(big.dtype(), small.dtype()) : big.dtype();
     }
-    return kDefaultDType;
+    // A 0-d operand of a higher category (float vs. integer) gives its own dtype: a wrapped
+    // Python float is a float32 0-d tensor here (wrap_scalar), a float64 0-d tensor stays float64.
+    return small.dtype();
   }
   return promote(a.dtype(), b.dtype());
+}
+
+// int64 arithmetic wraps around on overflow as PyTorch's does (two's complement), computed in
+// uint64 where wrapping is defined instead of signed overflow (undefined behaviour).
+template <typename T>
+T wrapping_add(T x, T y) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+  } else {
+    return x + y;
+  }
+}
+template <typename T>
+T wrapping_sub(T x, T y) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+  } else {
+    return x - y;
+  }
+}
+template <typename T>
+T wrapping_mul(T x, T y) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return x && y;
+  } else {
+    return x * y;
+  }
+}
+// x^p for a whole p >= 0 by squaring, wrapping like repeated multiplication (PyTorch's
+// integer pow).
+int64_t wrapping_pow(int64_t x, uint64_t p) {
+  uint64_t result = 1, base = static_cast<uint64_t>(x);
+  while (p) {
+    if (p & 1) result *= base;
+    base *= base;
+    p >>= 1;
+  }
+  return static_cast<int64_t>(result);
 }
 
 // Computes f(a, b) in dtype `compute`, writing dtype `out_dtype`, over the broadcast shape.
@@ -82,11 +127,23 @@ DType floating_type(const Tensor& t) { return is_floating(t.dtype()) ? t.dtype()
 
 // A Python scalar next to a tensor: a 0-d tensor of the tensor's dtype, or float32 when the
 // tensor is integral and the scalar is not.
-Tensor wrap_scalar(double value, const Tensor& like, const char* op) {
+// A float32 scalar is rounded like PyTorch's (1e300 becomes inf, no error: only fill checks).
+Tensor wrap_scalar(Scalar scalar, const Tensor& like, const char* op = "scalar op") {
   detail::check_defined(like, op);
   DType d = like.dtype();
-  if (!is_floating(d) && value != std::floor(value)) d = kDefaultDType;
+  if (!scalar.is_integral() && !is_floating(d)) d = kDefaultDType;
   if (d == DType::Bool) d = DType::Int64;
+  if (d == DType::Int64) {  // exact, also beyond 2^53
+    Tensor t = empty({}, d);
+    *t.data_ptr<int64_t>() = scalar.to_int64();
+    return t;
+  }
+  const double value = scalar.to_double();
+  if (d == DType::Float32) {
+    Tensor t = empty({}, d);
+    *t.data_ptr<float>() = static_cast<float>(value);
+    return t;
+  }
   return scalar_tensor(value, d);
 }
 
@@ -98,27 +155,77 @@ void check_same_device_args(const Tensor& a, const Tensor& b, const char* op) {
 // Arithmetic
 // ---------------------------------------------------------------------------------------------
 
-// c = a + b:  dc/da = 1, dc/db = 1
+// torch.add(a, b, alpha=...) for integer results takes an integer alpha only.
+void check_alpha(DType t, Scalar alpha, const char* op) {
+  check(is_floating(t) || alpha.is_integral(), op,
+        ": for integral input tensors, argument alpha must not be a floating point number (got ",
+        alpha.to_double(), ")");
+}
+
+// a + alpha * b in T, as PyTorch's add kernel: one fused multiply-add for floats (its
+// vectorised ufunc::add is vec::fmadd(b, alpha, a); with alpha = 1 that is exactly a + b),
+// wrapping for int64.
+template <typename T>
+T add_scaled(T a, T b, T alpha) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fma(b, alpha, a);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a || (alpha && b);
+  } else {
+    return wrapping_add(a, wrapping_mul(alpha, b));
+  }
+}
+
+// c = a + alpha b:  dc/da = 1, dc/db = alpha
 struct Add : Function<Add> {
   static constexpr const char* name = "AddBackward0";
-  Tensor forward(const Tensor& a, const Tensor& b) {
+  double alpha = 1;
+  Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
     check_same_device_args(a, b, "add");
+    alpha = alpha_.to_double();
     DType t = result_type(a, b);
-    return binary_kernel(a, b, t, t, "add", [](auto x, auto y) { return x + y; });
+    check_alpha(t, alpha_, "add");
+    if (alpha == 1)
+      return binary_kernel(a, b, t, t, "add", [](auto x, auto y) { return wrapping_add(x, y); });
+    return dispatch(t, [&](auto tag) {
+      using T = decltype(tag);
+      const T al =
+          std::is_same_v<T, int64_t> ? static_cast<T>(alpha_.to_int64()) : static_cast<T>(alpha);
+      return binary_kernel(a, b, t, t, "add",
+                           [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
+    });
   }
-  std::vector<Tensor> backward(const Tensor& grad) { return {grad, grad}; }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {grad, alpha == 1 ? grad : grad * alpha};
+  }
 };
 
-// c = a - b:  dc/da = 1, dc/db = -1
+// c = a - alpha b:  dc/da = 1, dc/db = -alpha  (PyTorch: a + (-alpha) b)
 struct Sub : Function<Sub> {
   static constexpr const char* name = "SubBackward0";
-  Tensor forward(const Tensor& a, const Tensor& b) {
+  double alpha = 1;
+  Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
     check_same_device_args(a, b, "sub");
+    alpha = alpha_.to_double();
     DType t = result_type(a, b);
-    check(t != DType::Bool, "sub: subtraction with two bool tensors is not supported");
-    return binary_kernel(a, b, t, t, "sub", [](auto x, auto y) { return x - y; });
+    check(t != DType::Bool,
+          "sub: subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+          "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    check_alpha(t, alpha_, "sub");
+    if (alpha == 1)
+      return binary_kernel(a, b, t, t, "sub", [](auto x, auto y) { return wrapping_sub(x, y); });
+    return dispatch(t, [&](auto tag) {
+      using T = decltype(tag);
+      const T al = std::is_same_v<T, int64_t>
+                       ? static_cast<T>(wrapping_sub(int64_t{0}, alpha_.to_int64()))
+                       : static_cast<T>(-alpha);
+      return binary_kernel(a, b, t, t, "sub",
+                           [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
+    });
   }
-  std::vector<Tensor> backward(const Tensor& grad) { return {grad, neg(grad)}; }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {grad, alpha == 1 ? neg(grad) : grad * -alpha};
+  }
 };
 
 // c = a * b:  dc/da = b, dc/db = a
@@ -132,7 +239,7 @@ struct Mul : Function<Mul> {
     DType t = result_type(a, b);
     if (t == DType::Bool)
       return binary_kernel(a, b, t, t, "mul", [](bool x, bool y) { return x && y; });
-    return binary_kernel(a, b, t, t, "mul", [](auto x, auto y) { return x * y; });
+    return binary_kernel(a, b, t, t, "mul", [](auto x, auto y) { return wrapping_mul(x, y); });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
@@ -161,7 +268,8 @@ struct RSub : Function<RSub> {
   static constexpr const char* name = "RsubBackward1";
   Tensor forward(const Tensor& t, const Tensor& scalar) {
     DType d = result_type(t, scalar);
-    return binary_kernel(scalar, t, d, d, "rsub", [](auto x, auto y) { return x - y; });
+    return binary_kernel(scalar, t, d, d, "rsub",
+                         [](auto x, auto y) { return wrapping_sub(x, y); });
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {neg(grad), Tensor()}; }
 };
@@ -175,7 +283,7 @@ struct Neg : Function<Neg> {
   static constexpr const char* name = "NegBackward0";
   Tensor forward(const Tensor& x) {
     check(x.dtype() != DType::Bool, "neg: negation of a bool tensor is not supported; use ~");
-    return unary_kernel(x, x.dtype(), [](auto v) { return -v; });
+    return unary_kernel(x, x.dtype(), [](auto v) { return wrapping_sub(decltype(v)(0), v); });
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {neg(grad)}; }
 };
@@ -216,10 +324,22 @@ struct Sqrt : Function<Sqrt> {
 struct Pow : Function<Pow> {
   static constexpr const char* name = "PowBackward0";
   double exponent = 1;
-  Tensor forward(const Tensor& x, double p) {
+  Tensor forward(const Tensor& x, Scalar exponent_) {
+    const double p = exponent_.to_double();
     exponent = p;
     save_for_backward({x});
-    DType d = is_floating(x.dtype()) || p != std::floor(p) || p < 0 ? floating_type(x) : x.dtype();
+    // An integer tensor stays integer for an integer exponent (torch.arange(3) ** 2 is int64,
+    // ** 2.0 is float32); a negative integer power of integers is refused, as in PyTorch.
+    check(is_floating(x.dtype()) || !exponent_.is_integral() || p >= 0,
+          "pow: Integers to negative integer powers are not allowed (exponent ", p, ", dtype ",
+          dtype_name(x.dtype()), ")");
+    DType d = is_floating(x.dtype()) || !exponent_.is_integral() ? floating_type(x) : x.dtype();
+    if (d == DType::Int64) {
+      // A whole exponent >= 0 (else d is floating): exact and wrapping, never through double.
+      const auto e = static_cast<uint64_t>(p);
+      check(p < 18446744073709551616.0, "pow: exponent ", p, " is too large for an int64 base");
+      return unary_kernel(x, d, [e](auto v) { return wrapping_pow(static_cast<int64_t>(v), e); });
+    }
     if (p == 2.0) return unary_kernel(x, d, [](auto v) { return v * v; });
     if (p == 0.5) return unary_kernel(x, d, [](auto v) { return std::sqrt(v); });
     return unary_kernel(x, d, [p](auto v) { return std::pow(v, p); });
@@ -235,8 +355,16 @@ struct Abs : Function<Abs> {
   static constexpr const char* name = "AbsBackward0";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});
-    // std::abs, not v < 0 ? -v : v, which keeps the sign of -0.0 (PyTorch gives +0.0).
-    return unary_kernel(x, x.dtype(), [](auto v) { return std::abs(v); });
+    // std::abs, not v < 0 ? -v : v, which keeps the sign of -0.0 (PyTorch gives +0.0); an
+    // int64 wraps (|INT64_MIN| is INT64_MIN, as in PyTorch).
+    return unary_kernel(x, x.dtype(), [](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, int64_t>) {
+        return v < 0 ? wrapping_sub(T(0), v) : v;
+      } else {
+        return std::abs(v);
+      }
+    });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor sign = unary_kernel(saved(0), grad.dtype(),
@@ -276,16 +404,17 @@ struct Sigmoid : Function<Sigmoid> {
   }
 };
 
-// y = max(x, 0):  dy/dx = 1 where y > 0, else 0
+// y = max(x, 0) as PyTorch's clamp_min (std::max(x, 0): -0.0 and NaN stay as they are):
+// dy/dx = 0 where y <= 0, else 1, so a NaN passes its gradient (PyTorch's threshold_backward).
 struct Relu : Function<Relu> {
   static constexpr const char* name = "ReluBackward0";
   Tensor forward(const Tensor& x) {
-    Tensor y = unary_kernel(x, x.dtype(), [](auto v) { return v > 0 ? v : decltype(v)(0); });
+    Tensor y = unary_kernel(x, x.dtype(), [](auto v) { return v < 0 ? decltype(v)(0) : v; });
     save_for_backward({y});
     return y;
   }
   std::vector<Tensor> backward(const Tensor& grad) {
-    return {grad * gt(saved(0), 0.0).to(grad.dtype())};
+    return {grad * (1.0 - le(saved(0), 0.0).to(grad.dtype()))};
   }
 };
 
@@ -396,17 +525,165 @@ struct MaxMin : Function<MaxMin> {
       return max ? (x > y ? x : y) : (x < y ? x : y);
     });
   }
+  // As PyTorch: half each on ties, nothing to the loser; a NaN comparison has no loser, so
+  // both inputs get the whole gradient (where(a == b, g / 2, g).masked_fill_(a < b, 0)).
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
-    Tensor a_wins = take_max ? gt(a, b) : lt(a, b);
-    Tensor tie = eq(a, b);
-    Tensor share_a = a_wins.to(grad.dtype()) + 0.5 * tie.to(grad.dtype());
-    Tensor share_b = 1.0 - share_a;
+    Tensor a_loses = take_max ? lt(a, b) : gt(a, b);
+    Tensor b_loses = take_max ? gt(a, b) : lt(a, b);
+    Tensor half = 0.5 * eq(a, b).to(grad.dtype());
+    Tensor share_a = 1.0 - a_loses.to(grad.dtype()) - half;
+    Tensor share_b = 1.0 - b_loses.to(grad.dtype()) - half;
     return {grad * share_a, grad * share_b};
   }
 };
 struct Minimum : MaxMin {
   static constexpr const char* name = "MinimumBackward0";
+};
+
+// y = min(max(x, lo), hi) (hi wins when lo > hi; NaN stays NaN, as in PyTorch):
+// dy/dx = 1 where lo <= x <= hi, else 0 (0 at a NaN too: PyTorch's clamp_backward).
+struct Clamp : Function<Clamp> {
+  static constexpr const char* name = "ClampBackward1";
+  std::optional<double> lo, hi;
+  Tensor forward(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+    check(min.has_value() || max.has_value(),
+          "clamp: at least one of 'min' or 'max' must not be None (input shape ", x.shape(), ")");
+    check(x.dtype() != DType::Bool, "clamp: not implemented for bool tensors (input shape ",
+          x.shape(), ")");
+    if (min) lo = min->to_double();
+    if (max) hi = max->to_double();
+    save_for_backward({x});
+    auto whole = [](const std::optional<Scalar>& v) { return !v || v->is_integral(); };
+    DType d = is_floating(x.dtype()) || (whole(min) && whole(max)) ? x.dtype() : kDefaultDType;
+    if (d == DType::Int64) {  // integer bounds, compared exactly
+      const bool has_l = min.has_value(), has_h = max.has_value();
+      const int64_t l = min ? min->to_int64() : 0, h = max ? max->to_int64() : 0;
+      return unary_kernel(x, d, [=](auto v) {
+        if (has_l && v < l) v = l;
+        if (has_h && v > h) v = h;
+        return v;
+      });
+    }
+    return dispatch_floating(d, [&](auto tag) {
+      using T = decltype(tag);
+      const T l = lo ? static_cast<T>(*lo) : T(0), h = hi ? static_cast<T>(*hi) : T(0);
+      const bool has_l = min.has_value(), has_h = max.has_value();
+      return unary_kernel(x, d, [=](T v) {
+        if (std::isnan(v)) return v;
+        if (has_l) v = std::max(v, l);
+        if (has_h) v = std::min(v, h);
+        return v;
+      });
+    });
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor x = saved(0);
+    Tensor inside = ones_like(grad);
+    if (lo) inside = inside * ge(x, *lo).to(grad.dtype());
+    if (hi) inside = inside * le(x, *hi).to(grad.dtype());
+    return {grad * inside};
+  }
+};
+
+// out = f(a, b, c) over the broadcast shape, in floating dtype d.
+template <typename F>
+Tensor ternary_kernel(const Tensor& a, const Tensor& b, const Tensor& c, DType d, const char* op,
+                      F f) {
+  Shape shape = broadcast_shapes(broadcast_shapes(a.shape(), b.shape(), op), c.shape(), op);
+  Tensor x = a.to(d).expand(shape), y = b.to(d).expand(shape), z = c.to(d).expand(shape);
+  Tensor out = empty(shape, d);
+  dispatch_floating(d, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data_ptr<T>();
+    const T* xp = x.data_ptr<T>();
+    const T* yp = y.data_ptr<T>();
+    const T* zp = z.data_ptr<T>();
+    Shape os = contiguous_strides(shape);
+    kernels::for_each_row<4>(shape, {&os, &x.strides(), &y.strides(), &z.strides()},
+                             [&](auto off, int64_t n, auto step) {
+                               for (int64_t i = 0; i < n; ++i)
+                                 o[off[0] + i * step[0]] =
+                                     f(xp[off[1] + i * step[1]], yp[off[2] + i * step[2]],
+                                       zp[off[3] + i * step[3]]);
+                             });
+  });
+  return out;
+}
+
+DType floating_result(const Tensor& a, const Tensor& b, const Tensor& c, const char* op) {
+  DType d = promote(promote(a.dtype(), b.dtype()), c.dtype());
+  check(is_floating(d), op, ": expected floating point tensors, got ", dtype_name(a.dtype()), ", ",
+        dtype_name(b.dtype()), " and ", dtype_name(c.dtype()));
+  return d;
+}
+
+// out = self + value t1 t2, rounded as PyTorch's kernel: fma(value t1, t2, self).
+// d/dself = 1, d/dt1 = value t2, d/dt2 = value t1.
+struct Addcmul : Function<Addcmul> {
+  static constexpr const char* name = "AddcmulBackward0";
+  double value = 1;
+  Tensor forward(const Tensor& self, const Tensor& t1, const Tensor& t2, double value_) {
+    value = value_;
+    save_for_backward({self.requires_grad() || t2.requires_grad() ? t1 : Tensor(),
+                       self.requires_grad() || t1.requires_grad() ? t2 : Tensor()});
+    const DType d = floating_result(self, t1, t2, "addcmul");
+    return dispatch_floating(d, [&](auto tag) {
+      using T = decltype(tag);
+      const T v = static_cast<T>(value);
+      return ternary_kernel(self, t1, t2, d, "addcmul",
+                            [v](T s, T a, T b) { return std::fma(v * a, b, s); });
+    });
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor t1 = saved(0), t2 = saved(1);
+    return {grad, t2.defined() ? grad * (t2 * value) : Tensor(),
+            t1.defined() ? grad * (t1 * value) : Tensor()};
+  }
+};
+
+// lerp(self, end, w) = |w| < 0.5 ? self + w (end - self) : end - (end - self) (1 - w), each
+// contracted to one fma as PyTorch's kernel is. d/dself = 1 - w, d/dend = w,
+// d/dw = end - self (a tensor weight).
+template <typename T>
+T lerp_value(T self, T end, T w) {
+  const T diff = end - self;
+  return std::abs(w) < T(0.5) ? std::fma(w, diff, self) : std::fma(-diff, T(1) - w, end);
+}
+
+struct Lerp : Function<Lerp> {
+  static constexpr const char* name = "LerpBackward1";
+  Tensor forward(const Tensor& self, const Tensor& end, const Tensor& weight) {
+    save_for_backward({self, end, weight});
+    const DType d = floating_result(self, end, weight, "lerp");
+    return dispatch_floating(d, [&](auto tag) {
+      using T = decltype(tag);
+      return ternary_kernel(self, end, weight, d, "lerp",
+                            [](T s, T e, T w) { return lerp_value(s, e, w); });
+    });
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor self = saved(0), end = saved(1), weight = saved(2);
+    return {grad * (1.0 - weight), grad * weight, grad * (end - self)};
+  }
+};
+
+struct LerpScalar : Function<LerpScalar> {
+  static constexpr const char* name = "LerpBackward0";
+  double weight = 0;
+  Tensor forward(const Tensor& self, const Tensor& end, double weight_) {
+    weight = weight_;
+    const DType d = promote(self.dtype(), end.dtype());
+    return dispatch_floating(d, [&](auto tag) {
+      using T = decltype(tag);
+      const T w = static_cast<T>(weight);
+      return ternary_kernel(self, end, scalar_tensor(0, d), d, "lerp",
+                            [w](T s, T e, T) { return lerp_value(s, e, w); });
+    });
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {grad * (1.0 - weight), grad * weight};
+  }
 };
 
 void check_mask(const Tensor& t, const Tensor& mask, const char* op) {
@@ -478,37 +755,80 @@ Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
   return self;
 }
 
+// PyTorch's canCast: no float to an integer, nothing but bool to bool.
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  if (from != DType::Bool && to == DType::Bool) return false;
+  return true;
+}
+
+// PyTorch's scalar type names, as its error messages print them.
+const char* torch_type_name(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return "Bool";
+    case DType::Int64:
+      return "Long";
+    case DType::Float32:
+      return "Float";
+    case DType::Float64:
+      return "Double";
+  }
+  return "?";
+}
+
+// The common path of every in-place op: the checks PyTorch makes, then the out-of-place result
+// written into self.
+template <typename Compute>
+Tensor& in_place(Tensor& self, const std::vector<Tensor>& inputs, const char* op,
+                 Compute&& compute) {
+  check(self.defined(), op, ": expected a defined tensor, got an undefined one");
+  for (const Tensor& in : inputs)
+    check(in.defined(), op, ": expected a defined argument tensor, got an undefined one");
+  detail::check_inplace(self, op);
+  for (const Tensor& in : inputs) assert_no_partial_overlap(self, in, op);
+  // In a graph, the op reads a copy of self's old values: its backward may have saved them
+  // (clamp_, lerp_, mul_ by a tensor that requires grad), and self is about to be overwritten.
+  Tensor result = compute(GradMode::is_enabled() && self.requires_grad() ? self.clone() : self);
+  check(can_cast(result.dtype(), self.dtype()), op, ": result type ",
+        torch_type_name(result.dtype()), " can't be cast to the desired output type ",
+        torch_type_name(self.dtype()));
+  return write_in_place(self, result.to(self.dtype()), op);
+}
+
 }  // namespace
 
 // ---- public functions ----
-Tensor add(const Tensor& a, const Tensor& b) { return apply<Add>(a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return apply<Sub>(a, b); }
+Tensor add(const Tensor& a, const Tensor& b) { return apply<Add>(a, b, Scalar(1)); }
+Tensor sub(const Tensor& a, const Tensor& b) { return apply<Sub>(a, b, Scalar(1)); }
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return apply<Add>(a, b, alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return apply<Sub>(a, b, alpha); }
 Tensor mul(const Tensor& a, const Tensor& b) { return apply<Mul>(a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return apply<Div>(a, b); }
-Tensor add(const Tensor& a, double b) { return apply<Add>(a, wrap_scalar(b, a, "add")); }
-Tensor sub(const Tensor& a, double b) { return apply<Sub>(a, wrap_scalar(b, a, "sub")); }
-Tensor mul(const Tensor& a, double b) { return apply<Mul>(a, wrap_scalar(b, a, "mul")); }
-Tensor div(const Tensor& a, double b) { return apply<Div>(a, wrap_scalar(b, a, "div")); }
+Tensor add(const Tensor& a, Scalar b) { return apply<Add>(a, wrap_scalar(b, a, "add"), Scalar(1)); }
+Tensor sub(const Tensor& a, Scalar b) { return apply<Sub>(a, wrap_scalar(b, a, "sub"), Scalar(1)); }
+Tensor mul(const Tensor& a, Scalar b) { return apply<Mul>(a, wrap_scalar(b, a, "mul")); }
+Tensor div(const Tensor& a, Scalar b) { return apply<Div>(a, wrap_scalar(b, a, "div")); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return apply<RSub>(b, wrap_scalar(a, b, "rsub")); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return div(wrap_scalar(a, b, "div"), b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+Tensor operator-(Scalar a, const Tensor& b) { return apply<RSub>(b, wrap_scalar(a, b, "rsub")); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(wrap_scalar(a, b, "div"), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 Tensor neg(const Tensor& t) { return apply<Neg>(t); }
 Tensor exp(const Tensor& t) { return apply<Exp>(t); }
 Tensor log(const Tensor& t) { return apply<Log>(t); }
 Tensor sqrt(const Tensor& t) { return apply<Sqrt>(t); }
-Tensor pow(const Tensor& t, double exponent) { return apply<Pow>(t, exponent); }
+Tensor pow(const Tensor& t, Scalar exponent) { return apply<Pow>(t, exponent); }
 Tensor abs(const Tensor& t) { return apply<Abs>(t); }
 Tensor tanh(const Tensor& t) { return apply<Tanh>(t); }
 Tensor sigmoid(const Tensor& t) { return apply<Sigmoid>(t); }
@@ -528,8 +848,54 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
   return apply<MaskedFill>(t, mask, value);
 }
 Tensor& masked_fill_(Tensor& t, const Tensor& mask, double value) {
+  check(t.defined() && mask.defined(),
+        "masked_fill_: expected defined tensors, got an undefined one");
   detail::check_inplace(t, "masked_fill_");
+  assert_no_partial_overlap(t, mask, "masked_fill_");
   return write_in_place(t, masked_fill(t, mask, value), "masked_fill_");
+}
+
+Tensor clamp(const Tensor& t, std::optional<Scalar> min, std::optional<Scalar> max) {
+  return apply<Clamp>(t, min, max);
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value) {
+  check(self.defined() && tensor1.defined() && tensor2.defined(),
+        "addcmul: expected defined tensors, got an undefined one");
+  return apply<Addcmul>(self, tensor1, tensor2, value);
+}
+
+// self + value * t1 / t2, rounded as PyTorch's kernel: ((value t1) / t2) + self.
+Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2, double value) {
+  check(is_floating(tensor1.dtype()) || is_floating(tensor2.dtype()),
+        "addcdiv: integer division with addcdiv is no longer supported, and in a future release "
+        "addcdiv will perform a true division of tensor1 and tensor2 (got ",
+        dtype_name(tensor1.dtype()), " and ", dtype_name(tensor2.dtype()), ")");
+  Tensor scaled = value == 1 ? tensor1 : mul(tensor1, value);
+  return add(self, div(scaled, tensor2));
+}
+
+namespace {
+void check_lerp(const Tensor& start, const Tensor& end, const char* op) {
+  check(start.defined() && end.defined(), op, ": expected defined tensors, got an undefined one");
+  check(is_floating(start.dtype()), op, ": expected a floating point tensor, got dtype ",
+        dtype_name(start.dtype()));
+  check(start.dtype() == end.dtype(), op, ": expected dtype ", dtype_name(start.dtype()),
+        " for `end` but got dtype ", dtype_name(end.dtype()));
+}
+}  // namespace
+
+Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
+  check_lerp(start, end, "lerp");
+  return apply<LerpScalar>(start, end, weight);
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  check_lerp(start, end, "lerp");
+  check(weight.defined() && weight.dtype() == start.dtype(), "lerp: expected dtype ",
+        dtype_name(start.dtype()), " for `weight` but got ",
+        weight.defined() ? "dtype " + dtype_name(weight.dtype()) : "an undefined tensor");
+  return apply<Lerp>(start, end, weight);
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", 0); }
@@ -538,18 +904,18 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", 2); }
 Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", 3); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", 4); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", 5); }
-Tensor eq(const Tensor& a, double b) { return eq(a, wrap_scalar(b, a, "eq")); }
-Tensor ne(const Tensor& a, double b) { return ne(a, wrap_scalar(b, a, "ne")); }
-Tensor lt(const Tensor& a, double b) { return lt(a, wrap_scalar(b, a, "lt")); }
-Tensor le(const Tensor& a, double b) { return le(a, wrap_scalar(b, a, "le")); }
-Tensor gt(const Tensor& a, double b) { return gt(a, wrap_scalar(b, a, "gt")); }
-Tensor ge(const Tensor& a, double b) { return ge(a, wrap_scalar(b, a, "ge")); }
+Tensor eq(const Tensor& a, Scalar b) { return eq(a, wrap_scalar(b, a, "eq")); }
+Tensor ne(const Tensor& a, Scalar b) { return ne(a, wrap_scalar(b, a, "ne")); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, wrap_scalar(b, a, "lt")); }
+Tensor le(const Tensor& a, Scalar b) { return le(a, wrap_scalar(b, a, "le")); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrap_scalar(b, a, "gt")); }
+Tensor ge(const Tensor& a, Scalar b) { return ge(a, wrap_scalar(b, a, "ge")); }
 
 // ---- Tensor methods ----
 Tensor Tensor::exp() const { return ember::exp(*this); }
 Tensor Tensor::log() const { return ember::log(*this); }
 Tensor Tensor::sqrt() const { return ember::sqrt(*this); }
-Tensor Tensor::pow(double exponent) const { return ember::pow(*this, exponent); }
+Tensor Tensor::pow(Scalar exponent) const { return ember::pow(*this, exponent); }
 Tensor Tensor::abs() const { return ember::abs(*this); }
 Tensor Tensor::neg() const { return ember::neg(*this); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
@@ -558,13 +924,63 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   return ember::masked_fill_(*this, mask, value);
 }
-Tensor& Tensor::add_(const Tensor& other) {
-  detail::check_inplace(*this, "add_");
-  return write_in_place(*this, add(*this, other).to(dtype()), "add_");
+
+// ---- in-place arithmetic (libtorch's signatures) ----
+// Each computes its result out of place (recorded by autograd), checks that the result type can
+// be cast to self's dtype and that no input partially overlaps self (PyTorch's rules), then
+// writes it into self, whose history is rebased onto the op.
+Tensor& Tensor::add_(const Tensor& other, Scalar alpha) {
+  return in_place(*this, {other}, "add_",
+                  [&](const Tensor& s) { return ember::add(s, other, alpha); });
 }
-Tensor& Tensor::mul_(double factor) {
-  detail::check_inplace(*this, "mul_");
-  return write_in_place(*this, mul(*this, factor).to(dtype()), "mul_");
+Tensor& Tensor::add_(Scalar other, Scalar alpha) {
+  return in_place(*this, {}, "add_",
+                  [&](const Tensor& s) { return ember::add(s, wrap_scalar(other, s), alpha); });
+}
+Tensor& Tensor::sub_(const Tensor& other, Scalar alpha) {
+  return in_place(*this, {other}, "sub_",
+                  [&](const Tensor& s) { return ember::sub(s, other, alpha); });
+}
+Tensor& Tensor::sub_(Scalar other, Scalar alpha) {
+  return in_place(*this, {}, "sub_",
+                  [&](const Tensor& s) { return ember::sub(s, wrap_scalar(other, s), alpha); });
+}
+Tensor& Tensor::mul_(const Tensor& other) {
+  return in_place(*this, {other}, "mul_", [&](const Tensor& s) { return ember::mul(s, other); });
+}
+Tensor& Tensor::mul_(Scalar factor) {
+  return in_place(*this, {}, "mul_", [&](const Tensor& s) { return ember::mul(s, factor); });
+}
+Tensor& Tensor::div_(const Tensor& other) {
+  return in_place(*this, {other}, "div_", [&](const Tensor& s) { return ember::div(s, other); });
+}
+Tensor& Tensor::div_(Scalar divisor) {
+  return in_place(*this, {}, "div_", [&](const Tensor& s) { return ember::div(s, divisor); });
+}
+Tensor& Tensor::addcmul_(const Tensor& tensor1, const Tensor& tensor2, double value) {
+  return in_place(*this, {tensor1, tensor2}, "addcmul_",
+                  [&](const Tensor& s) { return ember::addcmul(s, tensor1, tensor2, value); });
+}
+Tensor& Tensor::addcdiv_(const Tensor& tensor1, const Tensor& tensor2, double value) {
+  return in_place(*this, {tensor1, tensor2}, "addcdiv_",
+                  [&](const Tensor& s) { return ember::addcdiv(s, tensor1, tensor2, value); });
+}
+Tensor& Tensor::lerp_(const Tensor& end, double weight) {
+  return in_place(*this, {end}, "lerp_",
+                  [&](const Tensor& s) { return ember::lerp(s, end, weight); });
+}
+Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight) {
+  return in_place(*this, {end, weight}, "lerp_",
+                  [&](const Tensor& s) { return ember::lerp(s, end, weight); });
+}
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  return in_place(*this, {}, "clamp_", [&](const Tensor& s) { return ember::clamp(s, min, max); });
+}
+Tensor& Tensor::sqrt_() {
+  return in_place(*this, {}, "sqrt_", [&](const Tensor& s) { return ember::sqrt(s); });
+}
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return ember::clamp(*this, min, max);
 }
 
 }  // namespace ember

@@ -411,6 +411,17 @@ void check_var_dtype(const Tensor& t) {
 
 // var x = sum (x_i - mean)^2 / (n - correction);
 // d(var x)/dx_i = 2 (x_i - mean) / (n - correction) (the terms through the mean sum to zero).
+Tensor variance_kernel(const Tensor& x, const std::vector<bool>& reduced, int64_t correction,
+                       bool keepdim, bool take_sqrt) {
+  ReductionInput in = reduction_input(x, reduced);
+  Tensor out = empty_result(x, in, reduced, keepdim, x.dtype());
+  dispatch_floating(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::variance(in.data.data_ptr<T>(), out.data_ptr<T>(), in.shape, correction, take_sqrt);
+  });
+  return finish_result(out);
+}
+
 struct Var : autograd::Function<Var> {
   static constexpr const char* name = "VarBackward0";
   std::vector<bool> reduced;
@@ -420,14 +431,8 @@ struct Var : autograd::Function<Var> {
     reduced = flags;
     correction = corr;
     keepdim = keep;
-    ReductionInput in = reduction_input(x, reduced);
-    Tensor out = empty_result(x, in, reduced, keepdim, x.dtype());
-    dispatch_floating(x.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      kernels::variance(in.data.data_ptr<T>(), out.data_ptr<T>(), in.shape, correction);
-    });
     save_for_backward({x});
-    return finish_result(out);
+    return variance_kernel(x, reduced, correction, keepdim, /*take_sqrt=*/false);
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
@@ -435,6 +440,29 @@ struct Var : autograd::Function<Var> {
     const auto dof = static_cast<double>(reduced_count(x.shape(), reduced) - correction);
     Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
     return {expand_to_input(grad, reduced, keepdim, x.shape()) * centered * (2.0 / dof)};
+  }
+};
+
+// std x = sqrt(var x):  d(std x)/dx_i = (x_i - mean) / ((n - correction) std x)
+// (the square root taken in double, as PyTorch's std kernel does).
+struct Std : autograd::Function<Std> {
+  static constexpr const char* name = "StdBackward0";
+  std::vector<bool> reduced;
+  int64_t correction = 1;
+  bool keepdim = false;
+  Tensor forward(const Tensor& x, const std::vector<bool>& flags, int64_t corr, bool keep) {
+    reduced = flags;
+    correction = corr;
+    keepdim = keep;
+    Tensor result = variance_kernel(x, reduced, correction, keepdim, /*take_sqrt=*/true);
+    save_for_backward({x, result});
+    return result;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor x = saved(0), result = saved(1);
+    const auto dof = static_cast<double>(reduced_count(x.shape(), reduced) - correction);
+    Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
+    return {expand_to_input(grad / result, reduced, keepdim, x.shape()) * centered / dof};
   }
 };
 
@@ -452,8 +480,8 @@ void check_argmax_dtype(const Tensor& t) {
 
 Tensor sum(const Tensor& t) { return autograd::apply<SumAll>(t); }
 
-Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
-  return autograd::apply<SumDims>(t, reduced_dims(t, dims, "sum"), keepdim);
+Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, Bool keepdim) {
+  return autograd::apply<SumDims>(t, reduced_dims(t, dims, "sum"), bool(keepdim));
 }
 
 Tensor mean(const Tensor& t) {
@@ -462,30 +490,52 @@ Tensor mean(const Tensor& t) {
   return autograd::apply<MeanAll>(t);
 }
 
-Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, Bool keepdim) {
   detail::check_defined(t, "mean");
   check_mean_dtype(t);
-  return autograd::apply<MeanDims>(t, reduced_dims(t, dims, "mean"), keepdim);
+  return autograd::apply<MeanDims>(t, reduced_dims(t, dims, "mean"), bool(keepdim));
 }
 
 Tensor max(const Tensor& t) { return autograd::apply<ExtremumAll<true>>(t); }
 Tensor min(const Tensor& t) { return autograd::apply<ExtremumAll<false>>(t); }
 
-ValuesIndices max(const Tensor& t, int64_t dim, bool keepdim) {
+ValuesIndices max(const Tensor& t, Dim dim, Bool keepdim) {
   return extremum_along_dim<true>(t, dim, keepdim);
 }
-ValuesIndices min(const Tensor& t, int64_t dim, bool keepdim) {
+ValuesIndices min(const Tensor& t, Dim dim, Bool keepdim) {
   return extremum_along_dim<false>(t, dim, keepdim);
 }
 
-Tensor var(const Tensor& t, int64_t correction) {
+Tensor var(const Tensor& t) { return var(t, Correction(1)); }
+Tensor var(const Tensor& t, Correction correction) {
   check_var_dtype(t);
-  return autograd::apply<Var>(t, all_dims(t), correction, /*keepdim=*/false);
+  return autograd::apply<Var>(t, all_dims(t), correction.value, /*keepdim=*/false);
+}
+Tensor var(const Tensor& t, int64_t dim, Bool unbiased, Bool keepdim) {
+  return var(t, std::vector<int64_t>{dim}, Correction(unbiased ? 1 : 0), keepdim);
+}
+Tensor var(const Tensor& t, const std::vector<int64_t>& dims, Bool unbiased, Bool keepdim) {
+  return var(t, dims, Correction(unbiased ? 1 : 0), keepdim);
+}
+Tensor var(const Tensor& t, const std::vector<int64_t>& dims, Correction correction, Bool keepdim) {
+  check_var_dtype(t);
+  return autograd::apply<Var>(t, reduced_dims(t, dims, "var"), correction.value, bool(keepdim));
 }
 
-Tensor var(const Tensor& t, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+Tensor std(const Tensor& t) { return std(t, Correction(1)); }
+Tensor std(const Tensor& t, Correction correction) {
   check_var_dtype(t);
-  return autograd::apply<Var>(t, reduced_dims(t, dims, "var"), correction, keepdim);
+  return autograd::apply<Std>(t, all_dims(t), correction.value, /*keepdim=*/false);
+}
+Tensor std(const Tensor& t, int64_t dim, Bool unbiased, Bool keepdim) {
+  return std(t, std::vector<int64_t>{dim}, Correction(unbiased ? 1 : 0), keepdim);
+}
+Tensor std(const Tensor& t, const std::vector<int64_t>& dims, Bool unbiased, Bool keepdim) {
+  return std(t, dims, Correction(unbiased ? 1 : 0), keepdim);
+}
+Tensor std(const Tensor& t, const std::vector<int64_t>& dims, Correction correction, Bool keepdim) {
+  check_var_dtype(t);
+  return autograd::apply<Std>(t, reduced_dims(t, dims, "std"), correction.value, bool(keepdim));
 }
 
 Tensor argmax(const Tensor& t) {
@@ -499,7 +549,7 @@ Tensor argmax(const Tensor& t) {
   return extremum_kernel<true>(t.contiguous(), all_dims(t), /*keepdim=*/false).indices;
 }
 
-Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
+Tensor argmax(const Tensor& t, Dim dim, Bool keepdim) {
   check_argmax_dtype(t);
   const int64_t d = wrap_dim(dim, t.dim(), "argmax");
   check_dim_not_empty(t, d, "argmax");
@@ -511,11 +561,19 @@ Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
 // ---- Tensor methods ----
 
 Tensor Tensor::sum() const { return ember::sum(*this); }
-Tensor Tensor::sum(int64_t dim, bool keepdim) const { return ember::sum(*this, {dim}, keepdim); }
+Tensor Tensor::sum(Dim dim, Bool keepdim) const {
+  return ember::sum(*this, std::vector<int64_t>{dim}, keepdim);
+}
 Tensor Tensor::mean() const { return ember::mean(*this); }
-Tensor Tensor::mean(int64_t dim, bool keepdim) const { return ember::mean(*this, {dim}, keepdim); }
-Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
-  return ember::argmax(*this, dim, keepdim);
+Tensor Tensor::mean(Dim dim, Bool keepdim) const {
+  return ember::mean(*this, std::vector<int64_t>{dim}, keepdim);
+}
+Tensor Tensor::argmax(Dim dim, Bool keepdim) const { return ember::argmax(*this, dim, keepdim); }
+Tensor Tensor::var(Dim dim, Bool unbiased, Bool keepdim) const {
+  return ember::var(*this, int64_t{dim}, unbiased, keepdim);
+}
+Tensor Tensor::std(Dim dim, Bool unbiased, Bool keepdim) const {
+  return ember::std(*this, int64_t{dim}, unbiased, keepdim);
 }
 
 }  // namespace ember

@@ -199,6 +199,9 @@ struct Expand : Function<Expand> {
     const std::size_t lead = shape.size() - x.shape().size();
     for (std::size_t i = 0; i < shape.size(); ++i) {
       if (i >= lead && shape[i] == -1) target[i] = x.shape()[i - lead];
+      check(target[i] >= 0, "expand: the expanded size ", shape[i],
+            " is invalid: sizes must be non-negative (or -1 to keep a dim); target sizes: ", shape,
+            ", tensor sizes: ", x.shape());
       if (i >= lead) {
         int64_t have = x.shape()[i - lead];
         check(have == target[i] || have == 1, "expand: the expanded size of the tensor (",

@@ -1,5 +1,5 @@
-// A user's program: a two-layer network fitted to y = 2x - 1 with Ember's core, nn and (when
-// built) optim, included as one header. Exits non-zero if the loss does not go down.
+// A user's program: a two-layer network fitted to y = 2x - 1 with Ember's core, nn and
+// optim, included as one header. Exits non-zero if the loss does not go down.
 #include <ember/ember.h>
 #include <cstdio>
 #include <memory>
@@ -14,27 +14,15 @@ int main() {
   nn::ModuleHolder<nn::Sequential> net(model);
   Tensor x = rand({32, 1}, TensorOptions().dtype(kFloat32));
   Tensor y = x * 2.0 - 1.0;
-#if __has_include(<ember/optim/optim.h>)
   optim::SGD optimizer(net->parameters(), optim::SGDOptions(0.1));
-#endif
   double first = 0, last = 0;
   for (int step = 0; step < 200; ++step) {
     Tensor loss = (net(x) - y).pow(2.0).mean();
     if (step == 0) first = loss.item();
     last = loss.item();
-#if __has_include(<ember/optim/optim.h>)
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
-#else
-    net->zero_grad();
-    loss.backward();
-    NoGradGuard no_grad;
-    for (const auto& [name, p] : net->named_parameters()) {
-      Tensor param = p;
-      param.copy_(param - p.grad() * 0.1);
-    }
-#endif
   }
   std::printf("loss %.6f -> %.6f (%zu parameters: %s, ...)\n", first, last,
               net->named_parameters().size(), net->named_parameters().keys()[0].c_str());

@@ -109,7 +109,7 @@ TEST(ElementwiseArithmetic, WorksOnNonContiguousOperands) {
 TEST(ElementwisePromotion, IntegerAndBoolOperands) {
   Tensor i = tensor({1, 2, 3}, DType::Int64);
   // (i+1).dtype -> torch.int64
-  Tensor plus = i + 1.0;
+  Tensor plus = i + 1;
   EXPECT_EQ(plus.dtype(), DType::Int64);
   EXPECT_THAT(plus.to_vector<int64_t>(), ElementsAre(2, 3, 4));
   // (i/2).dtype -> torch.float32 (true division); values [0.5, 1.0, 1.5]
@@ -126,7 +126,7 @@ TEST(ElementwisePromotion, IntegerAndBoolOperands) {
   EXPECT_EQ((i + tensor({0.5})).dtype(), DType::Float32);
   // (torch.tensor([True, False]) + 1).tolist() -> [2, 1] (int64)
   Tensor b = tensor({1, 0}, DType::Bool);
-  Tensor bp = b + 1.0;
+  Tensor bp = b + 1;
   EXPECT_EQ(bp.dtype(), DType::Int64);
   EXPECT_THAT(bp.to_vector<int64_t>(), ElementsAre(2, 1));
   // (torch.tensor([True, False]) + torch.tensor([True, True])).tolist() -> [True, True]

@@ -300,20 +300,20 @@ std::vector<GradcheckCase> reduction_cases() {
       {"var_all", {plain({3, 4})}, [](const Inputs& x) { return var(x[0]); }},
       {"var_all_correction_0",
        {plain({3, 4})},
-       [](const Inputs& x) { return var(x[0], /*correction=*/0); }},
+       [](const Inputs& x) { return var(x[0], Correction(0)); }},
       {"var_dim_1_correction_0",
        {plain({3, 4})},
-       [](const Inputs& x) { return var(x[0], {1}, /*correction=*/0); }},
+       [](const Inputs& x) { return var(x[0], {1}, Correction(0)); }},
       {"var_dim_1_correction_1",
        {plain({3, 4})},
-       [](const Inputs& x) { return var(x[0], {1}, /*correction=*/1); }},
+       [](const Inputs& x) { return var(x[0], {1}, Correction(1)); }},
       {"var_negative_dim_keepdim_transposed",
        {transposed({2, 3, 4})},
-       [](const Inputs& x) { return var(x[0], {-1}, /*correction=*/1, /*keepdim=*/true); }},
+       [](const Inputs& x) { return var(x[0], {-1}, Correction(1), /*keepdim=*/true); }},
       {"var_dims_0_2",
        {plain({2, 3, 4})},
        [](const Inputs& x) {
-         return var(x[0], {0, 2}, /*correction=*/0);
+         return var(x[0], {0, 2}, Correction(0));
        }},
   };
 }

@@ -59,7 +59,7 @@ OpFn one(F f) {  // an op with one result
 Outputs both(const ValuesIndices& r) { return {r.values, r.indices}; }
 
 using Compare = Tensor (*)(const Tensor&, const Tensor&);
-using CompareScalar = Tensor (*)(const Tensor&, double);
+using CompareScalar = Tensor (*)(const Tensor&, Scalar);
 using Softmax = Tensor (*)(const Tensor&, int64_t);
 
 std::map<std::string, OpFn> build_table() {
@@ -86,10 +86,10 @@ std::map<std::string, OpFn> build_table() {
       {"add_f32_0d_f64_stays_f32", one([](const Inputs& x) { return x[0] + x[1]; })},
       {"add_int64", one([](const Inputs& x) { return x[0] + x[1]; })},
       {"sub_int64", one([](const Inputs& x) { return x[0] - x[1]; })},
-      {"mul_int64_scalar", one([](const Inputs& x) { return x[0] * 3.0; })},
+      {"mul_int64_scalar", one([](const Inputs& x) { return x[0] * 3; })},
       {"add_int64_float_scalar", one([](const Inputs& x) { return x[0] + 2.5; })},
       {"mul_int64_float_scalar", one([](const Inputs& x) { return x[0] * 0.5; })},
-      {"rsub_int64_scalar", one([](const Inputs& x) { return 2.0 - x[0]; })},
+      {"rsub_int64_scalar", one([](const Inputs& x) { return 2 - x[0]; })},
       {"div_int64_tensor_is_true_div", one([](const Inputs& x) { return x[0] / x[1]; })},
       {"div_int64_scalar_is_true_div", one([](const Inputs& x) { return x[0] / 2.0; })},
       {"add_int64_f32", one([](const Inputs& x) { return x[0] + x[1]; })},
@@ -248,21 +248,22 @@ std::map<std::string, OpFn> build_table() {
       {"max_size1_dim_keepdim", [](const Inputs& x) { return both(max(x[0], 1, true)); }},
       {"min_int64_dim_keepdim", [](const Inputs& x) { return both(min(x[0], -1, true)); }},
       {"var_all", one([](const Inputs& x) { return var(x[0]); })},
-      {"var_all_correction0", one([](const Inputs& x) { return var(x[0], 0); })},
-      {"var_all_correction2", one([](const Inputs& x) { return var(x[0], 2); })},
+      {"var_all_correction0", one([](const Inputs& x) { return var(x[0], Correction(0)); })},
+      {"var_all_correction2", one([](const Inputs& x) { return var(x[0], Correction(2)); })},
       {"var_dim0", one([](const Inputs& x) { return var(x[0], Dims{0}); })},
       {"var_dim1_correction0_keepdim",
-       one([](const Inputs& x) { return var(x[0], Dims{1}, 0, true); })},
+       one([](const Inputs& x) { return var(x[0], Dims{1}, Correction(0), true); })},
       {"var_dims_0_2", one([](const Inputs& x) {
          return var(x[0], Dims{0, 2});
        })},
       {"var_dims_neg_keepdim", one([](const Inputs& x) {
-         return var(x[0], Dims{-1, -3}, 1, true);
+         return var(x[0], Dims{-1, -3}, Correction(1), true);
        })},
       {"var_f64", one([](const Inputs& x) { return var(x[0], Dims{1}); })},
       {"var_offset_large_mean", one([](const Inputs& x) { return var(x[0] + 1000.0); })},
       {"var_single_element_is_nan", one([](const Inputs& x) { return var(x[0]); })},
-      {"var_single_correction0", one([](const Inputs& x) { return var(x[0], Dims{1}, 0); })},
+      {"var_single_correction0",
+       one([](const Inputs& x) { return var(x[0], Dims{1}, Correction(0)); })},
       {"var_constant_is_zero", one([](const Inputs& x) { return var(x[0]); })},
       {"argmax_all", one([](const Inputs& x) { return argmax(x[0]); })},
       {"argmax_dim0", one([](const Inputs& x) { return argmax(x[0], 0); })},

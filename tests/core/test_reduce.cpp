@@ -26,7 +26,7 @@ using test::expect_values;
 using test::grad_fn_name;
 using test::sample_3x4;
 
-// A dim list for var: var(t, {1}) would pick var(t, correction=1), as {1} converts to an int.
+// A dim list (var(t, {1}) is per-dim too, as torch.var(t, 1)).
 using Dims = std::vector<int64_t>;
 
 // torch.arange(24.).reshape(2, 3, 4)
@@ -106,7 +106,8 @@ TEST(ReduceLayout, StridedInputsGiveWhatTheirContiguousCopiesGive) {
         EXPECT_TRUE(s.is_contiguous());
         EXPECT_TRUE(equal(s, sum(copy, dims, keepdim)));
         EXPECT_TRUE(equal(mean(view, dims, keepdim), mean(copy, dims, keepdim)));
-        EXPECT_TRUE(allclose(var(view, dims, 1, keepdim), var(copy, dims, 1, keepdim)));
+        EXPECT_TRUE(allclose(var(view, dims, Correction(1), keepdim),
+                             var(copy, dims, Correction(1), keepdim)));
         ValuesIndices m = max(view, dims[0], keepdim), expected = max(copy, dims[0], keepdim);
         EXPECT_TRUE(m.values.is_contiguous());
         EXPECT_TRUE(equal(m.values, expected.values));
@@ -374,9 +375,9 @@ TEST(ReduceVar, Values) {
   // a.var(1)  ->  tensor([2.31583333, 1.69666672, 2.16666651])
   expect_values(var(a, Dims{1}), {2.31583333, 1.69666672, 2.16666651});
   // torch.var(a, 0, correction=0)  ->  tensor([1.72666669, 0.80222225, 1.72666669, 0.56000000])
-  expect_values(var(a, Dims{0}, /*correction=*/0), {1.72666669, 0.80222225, 1.72666669, 0.56});
+  expect_values(var(a, Dims{0}, Correction(0)), {1.72666669, 0.80222225, 1.72666669, 0.56});
   // torch.var(a, [0, 1], keepdim=True)  ->  tensor([[1.78992426]])
-  Tensor kept = var(a, Dims{0, 1}, 1, /*keepdim=*/true);
+  Tensor kept = var(a, Dims{0, 1}, Correction(1), /*keepdim=*/true);
   EXPECT_EQ(kept.shape(), (Shape{1, 1}));
   expect_values(kept, {1.78992426});
   expect_values(var(a.t(), Dims{1}), {1.72666669 * 1.5, 0.80222225 * 1.5, 1.72666669 * 1.5, 0.84});
@@ -395,7 +396,7 @@ TEST(ReduceVar, EdgeCases) {
   EXPECT_TRUE(std::isnan(var(tensor({1.0})).item()));
   EXPECT_TRUE(std::isnan(var(zeros({0})).item()));
   // torch.var(torch.tensor([1., 2.]), None, correction=3) -> tensor(inf) (divisor max(0, n - 3))
-  EXPECT_EQ(var(tensor({1, 2}), 3).item(), kInf);
+  EXPECT_EQ(var(tensor({1, 2}), Correction(3)).item(), kInf);
   // torch.tensor(3.).var(0) -> tensor(nan)
   EXPECT_TRUE(std::isnan(var(scalar_tensor(3.0), Dims{0}).item()));
   expect_error([] { var(arange(6)); },
@@ -422,7 +423,7 @@ TEST(ReduceVar, Backward) {
                            -0.45606059, 0.07121212, -0.05606061, 0.14393939});
   // torch.var(x, 0, correction=2) on [1., 2., 2.]: 2 (x - 5/3) / 1 -> [-1.3333, 0.6667, 0.6667]
   Tensor z = tensor({1, 2, 2}).requires_grad_();
-  var(z, Dims{0}, /*correction=*/2).backward();
+  var(z, Dims{0}, Correction(2)).backward();
   expect_values(z.grad(), {-4.0 / 3, 2.0 / 3, 2.0 / 3});
 }
 

@@ -27,6 +27,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/random.h"
+#include "core/testing_gtest.h"
 #include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/layers.h"
@@ -356,8 +357,7 @@ void expect_module_gradcheck(Module& m, const Shape& shape, const std::string& w
     if (reseed) manual_seed(2024);
     return m.forward(in[0]);
   };
-  const autograd::GradcheckResult result = autograd::gradcheck(fn, inputs);
-  EXPECT_TRUE(result.ok) << what << ": " << result.report;
+  EXPECT_GRADCHECK(fn, inputs);
 }
 
 TEST(AttentionGradcheck, SelfAttentionV1) {

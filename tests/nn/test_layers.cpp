@@ -24,6 +24,7 @@
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
 #include "core/random.h"
+#include "core/testing_gtest.h"
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
@@ -337,7 +338,7 @@ TEST(LayerNorm, ModuleStartsAsThePlainNormalisation) {
   // Each row now has mean 0 and biased variance 1 (up to eps).
   Tensor y = norm(x);
   EXPECT_TRUE(allclose(mean(y, {-1}), zeros({4}), 0, 1e-6));
-  EXPECT_TRUE(allclose(var(y, {-1}, /*correction=*/0), ones({4}), 1e-3, 0));
+  EXPECT_TRUE(allclose(var(y, {-1}, Correction(0)), ones({4}), 1e-3, 0));
 
   LayerNorm plain(Shape{5}, 1e-5, /*elementwise_affine=*/false);
   EXPECT_TRUE(plain.parameters().empty());
@@ -493,8 +494,8 @@ using Inputs = std::vector<Tensor>;
 
 void expect_gradcheck(const std::function<Tensor(const Inputs&)>& fn, const Inputs& inputs,
                       const std::string& what) {
-  autograd::GradcheckResult result = autograd::gradcheck(fn, inputs);
-  EXPECT_TRUE(result.ok) << what << ": " << result.report;
+  SCOPED_TRACE(what);
+  EXPECT_GRADCHECK(fn, inputs);
 }
 
 Tensor leaf64(const Shape& shape) { return rand(shape, DType::Float64).requires_grad_(); }

@@ -1,0 +1,72 @@
+// Parameter types that stop a literal from binding to the wrong parameter.
+//
+// C++ converts int to bool and bool to int silently, and a braced {1} is an int as readily as a
+// list: var(x, {1}, 2) would mean unbiased=true, x.sum(0, 1) keepdim=true, max(x, true) dim 1.
+// A flag parameter of type Bool takes a bool and nothing else, a Dim any integer but a bool, so
+// those calls do not compile (tests/core/test_adv_overloads.cpp checks it).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+
+namespace ember {
+
+// A flag: only a bool binds (keepdim, unbiased, ...).
+class Bool {
+ public:
+  template <typename B>
+  requires std::same_as<B, bool>
+  constexpr Bool(B value) : value_(value) {}  // NOLINT: implicit on purpose
+  constexpr operator bool() const { return value_; }
+
+ private:
+  bool value_;
+};
+
+// A dimension index: any integer type but bool (a double or a bool does not compile).
+class Dim {
+ public:
+  template <typename I>
+  requires(std::integral<I> && !std::same_as<I, bool>) constexpr Dim(I value)
+      : value_(static_cast<int64_t>(value)) {}  // NOLINT: implicit on purpose
+  constexpr operator int64_t() const { return value_; }
+
+ private:
+  int64_t value_;
+};
+
+// The divisor n - correction of var/std, named at the call: var(x, {1}, Correction(0)).
+struct Correction {
+  constexpr explicit Correction(int64_t v) : value(v) {}
+  int64_t value;
+};
+
+}  // namespace ember
+
+namespace ember {
+
+// A number beside a tensor, as Python's: an integer keeps an integer tensor's dtype, a floating
+// point number makes it float32 (torch.arange(3) + 2 is int64, torch.arange(3) + 2.0 is float32),
+// as libtorch's c10::Scalar. Integers are kept exactly (int64 beyond 2^53).
+class Scalar {
+ public:
+  template <typename I>
+  requires std::integral<I>
+  constexpr Scalar(I value)  // NOLINT: implicit on purpose
+      : integral_(true), int_(static_cast<int64_t>(value)), double_(static_cast<double>(value)) {}
+  template <typename F>
+  requires std::floating_point<F>
+  constexpr Scalar(F value)  // NOLINT: implicit on purpose
+      : integral_(false), double_(static_cast<double>(value)) {}
+
+  constexpr bool is_integral() const { return integral_; }
+  constexpr double to_double() const { return double_; }
+  constexpr int64_t to_int64() const { return int_; }  // integral scalars only
+
+ private:
+  bool integral_;
+  int64_t int_ = 0;
+  double double_;
+};
+
+}  // namespace ember
