@@ -11,7 +11,9 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
+#include "core/ops/sort.h"
 #include "core/random.h"
+#include "core/sampling.h"
 
 namespace ember::nn {
 
@@ -181,60 +183,29 @@ Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t conte
   NoGradGuard no_grad;
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     Tensor idx_cond = crop(idx, context_size);
-    Tensor logits = last_logits(model, idx_cond, "generate").to(DType::Float64).contiguous();
-    const int64_t batch = logits.size(0), vocab = logits.size(1);
+    Tensor logits = last_logits(model, idx_cond, "generate");  // [batch, vocab_size]
     if (top_k) {
-      check(*top_k >= 1 && *top_k <= vocab, "generate: top_k must be in [1, vocab_size = ", vocab,
-            "], got ", *top_k);
+      check(*top_k >= 1 && *top_k <= logits.size(-1),
+            "generate: top_k must be in [1, vocab_size = ", logits.size(-1), "], got ", *top_k);
+      // Keep the top_k largest logits of each row; the others become -inf. (The book compares
+      // with top_logits[:, -1], which broadcasts right only for a batch of one.)
+      Tensor top_logits = topk(logits, *top_k).values;
+      Tensor min_val = top_logits.narrow(-1, *top_k - 1, 1);  // [batch, 1]
+      logits = where(lt(logits, min_val), full_like(logits, -INFINITY), logits);
     }
-    std::vector<double> row_values = logits.to_vector<double>();
-    std::vector<double> next(static_cast<std::size_t>(batch));
-    // Uniform draws for sampling, one per row, drawn before any row is sampled.
-    std::vector<double> u;
-    if (temperature > 0) u = rand({batch}, DType::Float64, gen).to_vector<double>();
-    for (int64_t b = 0; b < batch; ++b) {
-      auto first = row_values.begin() + b * vocab;
-      std::vector<double> row(first, first + vocab);
-      if (top_k) {
-        // Keep the top_k largest logits; the others become -inf (the book's torch.where).
-        std::vector<double> sorted = row;
-        std::nth_element(sorted.begin(), sorted.begin() + (*top_k - 1), sorted.end(),
-                         std::greater<double>());
-        const double min_val = sorted[static_cast<std::size_t>(*top_k - 1)];
-        for (double& v : row) {
-          if (v < min_val) v = -INFINITY;
-        }
-      }
-      int64_t choice = 0;
-      if (temperature > 0) {
-        // softmax(logits / temperature), then the first id whose cumulative probability
-        // exceeds a uniform draw.
-        const double top = *std::max_element(row.begin(), row.end());
-        std::vector<double> p(row.size());
-        double total = 0;
-        for (std::size_t i = 0; i < row.size(); ++i) {
-          p[i] = std::exp((row[i] - top) / temperature);
-          total += p[i];
-        }
-        double target = u[static_cast<std::size_t>(b)] * total, cumulative = 0;
-        choice = vocab - 1;
-        for (int64_t i = 0; i < vocab; ++i) {
-          cumulative += p[static_cast<std::size_t>(i)];
-          if (target < cumulative) {
-            choice = i;
-            break;
-          }
-        }
-      } else {
-        choice = std::max_element(row.begin(), row.end()) - row.begin();
-      }
-      next[static_cast<std::size_t>(b)] = static_cast<double>(choice);
+    Tensor idx_next;
+    if (temperature > 0.0) {
+      logits = logits / temperature;
+      Tensor probs = softmax(logits, -1);
+      idx_next = multinomial(probs, 1, /*replacement=*/false, gen);  // [batch, 1]
+    } else {
+      idx_next = argmax(logits, -1, /*keepdim=*/true);
     }
-    if (eos_id && std::all_of(next.begin(), next.end(),
-                              [&](double id) { return static_cast<int64_t>(id) == *eos_id; })) {
-      break;
+    if (eos_id) {
+      const std::vector<int64_t> next = idx_next.to_vector<int64_t>();
+      if (std::all_of(next.begin(), next.end(), [&](int64_t id) { return id == *eos_id; })) break;
     }
-    idx = cat({idx, from_vector(next, {batch, 1}, DType::Int64)}, 1);
+    idx = cat({idx, idx_next}, 1);
   }
   return idx;
 }

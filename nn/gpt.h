@@ -110,8 +110,9 @@ Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens,
                             int64_t context_size);
 
 // Chapter 5's generate: like generate_text_simple, but the logits may be limited to the top_k
-// largest (the others set to -inf), divided by temperature and sampled (from `gen`, the default
-// generator when null); temperature 0 is greedy. Stops early when every batch row drew eos_id.
+// largest of each row (the others set to -inf), divided by temperature and sampled with
+// multinomial (from `gen`, the default generator when null), PyTorch's draws for the same seed;
+// temperature 0 is greedy (argmax). Stops early when every batch row drew eos_id.
 Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
                 double temperature = 0.0, std::optional<int64_t> top_k = std::nullopt,
                 std::optional<int64_t> eos_id = std::nullopt, Generator* gen = nullptr);

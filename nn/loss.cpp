@@ -105,7 +105,6 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
 struct CrossEntropy : Function<CrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "CrossEntropyLossBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   ClassLayout l;
   bool probabilities = false;
   Reduction reduction = Reduction::Mean;
@@ -236,7 +235,6 @@ struct CrossEntropy : Function<CrossEntropy> {
 struct NllLoss : Function<NllLoss> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "NllLossBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   ClassLayout l;
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
@@ -305,7 +303,6 @@ Tensor clamped_log(const Tensor& t) { return maximum(log(t), scalar_tensor(-100.
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
   Tensor forward(const Tensor& x, const Tensor& y, const Tensor& weight) {
     save_for_backward({x, y, weight});
     Tensor loss = -(y * clamped_log(x) + (1.0 - y) * clamped_log(1.0 - x));
@@ -329,8 +326,7 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyWithLogitsBackward0";
-  static constexpr bool allows_undefined_inputs = true;  // the weights are optional
-  static Tensor neg_log_sigmoid(const Tensor& x) {       // log(1 + exp(-x)), stably
+  static Tensor neg_log_sigmoid(const Tensor& x) {  // log(1 + exp(-x)), stably
     Tensor m = maximum(-x, scalar_tensor(0.0, x.dtype()));
     return log(exp(-m) + exp(-x - m)) + m;
   }

@@ -54,6 +54,13 @@ struct ModelFixture {
   std::vector<LogitRow> logit_rows;
   std::map<std::string, std::pair<Shape, std::vector<uint32_t>>> full_logits;  // by mode
   std::vector<int64_t> generated;
+  struct Sample {
+    uint64_t seed;
+    double temperature;
+    int64_t top_k;  // 0: none
+    std::vector<int64_t> ids;
+  };
+  std::vector<Sample> samples;
 };
 
 std::vector<std::pair<int64_t, uint32_t>> read_samples(std::istream& in) {
@@ -100,6 +107,11 @@ const ModelFixture& fixture(const std::string& model) {
         m.full_logits[kind.substr(5)] = {parse_shape(shape), test::read_hex_words(in)};
       } else if (kind == "generate") {
         for (int64_t id; in >> id;) m.generated.push_back(id);
+      } else if (kind == "sample") {
+        ModelFixture::Sample sample;
+        in >> sample.seed >> sample.temperature >> sample.top_k;
+        for (int64_t id; in >> id;) sample.ids.push_back(id);
+        m.samples.push_back(std::move(sample));
       }
     }
     return out;
@@ -355,6 +367,24 @@ TEST(GPTGenerate, TopKOneAndTemperatureZeroAreGreedy) {
   EXPECT_EQ(generate(model, start, 10, 8).to_vector<int64_t>(), greedy.to_vector<int64_t>());
   EXPECT_EQ(generate(model, start, 10, 8, 1.5, 1).to_vector<int64_t>(),
             greedy.to_vector<int64_t>());
+}
+
+// Chapter 5's generate (temperature, top-k, multinomial) draws PyTorch's tokens for the same seed.
+TEST(GPTGenerate, SamplingMatchesPyTorch) {
+  const ModelFixture& expected = fixture("tiny");
+  ASSERT_EQ(expected.samples.size(), 3u);
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  model.eval();
+  for (const auto& sample : expected.samples) {
+    SCOPED_TRACE("seed " + std::to_string(sample.seed));
+    manual_seed(sample.seed);
+    std::optional<int64_t> top_k;
+    if (sample.top_k > 0) top_k = sample.top_k;
+    Tensor out =
+        generate(model, tensor({{1, 2, 3}}, DType::Int64), 12, 8, sample.temperature, top_k);
+    EXPECT_EQ(out.to_vector<int64_t>(), sample.ids);
+  }
 }
 
 TEST(GPTGenerate, SamplingIsReproducibleAndRespectsTopK) {
