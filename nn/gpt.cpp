@@ -31,7 +31,7 @@ Tensor GPTLayerNorm::forward(const Tensor& x) {
   check(x.dim() >= 1 && x.size(-1) == scale.size(0), "LayerNorm: expected input with last dim ",
         scale.size(0), ", got shape ", x.shape());
   Tensor mean = x.mean(-1, /*keepdim=*/true);
-  Tensor var = ember::var(x, {-1}, /*correction=*/0, /*keepdim=*/true);  // unbiased=False
+  Tensor var = ember::var(x, {-1}, Correction(0), /*keepdim=*/true);  // unbiased=False
   Tensor norm_x = (x - mean) / sqrt(var + eps);
   return scale * norm_x + shift;
 }
