@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
 
   int64_t start = 0;
   if (!s.resume.empty()) {
-    nn::NamedTensors state;
+    NamedTensorList state;  // the checkpoint fills a plain list of (name, tensor)
     start = optim::load_checkpoint(s.resume, state, opt, &schedule);
     model.load_state_dict(state);
     std::printf("resumed from %s at step %lld\n", s.resume.c_str(), static_cast<long long>(start));
