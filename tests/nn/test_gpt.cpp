@@ -279,7 +279,7 @@ TEST(GPTLayerNorm, MatchesTheLibraryLayerNorm) {
   Tensor y = book.forward(x);
   // Mean 0 and biased variance 1 along the last dim (eps aside).
   test::expect_allclose(y.mean(-1), zeros({2, 3}), 0, 1e-6);
-  test::expect_allclose(var(y, {-1}, 0), ones({2, 3}), 1e-4, 1e-4);
+  test::expect_allclose(var(y, {-1}, Correction(0)), ones({2, 3}), 1e-4, 1e-4);
   expect_error([&] { book.forward(randn({2, 7})); }, "LayerNorm: expected input with last dim 8");
 }
 
