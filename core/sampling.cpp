@@ -41,7 +41,7 @@ Tensor randint(int64_t high, const Shape& shape, const TensorOptions& options, G
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
-  check(probs.defined(), "multinomial: expected a defined tensor, got an undefined one");
+  detail::check_defined(probs, "multinomial");
   check(is_floating(probs.dtype()),
         "multinomial only supports floating-point dtypes for input, got: ",
         dtype_name(probs.dtype()));

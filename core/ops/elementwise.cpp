@@ -782,9 +782,8 @@ const char* torch_type_name(DType t) {
 template <typename Compute>
 Tensor& in_place(Tensor& self, const std::vector<Tensor>& inputs, const char* op,
                  Compute&& compute) {
-  check(self.defined(), op, ": expected a defined tensor, got an undefined one");
-  for (const Tensor& in : inputs)
-    check(in.defined(), op, ": expected a defined argument tensor, got an undefined one");
+  detail::check_defined(self, op);
+  for (const Tensor& in : inputs) detail::check_defined(in, op);
   detail::check_inplace(self, op);
   for (const Tensor& in : inputs) assert_no_partial_overlap(self, in, op);
   // In a graph, the op reads a copy of self's old values: its backward may have saved them

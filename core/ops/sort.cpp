@@ -32,7 +32,7 @@ bool less_nan_last(T a, T b) {
 // (the first `keep` of them), as an int64 tensor shaped like t with size `keep` along dim.
 Tensor ordered_indices(const Tensor& t, int64_t dim, int64_t keep, bool descending,
                        const char* op) {
-  check(t.defined(), op, ": expected a defined tensor, got an undefined one");
+  detail::check_defined(t, op);
   const int64_t d = sort_dim(dim, t.dim(), op);
   if (t.dim() == 0) return zeros({}, DType::Int64);
   // Rows along the last dim of a contiguous copy.
@@ -65,7 +65,7 @@ Tensor ordered_indices(const Tensor& t, int64_t dim, int64_t keep, bool descendi
 }  // namespace
 
 ValuesIndices sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
-  check(t.defined(), "sort: expected a defined tensor, got an undefined one");
+  detail::check_defined(t, "sort");
   const int64_t n = t.dim() == 0 ? 1 : t.size(sort_dim(dim, t.dim(), "sort"));
   Tensor indices = ordered_indices(t, dim, n, descending, "sort");
   if (t.dim() == 0) return {t.clone(), indices};
@@ -77,7 +77,7 @@ Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
 }
 
 ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
-  check(t.defined(), "topk: expected a defined tensor, got an undefined one");
+  detail::check_defined(t, "topk");
   const int64_t d = sort_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() == 0 ? 1 : t.size(d);
   check(k >= 0 && k <= n, "topk: selected index k out of range (k = ", k, ", size ", n,
@@ -88,7 +88,7 @@ ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool /
 }
 
 Tensor nonzero(const Tensor& t) {
-  check(t.defined(), "nonzero: expected a defined tensor, got an undefined one");
+  detail::check_defined(t, "nonzero");
   const std::vector<double> values = t.contiguous().to_vector<double>();
   const Shape& shape = t.shape();
   const int64_t ndim = t.dim();
@@ -108,7 +108,7 @@ Tensor nonzero(const Tensor& t) {
 }
 
 std::vector<Tensor> where(const Tensor& condition) {
-  check(condition.defined(), "where: expected a defined tensor, got an undefined one");
+  detail::check_defined(condition, "where");
   Tensor nz = nonzero(condition);
   std::vector<Tensor> out;
   for (int64_t i = 0; i < condition.dim(); ++i) out.push_back(nz.select(1, i).contiguous());

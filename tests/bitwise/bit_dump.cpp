@@ -60,7 +60,7 @@ int main() {
   dump("gelu_tanh", gelu(a, "tanh"));
   dump("exp_log_tanh_sigmoid", sigmoid(tanh(log(exp(a) + 1.0))));
   dump("sqrt_pow", sqrt(abs(a)).pow(3.0));
-  dump("sum_mean_var", stack({a.sum(), a.mean(), var(a), var(a, {1}), a.sum(0).sum()}));
+  dump("sum_mean_var", stack({a.sum(), a.mean(), var(a), var(a, Correction(0)), a.sum(0).sum()}));
   dump("sum_large", randn({100000}).sum());
   dump("mul_add_div", (a * 1.7 + 0.3) / (a.abs() + 2.0));
 

@@ -218,7 +218,7 @@ TEST(InPlaceApi, AutogradRulesOfInPlaceOps) {
 
 TEST(InPlaceApi, UndefinedAndMismatchedArguments) {
   Tensor t = zeros({2, 3});
-  expect_error([&] { t.add_(Tensor()); }, "add_: expected a defined argument tensor");
+  expect_error([&] { t.add_(Tensor()); }, "add_: expected a defined tensor, got an undefined one");
   expect_error([&] { Tensor().mul_(2.0); }, "mul_: expected a defined tensor");
   expect_error([&] { t.add_(ones({3, 2})); }, "add");
   expect_error(
