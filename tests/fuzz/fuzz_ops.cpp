@@ -335,7 +335,7 @@ struct Machine {
         push(min(x, d, keep).values);
         break;
       case 6:
-        push(var(x, {d}, r.integer(), keep));
+        push(var(x, {d}, Correction(r.integer()), keep));
         break;
       case 7:
         push(x.argmax(d, keep));
