@@ -28,7 +28,7 @@ bool is_dense(const Tensor& t) {
   int64_t expected = 1;
   for (int64_t d : dims) {
     if (t.strides()[d] != expected) return false;
-    expected *= t.shape()[d];
+    if (__builtin_mul_overflow(expected, t.shape()[d], &expected)) return false;
   }
   return true;
 }

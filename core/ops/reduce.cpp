@@ -44,8 +44,8 @@ std::vector<bool> all_dims(const Tensor& t) { return std::vector<bool>(t.dim(), 
 int64_t reduced_count(const Shape& shape, const std::vector<bool>& reduced) {
   int64_t count = 1;
   for (std::size_t d = 0; d < shape.size(); ++d)
-    if (reduced[d]) count *= shape[d];
-  return count;
+    if (reduced[d]) count = checked_mul(count, shape[d], "reduce");  // an empty tensor's other
+  return count;                                                      // dims may be huge
 }
 
 // The reduced dims as a sorted list, e.g. for calling mean(x, dims, keepdim) in a backward.
@@ -100,13 +100,9 @@ std::optional<kernels::ReduceShape> as_block(const Shape& shape, const std::vect
     if (!reduced[d] && shape[d] != 1) return std::nullopt;
   kernels::ReduceShape s;
   for (int64_t d = 0; d < ndim; ++d) {
-    if (d < first) {
-      s.outer *= shape[d];
-    } else if (d <= last) {
-      s.reduced *= shape[d];
-    } else {
-      s.inner *= shape[d];
-    }
+    // An empty tensor's other dims may be huge: their products must not overflow.
+    int64_t& part = d < first ? s.outer : (d <= last ? s.reduced : s.inner);
+    part = checked_mul(part, shape[d], "reduce");
   }
   return s;
 }
