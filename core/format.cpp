@@ -12,6 +12,7 @@
 //      "dtype=torch.float64" or "grad_fn=<MulBackward0>", each on a new line if it would
 //      overflow the current one.
 #include "core/format.h"
+#include "core/shape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -311,7 +312,7 @@ std::string format_any(const std::vector<int64_t>& shape, const std::vector<V>& 
   int64_t numel = 1;
   for (int64_t d : shape) {
     check(d >= 0, "format_tensor: negative dimension in shape ", shape);
-    numel *= d;
+    numel = mul_wrap(numel, d);
   }
   check(static_cast<int64_t>(values.size()) == numel, "format_tensor: shape ", shape, " needs ",
         numel, " values, got ", values.size());

@@ -16,6 +16,14 @@ int64_t numel_of(const Shape& shape);
 
 // a * b and a + b, or an Error naming `op` when the result does not fit in int64.
 int64_t checked_mul(int64_t a, int64_t b, const char* op);
+// a * b wrapping on overflow (defined, unlike signed *): for products of sizes of an empty tensor,
+// whose other dims may be huge ([0, 2^61, 25] is a valid empty tensor, as in PyTorch); such a
+// product is never used to address memory.
+inline int64_t mul_wrap(int64_t a, int64_t b) {
+  int64_t r;
+  __builtin_mul_overflow(a, b, &r);
+  return r;
+}
 int64_t checked_add(int64_t a, int64_t b, const char* op);
 
 // Bytes of a contiguous buffer for `shape`: negative sizes and overflow are Errors (PyTorch:

@@ -44,8 +44,8 @@ std::vector<bool> all_dims(const Tensor& t) { return std::vector<bool>(t.dim(), 
 int64_t reduced_count(const Shape& shape, const std::vector<bool>& reduced) {
   int64_t count = 1;
   for (std::size_t d = 0; d < shape.size(); ++d)
-    if (reduced[d]) count = checked_mul(count, shape[d], "reduce");  // an empty tensor's other
-  return count;                                                      // dims may be huge
+    if (reduced[d]) count = mul_wrap(count, shape[d]);  // an empty tensor's other
+  return count;                                         // dims may be huge
 }
 
 // The reduced dims as a sorted list, e.g. for calling mean(x, dims, keepdim) in a backward.
@@ -102,7 +102,7 @@ std::optional<kernels::ReduceShape> as_block(const Shape& shape, const std::vect
   for (int64_t d = 0; d < ndim; ++d) {
     // An empty tensor's other dims may be huge: their products must not overflow.
     int64_t& part = d < first ? s.outer : (d <= last ? s.reduced : s.inner);
-    part = checked_mul(part, shape[d], "reduce");
+    part = mul_wrap(part, shape[d]);
   }
   return s;
 }
@@ -126,13 +126,13 @@ ReductionInput reduction_input(const Tensor& t, const std::vector<bool>& reduced
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (!reduced[d]) {
       order.push_back(d);
-      s.outer *= t.shape()[d];
+      s.outer = mul_wrap(s.outer, t.shape()[d]);
     }
   }
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (reduced[d]) {
       order.push_back(d);
-      s.reduced *= t.shape()[d];
+      s.reduced = mul_wrap(s.reduced, t.shape()[d]);
     }
   }
   return {permuted_view(t, order).contiguous(), s, order};
@@ -150,7 +150,7 @@ Tensor empty_result(const Tensor& input, const ReductionInput& in, const std::ve
     const int64_t d = in.order[k];
     if (reduced[d]) continue;
     stride_of_dim[d] = running;
-    running *= std::max<int64_t>(input.shape()[d], 1);
+    running = mul_wrap(running, std::max<int64_t>(input.shape()[d], 1));
   }
   Shape shape, strides;
   for (int64_t d = 0; d < input.dim(); ++d) {
@@ -190,7 +190,7 @@ Tensor floating_sum(const Tensor& x, const std::vector<bool>& reduced, bool keep
   int64_t count = 1;
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (reduced[d]) {
-      count *= x.shape()[d];
+      count = mul_wrap(count, x.shape()[d]);
       kept_shape[d] = 1;
       if (keepdim) result_shape.push_back(1);
     } else {
@@ -371,9 +371,9 @@ struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
     // grad and indices read as [outer, 1, inner], the input as [outer, size of dim, inner].
     kernels::ReduceShape s;
     for (int64_t d = 0; d < static_cast<int64_t>(input_shape.size()); ++d) {
-      if (d < dim) s.outer *= input_shape[d];
+      if (d < dim) s.outer = mul_wrap(s.outer, input_shape[d]);
       if (d == dim) s.reduced = input_shape[d];
-      if (d > dim) s.inner *= input_shape[d];
+      if (d > dim) s.inner = mul_wrap(s.inner, input_shape[d]);
     }
     Tensor indices = this->saved(0);
     Tensor grad_data = grad.contiguous();

@@ -129,8 +129,8 @@ struct AroundDim {
   int64_t outer = 1, size = 1, inner = 1;
   AroundDim(const Shape& shape, int64_t dim) {
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-      if (d < dim) outer = checked_mul(outer, shape[d], "index_select");  // empty tensors may have
-      if (d > dim) inner = checked_mul(inner, shape[d], "index_select");  // huge other dims
+      if (d < dim) outer = mul_wrap(outer, shape[d]);  // empty tensors may have
+      if (d > dim) inner = mul_wrap(inner, shape[d]);  // huge other dims
     }
     size = shape[dim];
   }
@@ -296,7 +296,7 @@ struct UnsafeView : Function<UnsafeView> {
         inferred = it;
       } else {
         check(*it >= 0, "unsafe_view: invalid shape ", shape);
-        known *= *it;
+        known = mul_wrap(known, *it);
       }
     }
     if (inferred != out.end() && known != 0) *inferred = numel / known;

@@ -15,9 +15,9 @@ namespace {
 Tensor softmax_kernel(const Tensor& x, int64_t dim, bool log) {
   kernels::ReduceShape s;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d < dim) s.outer *= x.shape()[d];
+    if (d < dim) s.outer = mul_wrap(s.outer, x.shape()[d]);
     if (d == dim) s.reduced = x.shape()[d];
-    if (d > dim) s.inner *= x.shape()[d];
+    if (d > dim) s.inner = mul_wrap(s.inner, x.shape()[d]);
   }
   Tensor input = x.contiguous();
   Tensor out = empty(x.shape(), x.dtype());

@@ -58,13 +58,13 @@ std::optional<Shape> view_strides(Shape old_shape, Shape old_strides, const Shap
   int64_t chunk_base_stride = old_strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_shape[d];
-    bool chunk_ends =
-        d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride);
+    tensor_numel = mul_wrap(tensor_numel, old_shape[d]);  // wraps only for empty tensors
+    bool chunk_ends = d == 0 || (old_shape[d - 1] != 1 &&
+                                 old_strides[d - 1] != mul_wrap(tensor_numel, chunk_base_stride));
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
-      new_strides[view_d] = view_numel * chunk_base_stride;
-      view_numel *= new_shape[view_d];
+      new_strides[view_d] = mul_wrap(view_numel, chunk_base_stride);
+      view_numel = mul_wrap(view_numel, new_shape[view_d]);
       --view_d;
     }
     if (view_numel != tensor_numel) return std::nullopt;
