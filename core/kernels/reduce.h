@@ -88,7 +88,8 @@ void variance(const T* in, T* out, const ReduceShape& s, int64_t correction,
               bool take_sqrt = false) {
   auto finish = [take_sqrt](double v) { return static_cast<T>(take_sqrt ? std::sqrt(v) : v); };
   const double count = static_cast<double>(s.reduced);
-  const double divisor = static_cast<double>(std::max<int64_t>(0, s.reduced - correction));
+  // In double, as PyTorch does: a correction of INT64_MIN must not overflow n - correction.
+  const double divisor = std::max(0.0, count - static_cast<double>(correction));
   if (s.inner == 1) {
     for (int64_t o = 0; o < s.outer; ++o) {
       const T* row = in + o * s.reduced;

@@ -433,7 +433,8 @@ struct Var : autograd::Function<Var> {
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
     // As PyTorch: n - correction, not clamped at 0 as in the forward's divisor.
-    const auto dof = static_cast<double>(reduced_count(x.shape(), reduced) - correction);
+    const double dof = static_cast<double>(reduced_count(x.shape(), reduced)) -
+                       static_cast<double>(correction);  // in double: no int64 overflow
     Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
     return {expand_to_input(grad, reduced, keepdim, x.shape()) * centered * (2.0 / dof)};
   }
@@ -456,7 +457,8 @@ struct Std : autograd::Function<Std> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0), result = saved(1);
-    const auto dof = static_cast<double>(reduced_count(x.shape(), reduced) - correction);
+    const double dof = static_cast<double>(reduced_count(x.shape(), reduced)) -
+                       static_cast<double>(correction);  // in double: no int64 overflow
     Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
     return {expand_to_input(grad / result, reduced, keepdim, x.shape()) * centered / dof};
   }
