@@ -1,6 +1,8 @@
 // Training checkpoints on top of the safetensors reader/writer.
 #include "optim/checkpoint.h"
 
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -10,10 +12,47 @@ namespace ember::optim {
 namespace {
 using json = nlohmann::json;
 const std::string kModel = "model.", kState = "optimizer.state.";
+
+// JSON has no inf or nan (nlohmann would write null, and ReduceLROnPlateau's best starts at
+// inf): such numbers are stored as the strings "inf", "-inf" and "nan".
+json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+double number(const json& j) {
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf" || s == "-inf")
+      return s == "inf" ? std::numeric_limits<double>::infinity()
+                        : -std::numeric_limits<double>::infinity();
+  }
+  return j.get<double>();  // anything else that is not a number: json::type_error
+}
+json numbers(const std::map<std::string, std::vector<double>>& values) {
+  json out = json::object();
+  for (const auto& [key, list] : values) {
+    json a = json::array();
+    for (double v : list) a.push_back(number(v));
+    out[key] = a;
+  }
+  return out;
+}
+SchedulerState numbers(const json& j) {
+  check(j.is_object(), "load_checkpoint: the scheduler state is not a JSON object");
+  SchedulerState out;
+  for (const auto& [key, list] : j.items()) {
+    check(list.is_array(), "load_checkpoint: scheduler state '", key, "' is not a list");
+    auto& values = out[key];
+    for (const json& v : list) values.push_back(number(v));
+  }
+  return out;
+}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const NamedTensorList& model_state,
-                     const Optimizer& optimizer, const LRScheduler* scheduler, int64_t step,
+                     const Optimizer& optimizer, const StatefulScheduler* scheduler, int64_t step,
                      const std::map<std::string, std::string>& metadata) {
   NamedTensorList tensors;
   for (const auto& [name, t] : model_state) tensors.emplace_back(kModel + name, t);
@@ -24,8 +63,11 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
     }
   }
   json groups = json::array();
-  for (const auto& g : state.param_groups)
-    groups.push_back({{"options", g.options}, {"params", g.params}});
+  for (const auto& g : state.param_groups) {
+    json options = json::object();
+    for (const auto& [key, v] : g.options) options[key] = number(v);
+    groups.push_back({{"options", options}, {"params", g.params}});
+  }
   std::map<std::string, std::string> meta = metadata;
   for (const auto& [key, value] : metadata) {
     check(key.rfind("ember.", 0) != 0 && key.rfind("optimizer.", 0) != 0 &&
@@ -35,12 +77,12 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
   meta["ember.step"] = std::to_string(step);
   meta["ember.optimizer"] = optimizer.name();
   meta["optimizer.param_groups"] = groups.dump();
-  if (scheduler) meta["scheduler"] = json(scheduler->state_dict()).dump();
+  if (scheduler) meta["scheduler"] = numbers(scheduler->state_dict()).dump();
   save_safetensors(tensors, path, meta);
 }
 
 int64_t load_checkpoint(const std::string& path, NamedTensorList& model_state, Optimizer& optimizer,
-                        LRScheduler* scheduler) {
+                        StatefulScheduler* scheduler) {
   const char* op = "load_checkpoint";
   SafetensorsFile file = load_safetensors(path);
   auto meta = [&](const std::string& key) {
@@ -73,12 +115,12 @@ int64_t load_checkpoint(const std::string& path, NamedTensorList& model_state, O
     step = std::stoll(meta("ember.step"));
     for (const json& g : json::parse(meta("optimizer.param_groups"))) {
       OptimizerStateDict::Group group;
-      group.options = g.at("options").get<std::map<std::string, double>>();
+      for (const auto& [key, v] : g.at("options").items()) group.options[key] = number(v);
       group.params = g.at("params").get<std::vector<int64_t>>();
       state.param_groups.push_back(std::move(group));
     }
     if (scheduler) {
-      sched_state = json::parse(meta("scheduler")).get<SchedulerState>();
+      sched_state = numbers(json::parse(meta("scheduler")));
     }
   } catch (const json::exception& e) {
     fail(op, ": malformed optimizer or scheduler state in '", path, "': ", e.what());

@@ -22,15 +22,15 @@
 
 namespace ember::optim {
 
-// scheduler may be null. `metadata` is stored alongside (keys must not start with "ember.",
-// "optimizer." or "scheduler").
+// scheduler may be null, an LRScheduler or a ReduceLROnPlateau. `metadata` is stored alongside
+// (keys must not start with "ember.", "optimizer." or "scheduler").
 void save_checkpoint(const std::string& path, const NamedTensorList& model_state,
-                     const Optimizer& optimizer, const LRScheduler* scheduler, int64_t step,
+                     const Optimizer& optimizer, const StatefulScheduler* scheduler, int64_t step,
                      const std::map<std::string, std::string>& metadata = {});
 
 // Restores the optimizer (and scheduler, if given) and returns the step; model_state receives
 // the model's tensors (load them with Module::load_state_dict).
 int64_t load_checkpoint(const std::string& path, NamedTensorList& model_state, Optimizer& optimizer,
-                        LRScheduler* scheduler = nullptr);
+                        StatefulScheduler* scheduler = nullptr);
 
 }  // namespace ember::optim

@@ -14,6 +14,17 @@ namespace {
 constexpr double kPi = std::numbers::pi;
 // Python's a % b for b > 0 (never negative).
 int64_t py_mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+
+// The one value stored under key, as a whole number (epochs and counters): a state from a
+// hostile file may hold nan, 1e300 or 2.5, and casting those to int64 is undefined.
+int64_t state_integer(const SchedulerState& state, const char* key, const char* op) {
+  auto it = state.find(key);
+  check(it != state.end() && it->second.size() == 1, op, ": missing '", key, "'");
+  const double v = it->second[0];
+  check(std::isfinite(v) && v == std::trunc(v) && std::abs(v) <= 0x1p62, op, ": '", key,
+        "' must be a whole number, got ", v);
+  return static_cast<int64_t>(v);
+}
 }  // namespace
 
 // ---- base ----
@@ -64,10 +75,7 @@ SchedulerState LRScheduler::state_dict() const {
 
 void LRScheduler::load_state_dict(const SchedulerState& state) {
   auto one = [&](const char* key) {
-    auto it = state.find(key);
-    check(it != state.end() && it->second.size() == 1, "LRScheduler::load_state_dict: missing '",
-          key, "'");
-    return static_cast<int64_t>(it->second[0]);
+    return state_integer(state, key, "LRScheduler::load_state_dict");
   };
   auto list = [&](const char* key) {
     auto it = state.find(key);
@@ -378,10 +386,15 @@ void SequentialLR::load_state_dict(const SchedulerState& state) {
   SchedulerState own;
   for (const auto& [key, value] : state) {
     if (key.rfind("_schedulers.", 0) == 0) {
+      // "_schedulers.<i>.<key>", i a decimal index below the number of schedulers.
       const std::size_t dot = key.find('.', 12);
-      const std::size_t i = std::stoul(key.substr(12, dot - 12));
-      check(i < parts.size(), "SequentialLR::load_state_dict: state for scheduler ", i, " of ",
-            parts.size());
+      const std::string index = key.substr(12, dot == std::string::npos ? dot : dot - 12);
+      std::size_t i = parts.size();
+      if (dot != std::string::npos && !index.empty() && index.size() < 10 &&
+          index.find_first_not_of("0123456789") == std::string::npos)
+        i = std::stoul(index);
+      check(i < parts.size(), "SequentialLR::load_state_dict: bad key '", key, "' (expected ",
+            "_schedulers.<i>.<name> with i < ", parts.size(), ")");
       parts[i][key.substr(dot + 1)] = value;
     } else {
       own[key] = value;
@@ -448,15 +461,16 @@ SchedulerState ReduceLROnPlateau::state_dict() const {
 }
 
 void ReduceLROnPlateau::load_state_dict(const SchedulerState& state) {
-  for (const char* key : {"best", "num_bad_epochs", "cooldown_counter", "last_epoch"}) {
-    auto it = state.find(key);
-    check(it != state.end() && it->second.size() == 1,
-          "ReduceLROnPlateau::load_state_dict: missing '", key, "'");
-  }
-  best_ = state.at("best")[0];
-  num_bad_epochs_ = static_cast<int64_t>(state.at("num_bad_epochs")[0]);
-  cooldown_counter_ = static_cast<int64_t>(state.at("cooldown_counter")[0]);
-  last_epoch_ = static_cast<int64_t>(state.at("last_epoch")[0]);
+  const char* op = "ReduceLROnPlateau::load_state_dict";
+  auto it = state.find("best");
+  check(it != state.end() && it->second.size() == 1, op, ": missing 'best'");
+  const int64_t bad = state_integer(state, "num_bad_epochs", op);
+  const int64_t cooldown = state_integer(state, "cooldown_counter", op);
+  const int64_t last = state_integer(state, "last_epoch", op);
+  best_ = it->second[0];  // inf until the first metric, as PyTorch's
+  num_bad_epochs_ = bad;
+  cooldown_counter_ = cooldown;
+  last_epoch_ = last;
 }
 
 }  // namespace ember::optim

@@ -20,12 +20,22 @@ namespace ember::optim {
 // A scheduler's state as numbers by name (last_epoch, base_lrs, ...), for checkpoints.
 using SchedulerState = std::map<std::string, std::vector<double>>;
 
-class LRScheduler {
+// What a checkpoint needs of any scheduler: its state as numbers, and back. (PyTorch's
+// ReduceLROnPlateau is not an _LRScheduler either; both families derive from this.)
+class StatefulScheduler {
+ public:
+  StatefulScheduler() = default;
+  virtual ~StatefulScheduler() = default;
+  StatefulScheduler(const StatefulScheduler&) = delete;
+  StatefulScheduler& operator=(const StatefulScheduler&) = delete;
+  virtual SchedulerState state_dict() const = 0;
+  // Checks every value first (a hostile checkpoint is an Error, never a bad cast).
+  virtual void load_state_dict(const SchedulerState& state) = 0;
+};
+
+class LRScheduler : public StatefulScheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer);
-  virtual ~LRScheduler() = default;
-  LRScheduler(const LRScheduler&) = delete;
-  LRScheduler& operator=(const LRScheduler&) = delete;
 
   // One step: last_epoch + 1, and each group's lr from get_lr().
   virtual void step();
@@ -34,8 +44,8 @@ class LRScheduler {
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   int64_t last_epoch() const { return last_epoch_; }
 
-  virtual SchedulerState state_dict() const;
-  virtual void load_state_dict(const SchedulerState& state);
+  SchedulerState state_dict() const override;
+  void load_state_dict(const SchedulerState& state) override;
 
   Optimizer& optimizer() { return optimizer_; }
 
@@ -191,13 +201,13 @@ struct ReduceLROnPlateauOptions {
 };
 
 // Multiplies the lr by factor when the metric has not improved for patience epochs.
-class ReduceLROnPlateau {
+class ReduceLROnPlateau : public StatefulScheduler {
  public:
   ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
   void step(double metric);
   std::vector<double> get_last_lr() const;
-  SchedulerState state_dict() const;
-  void load_state_dict(const SchedulerState& state);
+  SchedulerState state_dict() const override;
+  void load_state_dict(const SchedulerState& state) override;
 
  private:
   bool is_better(double a, double best) const;

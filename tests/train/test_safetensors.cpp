@@ -328,5 +328,75 @@ TEST(Checkpoint, ResumedTrainingEqualsUninterruptedBitForBit) {
                "not a training checkpoint");
 }
 
+// ReduceLROnPlateau is not an LRScheduler (nor is PyTorch's), but a checkpoint stores it too,
+// including its initial best of inf, which JSON cannot hold as a number.
+TEST(Checkpoint, StoresReduceLROnPlateauIncludingInfiniteBest) {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(1.0));
+  optim::ReduceLROnPlateauOptions o;
+  o.patience = 1;
+  o.factor = 0.5;
+  const std::string path = temp_path("plateau.safetensors");
+  {
+    optim::ReduceLROnPlateau fresh(opt, o);  // best = inf, no metric yet
+    optim::save_checkpoint(path, {{"w", w}}, opt, &fresh, 0);
+  }
+  optim::ReduceLROnPlateau restored(opt, o);
+  NamedTensorList state;
+  EXPECT_EQ(optim::load_checkpoint(path, state, opt, &restored), 0);
+  EXPECT_EQ(restored.state_dict().at("best"), std::vector<double>{INFINITY});
+
+  // Mid-run: after a best of 1.0, two bad epochs (patience 1) have halved the lr once; an
+  // optimizer and scheduler restored from the checkpoint continue exactly as the originals.
+  optim::ReduceLROnPlateau original(opt, o);
+  for (double metric : {1.0, 2.0, 2.0}) original.step(metric);
+  EXPECT_EQ(opt.param_groups()[0].options->get_lr(), 0.5);
+  optim::save_checkpoint(path, {{"w", w}}, opt, &original, 3);
+  Tensor w2 = ones({2}).requires_grad_();
+  optim::SGD opt2({w2}, optim::SGDOptions(1.0));
+  optim::ReduceLROnPlateau resumed(opt2, o);
+  EXPECT_EQ(optim::load_checkpoint(path, state, opt2, &resumed), 3);
+  EXPECT_EQ(resumed.state_dict(), original.state_dict());
+  EXPECT_EQ(opt2.param_groups()[0].options->get_lr(), 0.5);
+  for (double metric : {3.0, 3.0, 0.5, 0.7, 0.7}) {
+    original.step(metric);
+    resumed.step(metric);
+    EXPECT_EQ(resumed.state_dict(), original.state_dict());
+    EXPECT_EQ(opt2.param_groups()[0].options->get_lr(), opt.param_groups()[0].options->get_lr());
+  }
+  EXPECT_EQ(opt2.param_groups()[0].options->get_lr(), 0.125);
+}
+
+// Scheduler states from a hostile file: every value is checked before anything is cast.
+TEST(Checkpoint, HostileSchedulerStatesAreErrors) {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(1.0));
+  optim::StepLR step_lr(opt, 2);
+  optim::SchedulerState good = step_lr.state_dict();
+  for (double bad : {double{NAN}, double{INFINITY}, 1e300, 2.5, -1e19}) {
+    optim::SchedulerState s = good;
+    s["last_epoch"] = {bad};
+    expect_error([&] { step_lr.load_state_dict(s); }, "'last_epoch' must be a whole number");
+  }
+  optim::SchedulerState missing = good;
+  missing.erase("_step_count");
+  expect_error([&] { step_lr.load_state_dict(missing); }, "missing '_step_count'");
+
+  optim::ReduceLROnPlateau plateau(opt);
+  optim::SchedulerState p = plateau.state_dict();
+  p["num_bad_epochs"] = {NAN};
+  expect_error([&] { plateau.load_state_dict(p); }, "'num_bad_epochs' must be a whole number");
+
+  optim::LinearLR warm(opt, 0.5, 1.0, 2);
+  optim::CosineAnnealingLR cosine(opt, 4);
+  optim::SequentialLR seq(opt, {&warm, &cosine}, {2});
+  for (const char* key : {"_schedulers.", "_schedulers.x.last_epoch", "_schedulers.7.last_epoch",
+                          "_schedulers.99999999999999999999.a", "_schedulers.-1.a"}) {
+    optim::SchedulerState s = seq.state_dict();
+    s[key] = {1.0};
+    expect_error([&] { seq.load_state_dict(s); }, "SequentialLR::load_state_dict: bad key");
+  }
+}
+
 }  // namespace
 }  // namespace ember
