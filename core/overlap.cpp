@@ -36,10 +36,13 @@ bool is_dense(const Tensor& t) {
 }  // namespace
 
 bool has_internal_overlap(const Tensor& t) {
+  // An empty tensor has no elements to share (and its strides may be wrapped products of huge
+  // sizes: never compute with them).
+  for (int64_t size : t.shape())
+    if (size == 0) return false;
   // Dims of size > 1, by increasing |stride|. A zero stride repeats an element (expand).
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
   for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.shape()[d] == 0) return false;
     if (t.shape()[d] == 1) continue;
     if (t.strides()[d] == 0) return true;
     dims.emplace_back(t.strides()[d] < 0 ? -t.strides()[d] : t.strides()[d], t.shape()[d]);

@@ -65,7 +65,9 @@ struct Cat : Function<Cat> {
       }
       starts.push_back(out_shape[dim]);
       lengths.push_back(t.size(dim));
-      out_shape[dim] += t.size(dim);
+      check(!__builtin_add_overflow(out_shape[dim], t.size(dim), &out_shape[dim]),
+            "cat: the concatenated size in dimension ", dim, " overflows int64 (tensor ", i,
+            " has shape ", t.shape(), ")");
     }
 
     Tensor out = empty(out_shape, common_dtype(tensors));

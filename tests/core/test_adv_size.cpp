@@ -116,5 +116,38 @@ TEST(AdvSize, FlattenOfAnOverflowingExpandIsAnError) {
   expect_error([&] { e.flatten(); }, "flatten: size calculation overflowed");
 }
 
+// An empty tensor may have huge other dims ([0, 2^62, 25]); products of its sizes wrap and its
+// strides are garbage that no kernel may compute with (fuzz_ops found signed overflows in
+// is_row_major, floating_sum, var's n - correction and the overlap check of cat's copy_).
+// Every op either gives PyTorch's empty result or an Error; UBSan (asan preset) checks the rest.
+TEST(AdvSize, EmptyTensorsWithHugeOtherDimsNeverOverflow) {
+  const Tensor e = zeros({0, kBig, 25});
+  EXPECT_TRUE(e.is_contiguous());  // PyTorch: any empty tensor is contiguous
+  EXPECT_EQ(sum(e, {1}).shape(), (Shape{0, 25}));
+  EXPECT_EQ(mean(e, {2}, true).shape(), (Shape{0, kBig, 1}));
+  EXPECT_EQ(softmax(e, 2).shape(), e.shape());
+  EXPECT_EQ(log_softmax(e, 1).shape(), e.shape());
+  EXPECT_EQ(var(e, {1}, Correction(std::numeric_limits<int64_t>::min())).shape(), (Shape{0, 25}));
+  EXPECT_EQ(e.transpose(0, 2).contiguous().shape(), (Shape{25, kBig, 0}));
+  EXPECT_EQ(e.view({kBig, 0, 25}).shape(), (Shape{kBig, 0, 25}));
+  EXPECT_EQ(e.reshape({-1, 25}).shape(), (Shape{0, 25}));
+  EXPECT_EQ(index_select(e, 2, arange(3.0).to(DType::Int64)).shape(), (Shape{0, kBig, 3}));
+  EXPECT_EQ(cat({e, e}, 0).shape(), e.shape());
+  // 2^62 + 2^62 does not fit (PyTorch: "negative dimension -9223372036854775808").
+  expect_error(
+      [&] {
+        cat({e, e}, 1);
+      },
+      "cat: the concatenated size in dimension 1 overflows int64");
+  Tensor dst = zeros({0, kBig, 25});
+  dst.copy_(e);
+  dst.add_(e);
+  dst.masked_fill_(zeros({0, kBig, 25}, DType::Bool), 1.0);
+  EXPECT_EQ(dst.numel(), 0);
+  EXPECT_EQ(repr(e), "tensor([], size=(0, 4611686018427387904, 25))");
+  // A reduction that would produce the huge dims is refused before allocating.
+  expect_error([&] { sum(e, {0}); }, "Storage size calculation overflowed");
+}
+
 }  // namespace
 }  // namespace ember
