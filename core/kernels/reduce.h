@@ -21,10 +21,16 @@ namespace ember::kernels {
 
 // The input of a reduction, read as [outer, reduced, inner] contiguous elements; the output is
 // [outer, inner] contiguous elements.
+//
+// An empty tensor may have huge other dims ([2^62, 3, 0]): its outer or inner product can be
+// 2^62 while the output holds nothing. Every kernel first returns when its output is empty, so
+// no loop ever runs over the product of an empty tensor's other dims. (When only `reduced` is
+// 0, the output is real memory that was allocated, so its loops are bounded.)
 struct ReduceShape {
   int64_t outer = 1;
   int64_t reduced = 1;
   int64_t inner = 1;
+  bool empty_output() const { return outer == 0 || inner == 0; }
 };
 
 // What sums accumulate in: double for floating types (a float32 sum is then within one rounding
@@ -50,6 +56,7 @@ Acc sum_row(const T* x, int64_t n) {
 // an empty mean is 0 / 0 = nan, as in PyTorch). An empty sum is 0.
 template <typename T, typename R>
 void sum(const T* in, R* out, const ReduceShape& s, bool average = false) {
+  if (s.empty_output()) return;
   using Acc = SumAccumulator<T>;
   auto finish = [&](Acc total) {
     if constexpr (std::is_integral_v<Acc>) {
@@ -86,6 +93,7 @@ void sum(const T* in, R* out, const ReduceShape& s, bool average = false) {
 template <typename T>
 void variance(const T* in, T* out, const ReduceShape& s, int64_t correction,
               bool take_sqrt = false) {
+  if (s.empty_output()) return;
   auto finish = [take_sqrt](double v) { return static_cast<T>(take_sqrt ? std::sqrt(v) : v); };
   const double count = static_cast<double>(s.reduced);
   // In double, as PyTorch does: a correction of INT64_MIN must not overflow n - correction.
@@ -137,6 +145,7 @@ bool replaces(T candidate, T best) {
 // occurs. Needs reduced >= 1 (the ops check this).
 template <bool kMax, typename T>
 void extremum(const T* in, T* values, int64_t* indices, const ReduceShape& s) {
+  if (s.empty_output()) return;
   if (s.inner == 1) {
     for (int64_t o = 0; o < s.outer; ++o) {
       const T* row = in + o * s.reduced;
@@ -177,6 +186,7 @@ void extremum(const T* in, T* values, int64_t* indices, const ReduceShape& s) {
 // grad[o, i] at out[o, indices[o, i], i]; every other element keeps its 0.
 template <typename T>
 void scatter_to_indices(const T* grad, const int64_t* indices, T* out, const ReduceShape& s) {
+  if (s.empty_output()) return;
   for (int64_t o = 0; o < s.outer; ++o) {
     for (int64_t i = 0; i < s.inner; ++i) {
       const int64_t at = o * s.inner + i;
@@ -210,6 +220,7 @@ T max_row(const T* x, int64_t n) {
 // -inf - -inf is nan, as in PyTorch. Accumulates in T, as PyTorch does for float32.
 template <typename T>
 void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
+  if (s.empty_output() || s.reduced == 0) return;  // the output is as empty as the input
   const T minus_infinity = -std::numeric_limits<T>::infinity();
   const int64_t n = s.reduced;
   if (s.inner == 1) {  // the contiguous fast path: every row is n adjacent elements

@@ -187,6 +187,7 @@ struct LayerNorm : Function<LayerNorm> {
     Tensor dw = weight_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     Tensor db = bias_needs_grad ? zeros(w.defined() ? w.shape() : Shape{row_size}, input.dtype())
                                 : Tensor();
+    if (rows == 0) return {dx, dw, db};  // nothing flowed back (row_size may be huge)
     dispatch_floating(input.dtype(), [&](auto tag) {
       using T = decltype(tag);
       std::vector<double> dw_sum(weight_needs_grad ? row_size : 0, 0.0);

@@ -170,6 +170,7 @@ struct IndexSelect : Function<IndexSelect> {
     Shape out_shape = x.shape();
     out_shape[dim] = static_cast<int64_t>(rows.size());
     Tensor out = empty(out_shape, x.dtype());
+    if (out.numel() == 0) return out;  // in.outer may be a huge dim of an empty x: no loop
     const AroundDim in(x.shape(), dim), picked(out_shape, dim);
     dispatch(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -187,6 +188,7 @@ struct IndexSelect : Function<IndexSelect> {
     const std::vector<int64_t> rows = saved(0).to_vector<int64_t>();
     const Tensor dy = grad.contiguous();
     Tensor dx = zeros(input_shape, grad.dtype());
+    if (dy.numel() == 0) return {dx, Tensor()};
     const AroundDim in(input_shape, dim), picked(dy.shape(), dim);
     dispatch_floating(grad.dtype(), [&](auto tag) {
       using T = decltype(tag);

@@ -42,6 +42,8 @@ Tensor ordered_indices(const Tensor& t, int64_t dim, int64_t keep, bool descendi
   Shape out_shape = moved.shape();
   out_shape.back() = keep;
   Tensor out = empty(out_shape, DType::Int64);
+  // Nothing to order (and n may be 2^62 in an empty [2^62, 0] tensor: no buffer of n indices).
+  if (out.numel() == 0) return out.transpose(d, -1).contiguous();
   int64_t* result = out.data_ptr<int64_t>();
   dispatch(moved.dtype(), [&](auto tag) {
     using T = decltype(tag);

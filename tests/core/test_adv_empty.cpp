@@ -1,0 +1,135 @@
+// Adversarial empty tensors (issue 6, class 1): a tensor with a zero dim may have huge other
+// dims, zeros({2^62, 0}). It holds nothing, so every op on it must finish at once: a kernel that
+// loops over the product of the non-empty dims runs for 2^62 iterations (fuzz_ops found softmax
+// doing that), and products of the sizes overflow. Each op below gives PyTorch's (empty or
+// identity-filled) result or an ember::Error; a regression shows as a test that never ends
+// (ctest's timeout) or, in the asan preset, as a UBSan report.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/ember.h"
+#include "core/format.h"
+#include "core/ops/attention.h"
+#include "core/ops/nn_ops.h"
+#include "core/ops/sort.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+constexpr int64_t kBig = int64_t{1} << 62;
+
+// Shapes with a zero somewhere and 2^62 elsewhere, in every order that matters to a kernel
+// (zero in the outer, reduced or inner part of a reduction; leading, middle or trailing).
+std::vector<Shape> hostile_shapes() {
+  return {{kBig, 0},    {0, kBig},    {kBig, 3, 0},   {0, 3, kBig},
+          {kBig, 0, 3}, {3, 0, kBig}, {2, kBig, 0, 2}};
+}
+
+// Runs fn; an ember::Error is an acceptable answer, any result must be sane.
+void run(const std::string& what, const std::function<Tensor()>& fn) {
+  SCOPED_TRACE(what);
+  try {
+    Tensor out = fn();
+    if (out.defined()) {
+      (void)out.numel();
+    }
+  } catch (const Error&) {
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": not an ember::Error: " << e.what();
+  }
+}
+
+TEST(AdvEmpty, UnaryAndReductionOpsOnEmptyTensorsWithHugeDimsFinish) {
+  for (const Shape& shape : hostile_shapes()) {
+    const std::string s = format_shape_tuple(shape);
+    Tensor x = zeros(shape);
+    const int64_t last = x.dim() - 1;
+    EXPECT_EQ(x.numel(), 0);
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      const std::string at = s + " dim " + std::to_string(d);
+      run("softmax " + at, [&] { return softmax(x, d); });
+      run("log_softmax " + at, [&] { return log_softmax(x, d); });
+      run("sum " + at, [&] { return sum(x, {d}); });
+      run("mean " + at, [&] { return mean(x, {d}, true); });
+      run("var " + at, [&] { return var(x, {d}); });
+      run("max " + at, [&] { return max(x, d).values; });
+      run("min " + at, [&] { return min(x, d, true).indices; });
+      run("argmax " + at, [&] { return argmax(x, d); });
+      run("sort " + at, [&] { return sort(x, d).values; });
+      run("argsort " + at, [&] { return argsort(x, d, true); });
+      run("topk " + at, [&] { return topk(x, 0, d).values; });
+      run("cat " + at, [&] { return cat({x, x}, d); });
+      run("stack " + at, [&] { return stack({x, x}, d); });
+      run("index_select " + at, [&] { return index_select(x, d, zeros({2}, DType::Int64)); });
+      run("gather " + at, [&] { return gather(x, d, zeros(shape, DType::Int64)); });
+      run("narrow " + at, [&] { return x.narrow(d, 0, 0).contiguous(); });
+    }
+    run("layer_norm " + s, [&] { return layer_norm(x, {x.size(last)}, Tensor(), Tensor(), 1e-5); });
+    run("triu " + s, [&] { return triu(x, 1); });
+    run("transpose contiguous " + s, [&] { return x.transpose(0, last).contiguous(); });
+    run("exp " + s, [&] { return exp(x.transpose(0, last)); });
+    run("add " + s, [&] { return x + x.transpose(0, last).transpose(0, last); });
+    run("where " + s, [&] { return where(zeros(shape, DType::Bool), x, zeros({1})); });
+    run("masked_fill " + s, [&] { return masked_fill(x, zeros(shape, DType::Bool), 2.0); });
+    run("nonzero " + s, [&] { return nonzero(x); });
+    run("repr " + s, [&] {
+      (void)repr(x);
+      return Tensor();
+    });
+    run("in-place " + s, [&] {
+      Tensor y = zeros(shape);
+      y.add_(x).mul_(2.0).copy_(x);
+      y.fill_(1.0);
+      return y;
+    });
+  }
+}
+
+TEST(AdvEmpty, MatrixOpsWithAnEmptyOrHugeInnerDimFinish) {
+  // [M, K] @ [K, N] with one of M, N zero and K huge, or K zero and the output empty.
+  run("mm M=0 K=2^62", [] { return mm(zeros({0, kBig}), zeros({kBig, 0})); });
+  run("mm K=0", [] { return mm(zeros({kBig, 0}), zeros({0, 0})); });
+  run("bmm batch 2^62", [] { return bmm(zeros({kBig, 0, 2}), zeros({kBig, 2, 3})); });
+  run("matmul broadcast", [] { return matmul(zeros({kBig, 1, 0, 2}), zeros({3, 2, 4})); });
+  run("linear", [] { return linear(zeros({kBig, 0, 4}), zeros({5, 4}), zeros({5})); });
+  run("embedding", [] { return embedding(zeros({10, 4}), zeros({0, kBig}, DType::Int64)); });
+  run("mv", [] { return mv(zeros({0, kBig}), zeros({kBig})); });
+  run("causal_attention", [] {
+    Tensor q = zeros({kBig, 2, 0, 4});
+    return causal_attention(q, q, q);
+  });
+}
+
+TEST(AdvEmpty, BackwardThroughEmptyTensorsWithHugeDimsFinishes) {
+  for (const Shape& shape : hostile_shapes()) {
+    SCOPED_TRACE(format_shape_tuple(shape));
+    Tensor x = zeros(shape).requires_grad_();
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
+               [&](const Tensor& t) { return softmax(t, d); },
+               [&](const Tensor& t) { return log_softmax(t, d); },
+               [&](const Tensor& t) { return mean(t, {d}, true); },
+               [&](const Tensor& t) { return t.transpose(0, d) * 2.0; },
+               [&](const Tensor& t) { return index_select(t, d, zeros({3}, DType::Int64)); },
+               [&](const Tensor& t) {
+                 return layer_norm(t, {t.size(-1)}, Tensor(), Tensor(), 1e-5);
+               }}) {
+        try {
+          f(x).sum().backward();
+          ASSERT_TRUE(x.grad().defined());
+          EXPECT_EQ(x.grad().shape(), shape);
+          x.grad().zero_();
+        } catch (const Error&) {
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
