@@ -165,15 +165,26 @@ bool Module::is_ancestor_of(const Module* module) const {
   return found;
 }
 
+void Module::check_acyclic(const std::string& name, const Module* module, const char* op) const {
+  check(module != nullptr, op, ": module '", name, "' is null");
+  check(module != this, op, ": a module cannot be its own submodule ('", name, "')");
+  check(!module->is_ancestor_of(this), op, ": registering '", name, "' (a ", module->type_name(),
+        ") in ", type_name(),
+        " would make a cycle: that module already holds this one as a submodule");
+}
+
 void Module::add_submodule(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name, "module");
-  check(module != nullptr, "register_module: module '", name, "' is null");
-  check(module.get() != this, "register_module: a module cannot be its own submodule ('", name,
-        "')");
-  check(!module->is_ancestor_of(this), "register_module: registering '", name, "' (a ",
-        module->type_name(), ") in ", type_name(),
-        " would make a cycle: that module already holds this one as a submodule");
+  check_acyclic(name, module.get(), "register_module");
   submodules_.emplace_back(name, std::move(module));
+}
+
+void Module::swap_submodule(const std::string& name, std::shared_ptr<Module> module) {
+  auto it = std::find_if(submodules_.begin(), submodules_.end(),
+                         [&](const auto& entry) { return entry.first == name; });
+  check(it != submodules_.end(), "replace_module: ", type_name(), " has no submodule '", name, "'");
+  check_acyclic(name, module.get(), "replace_module");
+  it->second = std::move(module);
 }
 
 // ---- traversal ----

@@ -115,6 +115,24 @@ class Module : public std::enable_shared_from_this<Module> {
     return holder;
   }
 
+  // Replaces the registered submodule `name` (libtorch's replace_module): the registry, and so
+  // parameters(), state_dict(), train() and printing, then see the new module. A submodule
+  // member is a plain shared_ptr, so assign it too, from the return value:
+  //   mha->W_query = mha->replace_module("W_query", std::make_shared<nn::Linear>(3, 2, false));
+  // (Assigning the member alone leaves the registry on the old module, as in libtorch.)
+  template <typename ModuleType>
+  std::shared_ptr<ModuleType> replace_module(const std::string& name,
+                                             std::shared_ptr<ModuleType> module) {
+    swap_submodule(name, module);
+    return module;
+  }
+  template <typename Holder>
+  requires std::derived_from<Holder, ModuleHolder<typename Holder::ContainedType>> Holder
+  replace_module(const std::string& name, Holder holder) {
+    swap_submodule(name, holder.ptr());
+    return holder;
+  }
+
   // ---- what the module holds ----
   // recurse=false: only this module's own entries. With recurse, every module is visited once,
   // in PyTorch's order: this module's own entries first, then each submodule's (depth first,
@@ -170,6 +188,8 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   void add_submodule(const std::string& name, std::shared_ptr<Module> module);
+  void swap_submodule(const std::string& name, std::shared_ptr<Module> module);
+  void check_acyclic(const std::string& name, const Module* module, const char* op) const;
   void check_new_name(const std::string& name, const char* what) const;
   // Calls visit(prefix, module) on this module and every module below it, each once, in
   // PyTorch's order (pre-order, submodules in registration order).

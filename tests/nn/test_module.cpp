@@ -12,6 +12,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/random.h"
+#include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/layers.h"
 #include "tests/test_helpers.h"
@@ -20,6 +21,7 @@ namespace ember::nn {
 namespace {
 
 using test::error_of;
+using test::expect_error;
 using test::keys;
 
 // ---------------------------------------------------------------------------------------------
@@ -365,6 +367,41 @@ TEST(ModuleRegistry, LoadStateDictNonStrictLoadsWhatMatches) {
 
 // ---------------------------------------------------------------------------------------------
 // forward and containers
+
+// libtorch's replace_module: the registry and the member both move to the new module, so
+// parameters(), state_dict(), printing and forward agree (PyTorch's `mha.W_query = nn.Linear`).
+TEST(ModuleRegistry, ReplaceModuleUpdatesRegistryAndMember) {
+  manual_seed(123);
+  auto mha = std::make_shared<MultiHeadAttention>(3, 2, 6, 0.0, 1, false);
+  auto replacement = std::make_shared<Linear>(3, 2, true);
+  replacement->weight.detach().fill_(0.0);
+  replacement->bias.detach().fill_(1.0);
+  mha->W_query = mha->replace_module("W_query", replacement);
+  EXPECT_EQ(mha->W_query.get(), replacement.get());
+  const auto params = mha->named_parameters();
+  ASSERT_TRUE(params.contains("W_query.bias"));
+  EXPECT_TRUE(params["W_query.weight"].is_same(replacement->weight));
+  EXPECT_EQ(params.size(), 6u);  // W_query.{weight,bias}, W_key, W_value, out_proj.{weight,bias}
+  EXPECT_EQ(mha->state_dict()["W_query.bias"].at({1}), 1.0);  // detached, the same storage
+  EXPECT_NE(mha->to_string().find("(W_query): Linear(in_features=3, out_features=2, bias=True)"),
+            std::string::npos);
+  // Loading a state dict reaches the new module's tensors.
+  auto sd = mha->state_dict();
+  StateDict update;
+  for (const auto& [name, t] : sd) update.insert(name, t.detach().clone());
+  update["W_query.bias"].fill_(5.0);
+  mha->load_state_dict(update);
+  EXPECT_EQ(replacement->bias.at({0}), 5.0);
+  // Unknown names and cycles are Errors; the holder form works too.
+  expect_error([&] { mha->replace_module("W_nope", std::make_shared<Linear>(3, 2)); },
+               "replace_module: MultiHeadAttention has no submodule 'W_nope'");
+  auto outer = std::make_shared<Sequential>();
+  outer->push_back(mha);
+  expect_error([&] { mha->replace_module("W_key", outer); }, "would make a cycle");
+  ModuleHolder<Linear> held(3, 2, false);
+  mha->W_key = mha->replace_module("W_key", held).ptr();
+  EXPECT_TRUE(mha->named_parameters()["W_key.weight"].is_same(held->weight));
+}
 
 TEST(ModuleRegistry, ForwardIsMissingUnlessAModuleDefinesIt) {
   Module plain("Plain");
