@@ -26,6 +26,7 @@ DType common_dtype(const std::vector<Tensor>& tensors) {
 
 // A window into `out` with `shape`, starting `start` steps along `dim`, with out's strides.
 Tensor window(const Tensor& out, const Shape& shape, int64_t dim, int64_t start) {
+  // For a non-empty out the offset fits; callers return early for an empty one.
   return detail::make_view(out, shape, out.strides(), out.offset() + start * out.stride(dim));
 }
 
@@ -71,6 +72,8 @@ struct Cat : Function<Cat> {
     }
 
     Tensor out = empty(out_shape, common_dtype(tensors));
+    // Nothing to copy (and an empty output's strides may be wrapped products of huge sizes).
+    if (out.numel() == 0) return out;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (lengths[i] >= 0) window(out, tensors[i].shape(), dim, starts[i]).copy_(tensors[i]);
     }
@@ -106,6 +109,7 @@ struct Stack : Function<Stack> {
     Shape out_shape = shape;
     out_shape.insert(out_shape.begin() + dim, static_cast<int64_t>(count));
     Tensor out = empty(out_shape, common_dtype(tensors));
+    if (out.numel() == 0) return out;  // as in cat
     // Entry i is out.select(dim, i): out's strides without the stacking dim.
     Shape entry_strides = out.strides();
     entry_strides.erase(entry_strides.begin() + dim);
@@ -330,6 +334,21 @@ Tensor unsafe_view(const Tensor& t, const Shape& shape) { return apply<UnsafeVie
 
 // ---- split and chunk: narrow() views ----
 
+namespace {
+// Room for `pieces` views, or an Error: an empty tensor may have a dim of 2^62, and splitting it
+// asks for more pieces than memory can list (PyTorch fails the same way, with bad_alloc).
+std::vector<Tensor> room_for(int64_t pieces, const char* op, const Shape& shape) {
+  std::vector<Tensor> out;
+  try {
+    out.reserve(static_cast<std::size_t>(pieces));
+  } catch (const std::exception&) {  // std::length_error or std::bad_alloc
+    fail(op, ": cannot hold ", pieces, " pieces of a tensor of shape ", shape,
+         " (not enough memory)");
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
   detail::check_defined(*this, "split");
   check(this->dim() > 0, "split: expected a tensor with at least 1 dimension, got shape ", shape());
@@ -341,7 +360,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
   // Pieces of split_size, the last one smaller; one (empty) piece for an empty dimension.
   const int64_t pieces =
       split_size == 0 ? 1 : std::max<int64_t>(size / split_size + (size % split_size != 0), 1);
-  std::vector<Tensor> out;
+  std::vector<Tensor> out = room_for(pieces, "split", shape());
   for (int64_t i = 0; i < pieces; ++i) {
     const int64_t start = i * split_size;
     out.push_back(narrow(d, start, std::min(split_size, size - start)));
@@ -356,7 +375,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
   const int64_t d = wrap_dim(dim, this->dim(), "chunk");
   const int64_t size = shape()[d];
   if (size == 0) {  // as PyTorch: `chunks` empty pieces
-    std::vector<Tensor> out;
+    std::vector<Tensor> out = room_for(chunks, "chunk", shape());
     for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(d, 0, 0));
     return out;
   }

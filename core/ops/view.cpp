@@ -14,6 +14,15 @@ using autograd::Function;
 
 namespace {
 
+// offset + index * stride for a view. For a non-empty tensor it fits (it addresses the
+// storage); an empty tensor's strides may be wrapped products of huge sizes ([0, 2^62, 4]), so
+// this wraps too (defined behaviour), and a view of an empty tensor never addresses memory.
+int64_t view_offset(int64_t offset, int64_t index, int64_t stride) {
+  int64_t r;
+  __builtin_add_overflow(offset, mul_wrap(index, stride), &r);
+  return r;
+}
+
 // A view of x flagged as such: an in-place write to it would also change x.
 Tensor make_tracked_view(const Tensor& x, const Shape& shape, const Shape& strides,
                          int64_t offset) {
@@ -154,7 +163,7 @@ struct Unsqueeze : Function<Unsqueeze> {
   Tensor forward(const Tensor& x, int64_t d) {
     dim = wrap_dim(d, x.dim() + 1, "unsqueeze");
     Shape shape = x.shape(), strides = x.strides();
-    int64_t stride = dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1;
+    int64_t stride = dim < x.dim() ? mul_wrap(x.strides()[dim], x.shape()[dim]) : 1;
     shape.insert(shape.begin() + dim, 1);
     strides.insert(strides.begin() + dim, stride);
     return make_tracked_view(x, shape, strides, x.offset());
@@ -242,7 +251,7 @@ struct Select : Function<Select> {
           " with size ", size, " (shape ", x.shape(), ")");
     index = i < 0 ? i + size : i;
     Shape shape = x.shape(), strides = x.strides();
-    int64_t offset = x.offset() + index * x.strides()[dim];
+    int64_t offset = view_offset(x.offset(), index, x.strides()[dim]);
     shape.erase(shape.begin() + dim);
     strides.erase(strides.begin() + dim);
     return make_tracked_view(x, shape, strides, offset);
@@ -276,9 +285,10 @@ struct SliceOp : Function<SliceOp> {
     step = step_;
     Shape shape = x.shape(), strides = x.strides();
     shape[dim] = (end - start) / step + ((end - start) % step != 0);  // no overflow for any step
-    // With two or more elements, step < size and the product fits; with fewer it is unused.
-    if (shape[dim] > 1) strides[dim] *= step;
-    return make_tracked_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
+    // With two or more elements, step < size and the product fits (for an empty tensor it may
+    // wrap); with fewer it is unused.
+    if (shape[dim] > 1) strides[dim] = mul_wrap(strides[dim], step);
+    return make_tracked_view(x, shape, strides, view_offset(x.offset(), start, x.strides()[dim]));
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     return {scatter_into_zeros(grad, input_shape,

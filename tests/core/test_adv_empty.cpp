@@ -68,6 +68,11 @@ TEST(AdvEmpty, UnaryAndReductionOpsOnEmptyTensorsWithHugeDimsFinish) {
       run("index_select " + at, [&] { return index_select(x, d, zeros({2}, DType::Int64)); });
       run("gather " + at, [&] { return gather(x, d, zeros(shape, DType::Int64)); });
       run("narrow " + at, [&] { return x.narrow(d, 0, 0).contiguous(); });
+      run("unsqueeze " + at, [&] { return x.unsqueeze(d).unsqueeze(0); });
+      run("select " + at, [&] { return x.select(d, -1); });
+      run("slice " + at, [&] { return x.slice(d, 1, std::nullopt, 3).contiguous(); });
+      run("split " + at, [&] { return x.split(2, d).back(); });
+      run("chunk " + at, [&] { return x.chunk(kBig, d).back(); });
     }
     run("layer_norm " + s, [&] { return layer_norm(x, {x.size(last)}, Tensor(), Tensor(), 1e-5); });
     run("triu " + s, [&] { return triu(x, 1); });
@@ -88,6 +93,17 @@ TEST(AdvEmpty, UnaryAndReductionOpsOnEmptyTensorsWithHugeDimsFinish) {
       return y;
     });
   }
+}
+
+TEST(AdvEmpty, SplittingIntoMorePiecesThanMemoryCanListIsAnError) {
+  test::expect_error(
+      [] {
+        zeros({0, kBig}).split(2, 1);
+      },
+      "split: cannot hold 2305843009213693952 pieces of a tensor of shape [0, "
+      "4611686018427387904] (not enough memory)");
+  test::expect_error([] { zeros({0}).chunk(kBig, 0); }, "chunk: cannot hold");
+  EXPECT_EQ(zeros({0}).chunk(3, 0).size(), 3u);  // PyTorch: 3 empty pieces
 }
 
 TEST(AdvEmpty, MatrixOpsWithAnEmptyOrHugeInnerDimFinish) {
