@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -211,6 +212,10 @@ inline std::string heatmap_grid(const HeatmapGrid& g) {
       << "</text>\n";
   }
   const double range = g.vmax > g.vmin ? g.vmax - g.vmin : 1;
+  // Big grids (no tooltips) draw all cells of one colour as one path: "M x y h c v c h -c z" per
+  // cell is a fraction of a <rect> element, which keeps a many-panel picture small.
+  std::map<std::string, std::string> cells_of_colour;
+  std::ostringstream labels, frames;  // the values and panel borders, drawn over the cells
   for (int p = 0; p < n; ++p) {
     const Heatmap& h = g.panels[static_cast<std::size_t>(p)];
     const int pr = p / per_row, pc = p % per_row;
@@ -228,28 +233,31 @@ inline std::string heatmap_grid(const HeatmapGrid& g) {
         const double v = h.values[static_cast<std::size_t>(r * h.cols + c)];
         const auto colour = viridis((v - g.vmin) / range);
         const double x = x0 + c * cell, y = y0 + r * cell;
-        s << "<rect x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cell)
-          << "\" height=\"" << px(cell) << "\" fill=\"" << rgb(colour) << "\"";
         if (tooltips) {
-          s << "><title>"
+          s << "<rect x=\"" << px(x) << "\" y=\"" << px(y) << "\" width=\"" << px(cell)
+            << "\" height=\"" << px(cell) << "\" fill=\"" << rgb(colour) << "\"><title>"
             << escape(r < static_cast<int>(h.row_labels.size()) ? h.row_labels[r] : "") << " -> "
             << escape(c < static_cast<int>(h.col_labels.size()) ? h.col_labels[c] : "") << ": "
             << num(v) << "</title></rect>\n";
         } else {
-          s << "/>\n";
+          std::string& d = cells_of_colour[rgb(colour)];
+          for (const std::string& part :
+               {std::string("M"), px(x), std::string(" "), px(y), std::string("h"), px(cell),
+                std::string("v"), px(cell), std::string("h-"), px(cell), std::string("z")})
+            d.append(part);
         }
         if (values) {
           char buf[16];
           std::snprintf(buf, sizeof buf, "%.2f", v);
-          s << "<text x=\"" << px(x + cell / 2) << "\" y=\"" << px(y + cell / 2)
-            << "\" font-size=\"" << px(font * 0.9) << "\" text-anchor=\"middle\" "
-            << "dominant-baseline=\"central\" fill=\"" << text_colour_on(colour) << "\">" << buf
-            << "</text>\n";
+          labels << "<text x=\"" << px(x + cell / 2) << "\" y=\"" << px(y + cell / 2)
+                 << "\" font-size=\"" << px(font * 0.9) << "\" text-anchor=\"middle\" "
+                 << "dominant-baseline=\"central\" fill=\"" << text_colour_on(colour) << "\">"
+                 << buf << "</text>\n";
         }
       }
     }
-    s << "<rect x=\"" << px(x0) << "\" y=\"" << px(y0) << "\" width=\"" << px(h.cols * cell)
-      << "\" height=\"" << px(h.rows * cell) << "\" fill=\"none\" stroke=\"#888\"/>\n";
+    frames << "<rect x=\"" << px(x0) << "\" y=\"" << px(y0) << "\" width=\"" << px(h.cols * cell)
+           << "\" height=\"" << px(h.rows * cell) << "\" fill=\"none\" stroke=\"#888\"/>\n";
     for (int r = 0; r < h.rows && r < static_cast<int>(h.row_labels.size()); ++r) {
       s << "<text x=\"" << px(x0 - 5) << "\" y=\"" << px(y0 + (r + 0.5) * cell) << "\" font-size=\""
         << px(font) << "\" text-anchor=\"end\" dominant-baseline=\"central\">"
@@ -263,6 +271,12 @@ inline std::string heatmap_grid(const HeatmapGrid& g) {
         << "</text>\n";
     }
   }
+  // crispEdges: no anti-aliased seams where cells of two colours meet.
+  s << "<g shape-rendering=\"crispEdges\">\n";
+  for (const auto& [colour, d] : cells_of_colour)
+    s << "<path fill=\"" << colour << "\" d=\"" << d << "\"/>\n";
+  s << "</g>\n";
+  s << labels.str() << frames.str();
   // The colour scale: a vertical bar with ticks.
   const double bar_x = row_title_w + per_row * panel_w + 10, bar_y = header + 22;
   const double bar_h = std::min(220.0, std::max(120.0, max_rows * cell));
