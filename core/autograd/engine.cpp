@@ -220,7 +220,7 @@ std::string to_dot(const Tensor& t) {
       stack.pop_back();
       std::string label = n->name();
       if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
-        label += "\\nleaf " + shape_str(acc->leaf()->shape);
+        label += "\\nleaf " + shape_str(acc->output_shape);
       } else {
         label += "\\nout " + shape_str(n->output_shape);
       }

@@ -82,8 +82,10 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   // Backward passes of graphs sharing this leaf may run in several threads: one at a time here.
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
   Tensor grad = grad_output;
-  for (const GradHook& hook : leaf_->hooks) {
+  for (const GradHook& hook : leaf->hooks) {
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),
@@ -96,10 +98,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     }
   }
   NoGradGuard no_grad;
-  if (!leaf_->grad.defined()) {
-    leaf_->grad = grad.clone();  // the leaf owns its gradient; later adds must not alias
+  if (!leaf->grad.defined()) {
+    leaf->grad = grad.clone();  // the leaf owns its gradient; later adds must not alias
   } else {
-    leaf_->grad = add(leaf_->grad, grad);
+    leaf->grad = add(leaf->grad, grad);
   }
   return {};
 }

@@ -44,14 +44,17 @@ class Node {
 // The sink at a leaf: adds the incoming gradient into leaf.grad.
 class AccumulateGrad : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
-  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
 
  private:
-  std::shared_ptr<TensorImpl> leaf_;  // strong: the leaf holds only a weak_ptr back
-  std::mutex mutex_;                  // serializes accumulation from concurrent backward passes
+  // Weak both ways (the leaf holds its AccumulateGrad weakly too). PyTorch holds the leaf
+  // strongly here, so `x.grad.copy_(f(x))` makes a cycle x -> x.grad -> its grad_fn -> ... ->
+  // AccumulateGrad(x) -> x that leaks x (it does in PyTorch 1.13). Ember's does not: a leaf no
+  // one holds any more has no .grad anyone can read, so its gradient is simply dropped.
+  std::weak_ptr<TensorImpl> leaf_;
+  std::mutex mutex_;  // serializes accumulation from concurrent backward passes
 };
 
 // The Node a gradient for `t` must be sent to: its grad_fn, its AccumulateGrad if it is a leaf

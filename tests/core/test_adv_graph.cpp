@@ -128,5 +128,34 @@ TEST(AdvGraph, HookCapturingADetachedHandleDoesNotLeak) {
   EXPECT_TRUE(watch.expired());  // the leaf and its hook were freed
 }
 
+// A gradient whose history reaches its own leaf: x.grad.copy_(triu(x)) makes x -> x.grad ->
+// CopyBackwards -> TriuBackward0 -> AccumulateGrad(x). PyTorch 1.13 holds the leaf strongly in
+// AccumulateGrad and leaks x here; Ember's AccumulateGrad holds it weakly, so x is freed.
+TEST(AdvGraph, AGradientWhoseHistoryReachesItsLeafDoesNotLeak) {
+  std::weak_ptr<TensorImpl> watch;
+  {
+    Tensor x = full({2, 2}, 1.0).requires_grad_();
+    watch = x.impl_ptr();
+    x.sum().backward();
+    x.grad().copy_(triu(x));
+    EXPECT_EQ(x.grad().grad_fn()->name(), "CopyBackwards");
+    expect_tensor(x.grad().detach(), {2, 2}, {1, 1, 0, 1});
+  }
+  EXPECT_TRUE(watch.expired());
+}
+
+// A graph may outlive its leaves: backward then drops their gradients (no one can read them)
+// and still reaches the leaves that are alive.
+TEST(AdvGraph, BackwardAfterALeafIsGone) {
+  Tensor kept = tensor({2.0}, DType::Float64).requires_grad_();
+  Tensor loss;
+  {
+    Tensor gone = tensor({3.0}, DType::Float64).requires_grad_();
+    loss = (kept * gone).sum();
+  }
+  loss.backward();
+  expect_tensor(kept.grad(), {1}, {3});
+}
+
 }  // namespace
 }  // namespace ember
