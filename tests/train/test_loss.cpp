@@ -122,6 +122,7 @@ LossFn loss_for(const std::string& name) {
 
 TEST(Loss, MatchesPyTorchFixtures) {
   ASSERT_GT(fixture().size(), 40u);
+  int target_grads = 0;
   for (const auto& [name, c] : fixture()) {
     SCOPED_TRACE(name);
     LossFn fn = loss_for(name);
@@ -129,7 +130,14 @@ TEST(Loss, MatchesPyTorchFixtures) {
     const bool f32 = name.ends_with("_f32");
     Tensor x = get(c, "input").to(f32 ? DType::Float32 : DType::Float64).detach();
     x.requires_grad_();
-    Tensor loss = fn(x, c);
+    // A floating target (probabilities, regression values) is differentiated too, as PyTorch's.
+    Case inputs = c;
+    Tensor target_leaf;
+    if (c.count("target_grad")) {
+      target_leaf = get(c, "target").to(x.dtype()).detach().requires_grad_();
+      inputs["target"] = target_leaf;
+    }
+    Tensor loss = fn(x, inputs);
     Tensor expected_loss = get(c, "loss"), expected_grad = get(c, "grad");
     ASSERT_EQ(loss.shape(), expected_loss.shape());
     const double tol = f32 ? 1e-3 : 1e-12;  // f32: values near 4e3 (1 ulp is 5e-4)
@@ -137,7 +145,13 @@ TEST(Loss, MatchesPyTorchFixtures) {
     sum(loss).backward();
     ASSERT_TRUE(x.grad().defined());
     test::expect_values(x.grad(), test::values(expected_grad), f32 ? 1e-6 : 1e-12);
+    if (target_leaf.defined()) {
+      ASSERT_TRUE(target_leaf.grad().defined());
+      test::expect_values(target_leaf.grad(), test::values(get(c, "target_grad")), 1e-12);
+      ++target_grads;
+    }
   }
+  EXPECT_EQ(target_grads, 17);  // ce_probs, mse, l1, bce, bcel: every floating target
 }
 
 TEST(Loss, AllIgnoredMeanIsNan) {
