@@ -104,7 +104,13 @@ Tensor randn(const Shape& shape, DType dtype, Generator* gen) {
   return normal_(t, 0.0, 1.0, gen);
 }
 
-Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.shape(), t.dtype(), gen); }
-Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), t.dtype(), gen); }
+Tensor rand_like(const Tensor& t, Generator* gen) {
+  detail::check_defined(t, "rand_like");
+  return rand(t.shape(), t.dtype(), gen);
+}
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  detail::check_defined(t, "randn_like");
+  return randn(t.shape(), t.dtype(), gen);
+}
 
 }  // namespace ember

@@ -339,10 +339,22 @@ Tensor full(const Shape& shape, double value, DType dtype) {
   t.fill_(value);
   return t;
 }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) {
+  detail::check_defined(t, "zeros_like");
+  return zeros(t.shape(), t.dtype());
+}
+Tensor ones_like(const Tensor& t) {
+  detail::check_defined(t, "ones_like");
+  return ones(t.shape(), t.dtype());
+}
+Tensor full_like(const Tensor& t, double value) {
+  detail::check_defined(t, "full_like");
+  return full(t.shape(), value, t.dtype());
+}
+Tensor empty_like(const Tensor& t) {
+  detail::check_defined(t, "empty_like");
+  return empty(t.shape(), t.dtype());
+}
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
 Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }

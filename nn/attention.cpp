@@ -15,6 +15,7 @@ namespace {
 
 // Batched inputs [b, num_tokens, d_in], no longer than the mask.
 void check_batch(const Tensor& x, int64_t d_in, int64_t context_length, const char* module) {
+  detail::check_defined(x, module);
   check(x.dim() == 3, module, ": expected input of shape [batch, num_tokens, d_in], got ",
         x.shape());
   check(x.size(2) == d_in, module, ": expected d_in = ", d_in, " features, got input of shape ",
@@ -62,6 +63,7 @@ SelfAttentionV1::SelfAttentionV1(int64_t d_in, int64_t d_out_)
 }
 
 Tensor SelfAttentionV1::forward(const Tensor& x) {
+  detail::check_defined(x, "SelfAttentionV1");
   Tensor keys = matmul(x, W_key);
   Tensor queries = matmul(x, W_query);
   Tensor values = matmul(x, W_value);
@@ -80,6 +82,7 @@ SelfAttentionV2::SelfAttentionV2(int64_t d_in, int64_t d_out_, bool qkv_bias)
 }
 
 Tensor SelfAttentionV2::forward(const Tensor& x) {
+  detail::check_defined(x, "SelfAttentionV2");
   Tensor keys = W_key->forward(x);
   Tensor queries = W_query->forward(x);
   Tensor values = W_value->forward(x);
@@ -137,6 +140,7 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
 }
 
 Tensor MultiHeadAttentionWrapper::forward(const Tensor& x) {
+  detail::check_defined(x, "MultiHeadAttentionWrapper");
   std::vector<Tensor> outputs;
   for (const auto& head : *heads) outputs.push_back(head->forward(x));
   return cat(outputs, -1);

@@ -28,6 +28,7 @@ GPTLayerNorm::GPTLayerNorm(int64_t emb_dim) : Module("LayerNorm") {
 }
 
 Tensor GPTLayerNorm::forward(const Tensor& x) {
+  detail::check_defined(x, "LayerNorm");
   check(x.dim() >= 1 && x.size(-1) == scale.size(0), "LayerNorm: expected input with last dim ",
         scale.size(0), ", got shape ", x.shape());
   Tensor mean = x.mean(-1, /*keepdim=*/true);
@@ -41,6 +42,7 @@ Tensor GPTLayerNorm::forward(const Tensor& x) {
 GPTGELU::GPTGELU() : Module("GELU") {}
 
 Tensor GPTGELU::forward(const Tensor& x) {
+  detail::check_defined(x, "GELU");
   // torch.sqrt(torch.tensor(2.0 / torch.pi)): a float32 value, as in the book.
   const double sqrt_2_over_pi = std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
   return 0.5 * x * (1 + tanh(sqrt_2_over_pi * (x + 0.044715 * pow(x, 3))));
@@ -72,6 +74,7 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& input) {
+  detail::check_defined(input, "TransformerBlock");
   // Shortcut connection around the attention block.
   Tensor shortcut = input;
   Tensor x = norm1->forward(input);
@@ -112,6 +115,7 @@ GPTModel::GPTModel(const GPTConfig& cfg_) : cfg(cfg_) {
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx) {
+  detail::check_defined(in_idx, "GPTModel");
   check(in_idx.dim() == 2 && in_idx.dtype() == DType::Int64,
         "GPTModel: expected token ids of dtype int64 and shape [batch, num_tokens], got ",
         dtype_name(in_idx.dtype()), " of shape ", in_idx.shape());

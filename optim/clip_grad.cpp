@@ -29,8 +29,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
                        bool error_if_nonfinite) {
   check(norm_type > 0, "clip_grad_norm_: norm_type must be positive (or inf), got ", norm_type);
   std::vector<Tensor> grads;
-  for (const Tensor& p : params) {
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    // A parameter without a gradient is skipped, as PyTorch's; a missing parameter is a bug.
+    check(params[i].defined(), "clip_grad_norm_: parameter ", i, " is an undefined tensor");
+    if (params[i].grad().defined()) grads.push_back(params[i].grad());
   }
   if (grads.empty()) return 0.0;
   const DType dtype = grads.front().dtype();
@@ -61,8 +63,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   NoGradGuard no_grad;
-  for (const Tensor& p : params) {
-    if (!p.defined() || !p.grad().defined()) continue;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    check(p.defined(), "clip_grad_value_: parameter ", i, " is an undefined tensor");
+    if (!p.grad().defined()) continue;
     Tensor g = p.grad();
     check(g.is_contiguous(), "clip_grad_value_: gradients must be contiguous");
     dispatch_floating(g.dtype(), [&](auto tag) {

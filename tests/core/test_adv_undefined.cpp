@@ -100,7 +100,13 @@ TEST(AdvUndefined, FreeFunctionsNameTheOp) {
   expect_error([&] { embedding(u, zeros({1}, DType::Int64)); }, msg("embedding"));
   expect_error([&] { triu(u); }, msg("triu"));
   expect_error([&] { eq(u, 1.0); }, msg("eq"));
-  expect_error([&] { zeros_like(u); }, kUndefined);
+  expect_error([&] { zeros_like(u); }, msg("zeros_like"));
+  expect_error([&] { ones_like(u); }, msg("ones_like"));
+  expect_error([&] { full_like(u, 1.0); }, msg("full_like"));
+  expect_error([&] { empty_like(u); }, msg("empty_like"));
+  expect_error([&] { rand_like(u); }, msg("rand_like"));
+  expect_error([&] { randn_like(u); }, msg("randn_like"));
+  expect_error([&] { dropout(u, 0.5, true); }, msg("dropout"));
   expect_error([&] { x.copy_(u); }, msg("copy_"));
   expect_error([&] { autograd::backward({u}); },
                "backward: element 0 of tensors does not require grad");

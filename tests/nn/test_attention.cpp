@@ -628,6 +628,19 @@ TEST(AttentionErrors, DOutNotDivisibleByNumHeads) {
   EXPECT_EQ(error_of([] { MultiHeadAttention(3, 4, 6, 0.0, 4); }), "");
 }
 
+TEST(AttentionErrors, UndefinedInputsNameTheModule) {
+  const std::string undefined =
+      ": expected a defined tensor, got an undefined one (a gradient that was never computed?)";
+  EXPECT_EQ(error_of([] { SelfAttentionV1(3, 2)(Tensor()); }), "SelfAttentionV1" + undefined);
+  EXPECT_EQ(error_of([] { SelfAttentionV2(3, 2)(Tensor()); }), "SelfAttentionV2" + undefined);
+  EXPECT_EQ(error_of([] { CausalAttention(3, 2, 6, 0.0)(Tensor()); }),
+            "CausalAttention" + undefined);
+  EXPECT_EQ(error_of([] { MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)(Tensor()); }),
+            "MultiHeadAttentionWrapper" + undefined);
+  EXPECT_EQ(error_of([] { MultiHeadAttention(3, 2, 6, 0.0, 2)(Tensor()); }),
+            "MultiHeadAttention" + undefined);
+}
+
 TEST(AttentionErrors, WrongInputRankOrFeatureSize) {
   CausalAttention causal(3, 2, 6, 0.0);
   EXPECT_EQ(error_of([&] {

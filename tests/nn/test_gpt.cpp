@@ -446,6 +446,9 @@ TEST(GPTModel, BadInputsAreErrors) {
       },
       "GPTModel: input has 9 tokens, expected 1 to context_length = 8");
   expect_error([&] { model.forward(full({1, 2}, 16, DType::Int64)); }, "16");
+  expect_error([&] { model.forward(Tensor()); }, "GPTModel: expected a defined tensor");
+  expect_error([&] { model.trf_blocks->forward(Tensor()); },
+               "TransformerBlock: expected a defined tensor");
   expect_error([&] { generate_text_simple(model, zeros({3}, DType::Int64), 1, 8); },
                "generate_text_simple: expected token ids of dtype int64 and shape [batch, n]");
   expect_error(

@@ -217,6 +217,21 @@ TEST(Optim, StepSkipsParametersWithoutGradAndZeroGrad) {
   EXPECT_FALSE(a.grad().defined());
 }
 
+TEST(Optim, ClipGradOfAnUndefinedParameterIsAnError) {
+  Tensor a = ones({2}).requires_grad_();
+  a.sum().backward();
+  expect_error(
+      [&] {
+        clip_grad_norm_({a, Tensor()}, 1.0);
+      },
+      "clip_grad_norm_: parameter 1 is an undefined tensor");
+  expect_error(
+      [&] {
+        clip_grad_value_({Tensor(), a}, 1.0);
+      },
+      "clip_grad_value_: parameter 0 is an undefined tensor");
+}
+
 TEST(Optim, ParamGroupsAndErrors) {
   Tensor a = ones({2}).requires_grad_(), b = ones({3}).requires_grad_();
   SGD opt({a}, SGDOptions(0.1));
