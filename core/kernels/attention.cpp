@@ -7,7 +7,16 @@
 // (about half of the scores' work and memory). A tile row is short enough (at most T values)
 // to stay in L1/L2 through its softmax, so the softmax is exact (max, then exp and sum), not an
 // online rescaling: that keeps every operation of the composite path, in the same order, and
-// with it the book's numbers. The products inside a tile are GEMM calls on strided views.
+// with it the book's numbers. (FlashAttention's online softmax rescales the partial output at
+// every key block, which rounds differently from the composite; at the chapter's T = 1024 a
+// whole row of scores costs 4 KB, so the exact two-pass softmax over an L2-resident tile loses
+// nothing that the rescaling would win back.) The softmax runs on vectors: exp_row (exp.h, the
+// bits of std::exp) and divide_max_row.
+//
+// Products. Every block multiplies by a prefix of the same K^T, V (forward) and K^T, K, V^T
+// (backward): they are packed once per head (pack_b_panels) and each product reads its tile of
+// scores or weights in place (gemm_packed_b), so no product packs more than a 48-row block of
+// dO or Q. The order of the multiply-adds is gemm's, so the bits are too.
 //
 // Forward, one block (i in [i0, i1), j in [0, i1)):
 //   S = Q[i0:i1] K[0:i1]^T                        (gemm; S_ij for j > i is never used)
@@ -24,11 +33,13 @@
 //
 // Backward, one block, blocks in increasing order (so that the sums over i below run in
 // increasing i, as the composite's GEMMs do):
-//   W_ij = exp(S_ij / divisor - m_i) * (1 / s_i)   (recomputed from S: the same bits)
+//   W_ij = exp(S_ij / divisor - m_i) * (1 / s_i)   (recomputed from S: the same bits; W~ = W
+//                                                   without dropout, no copy)
 //   dV[0:i1] += W~^T dO[i0:i1]                     (O = W~ V  =>  dV = W~^T dO)
 //   dW~ = dO[i0:i1] V[0:i1]^T                      (O = W~ V  =>  dW~ = dO V^T)
 //   dW = dW~ * N                                   (W~ = W * N)
-//   D_i = sum_j dW_ij W_ij                         (PyTorch's cascade order over T values)
+//   D_i = sum_j dW_ij W_ij                         (PyTorch's cascade order over T values;
+//                                                   row by row, with dS, while a row is in L1)
 //   dA_ij = W_ij (dW_ij - D_i)                     (softmax: dA_i = W_i * (dW_i - <dW_i, W_i>))
 //   dS_ij = dA_ij / divisor   for j <= i, 0 above  (A = S / divisor; masked_fill_ zeroes)
 //   dQ[i0:i1] = dS K[0:i1]                          (S = Q K^T  =>  dQ = dS K)
@@ -58,7 +69,9 @@ namespace ember::kernels {
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64;
+// 48 query rows: a whole number of GEMM micro-tiles (6 rows), and the backward's two [48, T]
+// tiles per thread (W and dW~) stay within L2 at T = 1024.
+constexpr int64_t kQueryBlock = 48;
 
 // sum_row<T>(y, n) of core/kernels/reduce.h over a row of n values of which only the first
 // `valid` are stored (the rest are zeros): the same partial sums, so the same rounding.
@@ -178,10 +191,9 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads =
       static_cast<int>(std::min<int64_t>(threads_for(double(heads) * n * n * hd), heads));
-  // Per thread: W, W~ (or dW~ then dS) and the products dW * W of a tile ([kQueryBlock, T]).
+  // Per thread: W and W~ (or dW~ then dS) of a tile ([kQueryBlock, T]), and one row of n.
   const int64_t tile = kQueryBlock * n;
-  std::vector<T> scratch(static_cast<std::size_t>(threads * 3 * tile));
-  std::vector<T> dots(static_cast<std::size_t>(threads * kQueryBlock));
+  std::vector<T> scratch(static_cast<std::size_t>(threads * (2 * tile + n)));
   // Per thread, the head's K^T, K, V^T and V packed once for all its blocks, and a block's dO and
   // Q (each packed once for its two products).
   const int64_t wide = panels_size<T>(hd, n), tall = panels_size<T>(n, hd),
@@ -193,10 +205,9 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
   for (int64_t bh = 0; bh < heads; ++bh) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
     const int thread = threads > 1 ? omp_get_thread_num() : 0;
-    T* w = scratch.data() + thread * 3 * tile;  // W, then kept for dA
-    T* wd = w + tile;                           // W~, then dW~, dW, dS
-    T* prod = wd + tile;                        // dW * W over full rows of n (zeros past i)
-    T* dot = dots.data() + thread * kQueryBlock;
+    T* w = scratch.data() + thread * (2 * tile + n);  // W, then kept for dA
+    T* wd = w + tile;                                 // W~ (with dropout), then dW~, dW, dS
+    T* prod = wd + tile;                              // dW * W over a full row of n
     const T* qh = q.at(b, h);
     const T* kh = k.at(b, h);
     const T* vh = v.at(b, h);  // only through its packed V^T
@@ -220,51 +231,45 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
       const int64_t rows = i1 - i0;
-      // W (recomputed) and W~.
+      // W (recomputed) and, with dropout, W~ (without, W~ is W itself).
       scores(d, qh, q.row_stride, kt_p, i0, i1, w);
       for (int64_t i = i0; i < i1; ++i) {
         T* wr = w + (i - i0) * kv;
-        T* wdr = wd + (i - i0) * kv;
         const int64_t valid = i + 1;
         const T max = row_max[bh * n + i], inverse = row_inverse[bh * n + i];
         for (int64_t j = 0; j < valid; ++j) wr[j] = wr[j] / divisor;
         exp_row(wr, max, wr, valid);
         for (int64_t j = 0; j < valid; ++j) wr[j] = wr[j] * inverse;
+        std::fill(wr + valid, wr + kv, T(0));
         if (noise != nullptr) {
+          T* wdr = wd + (i - i0) * kv;
           const T* nrow = noise + (bh * n + i) * n;
           for (int64_t j = 0; j < valid; ++j) wdr[j] = wr[j] * nrow[j];
-        } else {
-          std::copy_n(wr, valid, wdr);
+          std::fill(wdr + valid, wdr + kv, T(0));
         }
-        std::fill(wr + valid, wr + kv, T(0));
-        std::fill(wdr + valid, wdr + kv, T(0));
       }
+      const T* w_tilde = noise != nullptr ? wd : w;
       // dV[0:kv] += W~^T dO[i0:i1]
       pack_b_panels<T>(rows, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, go_p);
-      gemm_packed_b<T>(kv, hd, rows, wd, 1, kv, go_p, rows, dv, grad_v.row_stride, true);
-      // dW~ = dO[i0:i1] V[0:kv]^T, then dW = dW~ * N, D_i = sum_j dW_ij W_ij
+      gemm_packed_b<T>(kv, hd, rows, w_tilde, 1, kv, go_p, rows, dv, grad_v.row_stride, true);
+      // dW~ = dO[i0:i1] V[0:kv]^T
       gemm_packed_b<T>(rows, kv, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, vt_p,
                        hd, wd, kv, false);
-      for (int64_t i = i0; i < i1; ++i) {
-        T* wr = w + (i - i0) * kv;
-        T* dwr = wd + (i - i0) * kv;
-        T* pr = prod + (i - i0) * n;
-        const int64_t valid = i + 1;
-        if (noise != nullptr) {
-          const T* nrow = noise + (bh * n + i) * n;
-          for (int64_t j = 0; j < valid; ++j) dwr[j] = dwr[j] * nrow[j];
-        }
-        for (int64_t j = 0; j < valid; ++j) pr[j] = dwr[j] * wr[j];
-        std::fill(pr + valid, pr + n, T(0));
-      }
-      std::fill_n(dot, rows, T(0));
-      cascade_sum(prod, Shape{rows, n}, Shape{n, 1}, dot, Shape{1, 0});
+      // Row by row, while the row is in L1: dW = dW~ * N, D_i = sum_j dW_ij W_ij (over the full
+      // row of n, zeros past i, in the composite's cascade order), then
       // dS = W * (dW - D) / divisor on the causal part, 0 above it.
       for (int64_t i = i0; i < i1; ++i) {
         const T* wr = w + (i - i0) * kv;
         T* dsr = wd + (i - i0) * kv;
-        const T di = dot[i - i0];
         const int64_t valid = i + 1;
+        if (noise != nullptr) {
+          const T* nrow = noise + (bh * n + i) * n;
+          for (int64_t j = 0; j < valid; ++j) dsr[j] = dsr[j] * nrow[j];
+        }
+        for (int64_t j = 0; j < valid; ++j) prod[j] = dsr[j] * wr[j];
+        std::fill(prod + valid, prod + n, T(0));
+        T di = T(0);
+        cascade_sum(prod, Shape{1, n}, Shape{n, 1}, &di, Shape{1, 0});
         for (int64_t j = 0; j < valid; ++j) {
           const T da = wr[j] * (dsr[j] - di);
           dsr[j] = da / divisor;
