@@ -7,7 +7,16 @@
 // (about half of the scores' work and memory). A tile row is short enough (at most T values)
 // to stay in L1/L2 through its softmax, so the softmax is exact (max, then exp and sum), not an
 // online rescaling: that keeps every operation of the composite path, in the same order, and
-// with it the book's numbers. The products inside a tile are GEMM calls on strided views.
+// with it the book's numbers. (FlashAttention's online softmax rescales the partial output at
+// every key block, which rounds differently from the composite; at the chapter's T = 1024 a
+// whole row of scores costs 4 KB, so the exact two-pass softmax over an L2-resident tile loses
+// nothing that the rescaling would win back.) The softmax runs on vectors: exp_row (exp.h, the
+// bits of std::exp) and divide_max_row.
+//
+// Products. Every block multiplies by a prefix of the same K^T, V (forward) and K^T, K, V^T
+// (backward): they are packed once per head (pack_b_panels) and each product reads its tile of
+// scores or weights in place (gemm_packed_b), so no product packs more than a 48-row block of
+// dO or Q. The order of the multiply-adds is gemm's, so the bits are too.
 //
 // Forward, one block (i in [i0, i1), j in [0, i1)):
 //   S = Q[i0:i1] K[0:i1]^T                        (gemm; S_ij for j > i is never used)
@@ -24,11 +33,13 @@
 //
 // Backward, one block, blocks in increasing order (so that the sums over i below run in
 // increasing i, as the composite's GEMMs do):
-//   W_ij = exp(S_ij / divisor - m_i) * (1 / s_i)   (recomputed from S: the same bits)
+//   W_ij = exp(S_ij / divisor - m_i) * (1 / s_i)   (recomputed from S: the same bits; W~ = W
+//                                                   without dropout, no copy)
 //   dV[0:i1] += W~^T dO[i0:i1]                     (O = W~ V  =>  dV = W~^T dO)
 //   dW~ = dO[i0:i1] V[0:i1]^T                      (O = W~ V  =>  dW~ = dO V^T)
 //   dW = dW~ * N                                   (W~ = W * N)
-//   D_i = sum_j dW_ij W_ij                         (PyTorch's cascade order over T values)
+//   D_i = sum_j dW_ij W_ij                         (PyTorch's cascade order over T values;
+//                                                   row by row, with dS, while a row is in L1)
 //   dA_ij = W_ij (dW_ij - D_i)                     (softmax: dA_i = W_i * (dW_i - <dW_i, W_i>))
 //   dS_ij = dA_ij / divisor   for j <= i, 0 above  (A = S / divisor; masked_fill_ zeroes)
 //   dQ[i0:i1] = dS K[0:i1]                          (S = Q K^T  =>  dQ = dS K)
@@ -44,10 +55,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "core/kernels/cascade_sum.h"
+#include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
 #include "core/parallel.h"
 
@@ -55,7 +69,9 @@ namespace ember::kernels {
 
 namespace {
 
-constexpr int64_t kQueryBlock = 64;
+// 48 query rows: a whole number of GEMM micro-tiles (6 rows), and the backward's two [48, T]
+// tiles per thread (W and dW~) stay within L2 at T = 1024.
+constexpr int64_t kQueryBlock = 48;
 
 // sum_row<T>(y, n) of core/kernels/reduce.h over a row of n values of which only the first
 // `valid` are stored (the rest are zeros): the same partial sums, so the same rounding.
@@ -64,7 +80,11 @@ T padded_row_sum(const T* y, int64_t valid, int64_t n) {
   const int64_t whole = n - n % 4;
   T partial[4] = {T(0), T(0), T(0), T(0)};
   const int64_t in_partials = std::min(valid, whole);
-  for (int64_t j = 0; j < in_partials; ++j) partial[j % 4] += y[j];
+  const int64_t groups = in_partials - in_partials % 4;
+  for (int64_t j = 0; j < groups; j += 4) {  // four independent chains: one vector add
+    for (int k = 0; k < 4; ++k) partial[k] += y[j + k];
+  }
+  for (int64_t j = groups; j < in_partials; ++j) partial[j % 4] += y[j];  // the rest add 0
   T total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
   for (int64_t j = whole; j < valid; ++j) total += y[j];
   return total;
@@ -73,12 +93,39 @@ T padded_row_sum(const T* y, int64_t valid, int64_t n) {
 // Threads for `work` multiply-adds: one unless there is enough to share.
 int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads() : 1; }
 
-// The scores tile S = Q[i0:i1] K[0:kv]^T, row stride kv.
+// A 64-byte aligned array (packed GEMM panels are read with aligned loads), allocated before a
+// parallel region so that a failure is an exception on the calling thread.
 template <typename T>
-void scores(const AttentionDims& d, const T* q, int64_t q_rs, const T* k, int64_t k_rs, int64_t i0,
+class Aligned {
+ public:
+  explicit Aligned(int64_t n) {
+    const std::size_t bytes =
+        (sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1)) + 63) / 64 * 64;
+    data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!data_) throw std::bad_alloc();
+  }
+  T* get() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data_;
+};
+
+// Elements of one packed [rows, cols] operand, rounded up to whole 64-byte lines.
+template <typename T>
+int64_t panels_size(int64_t rows, int64_t cols) {
+  return (packed_b_size<T>(rows, cols) + 15) / 16 * 16;
+}
+
+// The scores tile S = Q[i0:i1] K[0:kv]^T (row stride kv), K^T packed once per head.
+template <typename T>
+void scores(const AttentionDims& d, const T* q, int64_t q_rs, const T* kt_packed, int64_t i0,
             int64_t i1, T* s) {
   const int64_t kv = i1;
-  gemm<T>(i1 - i0, kv, d.head_dim, q + i0 * q_rs, q_rs, 1, k, 1, k_rs, s, kv, false);
+  gemm_packed_b<T>(i1 - i0, kv, d.head_dim, q + i0 * q_rs, q_rs, 1, kt_packed, d.head_dim, s, kv,
+                   false);
 }
 
 }  // namespace
@@ -92,8 +139,18 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads = static_cast<int>(
       std::min<int64_t>(threads_for(double(heads) * n * n * d.head_dim), heads * blocks));
-  // One [kQueryBlock, T] tile per thread, allocated here (not inside the parallel region).
+  // One [kQueryBlock, T] tile per thread, allocated here (not inside the parallel region), and
+  // every head's K^T and V packed once for the products of all its blocks.
   std::vector<T> tiles(static_cast<std::size_t>(threads * kQueryBlock * n));
+  const int64_t kt_size = panels_size<T>(d.head_dim, n), v_size = panels_size<T>(n, d.head_dim);
+  const Aligned<T> packed(heads * (kt_size + v_size));
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t bh = 0; bh < heads; ++bh) {
+    const int64_t b = bh / d.heads, h = bh % d.heads;
+    T* kt = packed.get() + bh * (kt_size + v_size);
+    pack_b_panels<T>(d.head_dim, n, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, T]
+    pack_b_panels<T>(n, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [T, d]
+  }
 
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
   for (int64_t task = 0; task < heads * blocks; ++task) {
@@ -102,16 +159,13 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
     T* s = tiles.data() + (threads > 1 ? omp_get_thread_num() : 0) * kQueryBlock * n;
 
-    scores(d, q.at(b, h), q.row_stride, k.at(b, h), k.row_stride, i0, i1, s);
+    const T* kt = packed.get() + bh * (kt_size + v_size);
+    scores(d, q.at(b, h), q.row_stride, kt, i0, i1, s);
     for (int64_t i = i0; i < i1; ++i) {
       T* x = s + (i - i0) * kv;
       const int64_t valid = i + 1;  // keys 0..i; the rest is masked
-      T max = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < valid; ++j) {
-        x[j] = x[j] / divisor;
-        max = x[j] > max ? x[j] : max;
-      }
-      for (int64_t j = 0; j < valid; ++j) x[j] = std::exp(x[j] - max);
+      const T max = divide_max_row(x, divisor, valid);
+      exp_row(x, max, x, valid);
       const T inverse = T(1) / padded_row_sum(x, valid, n);
       for (int64_t j = 0; j < valid; ++j) x[j] *= inverse;
       if (noise != nullptr) {
@@ -122,8 +176,8 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
       row_max[bh * n + i] = max;
       row_inverse[bh * n + i] = inverse;
     }
-    gemm<T>(i1 - i0, d.head_dim, kv, s, kv, 1, v.at(b, h), v.row_stride, 1,
-            out.at(b, h) + i0 * out.row_stride, out.row_stride, false);
+    gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n,
+                     out.at(b, h) + i0 * out.row_stride, out.row_stride, false);
   }
 }
 
@@ -137,22 +191,26 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads =
       static_cast<int>(std::min<int64_t>(threads_for(double(heads) * n * n * hd), heads));
-  // Per thread: W, W~ (or dW~ then dS) and the products dW * W of a tile ([kQueryBlock, T]).
+  // Per thread: W and W~ (or dW~ then dS) of a tile ([kQueryBlock, T]), and one row of n.
   const int64_t tile = kQueryBlock * n;
-  std::vector<T> scratch(static_cast<std::size_t>(threads * 3 * tile));
-  std::vector<T> dots(static_cast<std::size_t>(threads * kQueryBlock));
+  std::vector<T> scratch(static_cast<std::size_t>(threads * (2 * tile + n)));
+  // Per thread, the head's K^T, K, V^T and V packed once for all its blocks, and a block's dO and
+  // Q (each packed once for its two products).
+  const int64_t wide = panels_size<T>(hd, n), tall = panels_size<T>(n, hd),
+                block_size = panels_size<T>(kQueryBlock, hd);
+  const int64_t per_thread = 2 * wide + tall + 2 * block_size;
+  const Aligned<T> packed(threads * per_thread);
 
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t bh = 0; bh < heads; ++bh) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
     const int thread = threads > 1 ? omp_get_thread_num() : 0;
-    T* w = scratch.data() + thread * 3 * tile;  // W, then kept for dA
-    T* wd = w + tile;                           // W~, then dW~, dW, dS
-    T* prod = wd + tile;                        // dW * W over full rows of n (zeros past i)
-    T* dot = dots.data() + thread * kQueryBlock;
+    T* w = scratch.data() + thread * (2 * tile + n);  // W, then kept for dA
+    T* wd = w + tile;                                 // W~ (with dropout), then dW~, dW, dS
+    T* prod = wd + tile;                              // dW * W over a full row of n
     const T* qh = q.at(b, h);
     const T* kh = k.at(b, h);
-    const T* vh = v.at(b, h);
+    const T* vh = v.at(b, h);  // only through its packed V^T
     const T* go = grad_out.at(b, h);
     T* dq = grad_q.at(b, h);
     T* dk = grad_k.at(b, h);
@@ -161,56 +219,57 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       std::fill_n(dk + i * grad_k.row_stride, hd, T(0));
       std::fill_n(dv + i * grad_v.row_stride, hd, T(0));
     }
+    T* kt_p = packed.get() + thread * per_thread;  // K^T [d, T]
+    T* vt_p = kt_p + wide;                         // V^T [d, T]
+    T* k_p = vt_p + wide;                          // K [T, d]
+    T* go_p = k_p + tall;                          // dO[i0:i1] [rows, d]
+    T* q_p = go_p + block_size;                    // Q[i0:i1] [rows, d]
+    pack_b_panels<T>(hd, n, kh, 1, k.row_stride, kt_p);
+    pack_b_panels<T>(hd, n, vh, 1, v.row_stride, vt_p);
+    pack_b_panels<T>(n, hd, kh, k.row_stride, 1, k_p);
 
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
       const int64_t rows = i1 - i0;
-      // W (recomputed) and W~.
-      scores(d, qh, q.row_stride, kh, k.row_stride, i0, i1, w);
+      // W (recomputed) and, with dropout, W~ (without, W~ is W itself).
+      scores(d, qh, q.row_stride, kt_p, i0, i1, w);
       for (int64_t i = i0; i < i1; ++i) {
         T* wr = w + (i - i0) * kv;
-        T* wdr = wd + (i - i0) * kv;
         const int64_t valid = i + 1;
         const T max = row_max[bh * n + i], inverse = row_inverse[bh * n + i];
-        for (int64_t j = 0; j < valid; ++j) {
-          const T a = wr[j] / divisor;
-          wr[j] = std::exp(a - max) * inverse;
-        }
+        for (int64_t j = 0; j < valid; ++j) wr[j] = wr[j] / divisor;
+        exp_row(wr, max, wr, valid);
+        for (int64_t j = 0; j < valid; ++j) wr[j] = wr[j] * inverse;
+        std::fill(wr + valid, wr + kv, T(0));
         if (noise != nullptr) {
+          T* wdr = wd + (i - i0) * kv;
           const T* nrow = noise + (bh * n + i) * n;
           for (int64_t j = 0; j < valid; ++j) wdr[j] = wr[j] * nrow[j];
-        } else {
-          std::copy_n(wr, valid, wdr);
+          std::fill(wdr + valid, wdr + kv, T(0));
         }
-        std::fill(wr + valid, wr + kv, T(0));
-        std::fill(wdr + valid, wdr + kv, T(0));
       }
+      const T* w_tilde = noise != nullptr ? wd : w;
       // dV[0:kv] += W~^T dO[i0:i1]
-      gemm<T>(kv, hd, rows, wd, 1, kv, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, dv,
-              grad_v.row_stride, true);
-      // dW~ = dO[i0:i1] V[0:kv]^T, then dW = dW~ * N, D_i = sum_j dW_ij W_ij
-      gemm<T>(rows, kv, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, vh, 1,
-              v.row_stride, wd, kv, false);
-      for (int64_t i = i0; i < i1; ++i) {
-        T* wr = w + (i - i0) * kv;
-        T* dwr = wd + (i - i0) * kv;
-        T* pr = prod + (i - i0) * n;
-        const int64_t valid = i + 1;
-        if (noise != nullptr) {
-          const T* nrow = noise + (bh * n + i) * n;
-          for (int64_t j = 0; j < valid; ++j) dwr[j] = dwr[j] * nrow[j];
-        }
-        for (int64_t j = 0; j < valid; ++j) pr[j] = dwr[j] * wr[j];
-        std::fill(pr + valid, pr + n, T(0));
-      }
-      std::fill_n(dot, rows, T(0));
-      cascade_sum(prod, Shape{rows, n}, Shape{n, 1}, dot, Shape{1, 0});
+      pack_b_panels<T>(rows, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, go_p);
+      gemm_packed_b<T>(kv, hd, rows, w_tilde, 1, kv, go_p, rows, dv, grad_v.row_stride, true);
+      // dW~ = dO[i0:i1] V[0:kv]^T
+      gemm_packed_b<T>(rows, kv, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, vt_p,
+                       hd, wd, kv, false);
+      // Row by row, while the row is in L1: dW = dW~ * N, D_i = sum_j dW_ij W_ij (over the full
+      // row of n, zeros past i, in the composite's cascade order), then
       // dS = W * (dW - D) / divisor on the causal part, 0 above it.
       for (int64_t i = i0; i < i1; ++i) {
         const T* wr = w + (i - i0) * kv;
         T* dsr = wd + (i - i0) * kv;
-        const T di = dot[i - i0];
         const int64_t valid = i + 1;
+        if (noise != nullptr) {
+          const T* nrow = noise + (bh * n + i) * n;
+          for (int64_t j = 0; j < valid; ++j) dsr[j] = dsr[j] * nrow[j];
+        }
+        for (int64_t j = 0; j < valid; ++j) prod[j] = dsr[j] * wr[j];
+        std::fill(prod + valid, prod + n, T(0));
+        T di = T(0);
+        cascade_sum(prod, Shape{1, n}, Shape{n, 1}, &di, Shape{1, 0});
         for (int64_t j = 0; j < valid; ++j) {
           const T da = wr[j] * (dsr[j] - di);
           dsr[j] = da / divisor;
@@ -218,10 +277,10 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
         std::fill(dsr + valid, dsr + kv, T(0));
       }
       // dQ[i0:i1] = dS K[0:kv];  dK[0:kv] += dS^T Q[i0:i1]
-      gemm<T>(rows, hd, kv, wd, kv, 1, kh, k.row_stride, 1, dq + i0 * grad_q.row_stride,
-              grad_q.row_stride, false);
-      gemm<T>(kv, hd, rows, wd, 1, kv, qh + i0 * q.row_stride, q.row_stride, 1, dk,
-              grad_k.row_stride, true);
+      gemm_packed_b<T>(rows, hd, kv, wd, kv, 1, k_p, n, dq + i0 * grad_q.row_stride,
+                       grad_q.row_stride, false);
+      pack_b_panels<T>(rows, hd, qh + i0 * q.row_stride, q.row_stride, 1, q_p);
+      gemm_packed_b<T>(kv, hd, rows, wd, 1, kv, q_p, rows, dk, grad_k.row_stride, true);
     }
   }
 }

@@ -152,6 +152,64 @@ void kernel_avx2_f64(int64_t kc, const double* a, const double* b, double* c, in
   }
 }
 
+// The same 6 x 16 float tile with A read in place instead of from a packed panel (for
+// gemm_packed_b). Columns of A contiguous: element (i, p) at a[p * ks + i], the packed layout
+// with a step of ks instead of 6 (A^T, or an edge tile packed with ks = 6).
+void kernel_avx2_f32_a_columns(int64_t kc, const float* a, int64_t ks, const float* b, float* c,
+                               int64_t ldc, bool load) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = load ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
+    acc[i][1] = load ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p, a += ks, b += 16) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+  }
+}
+
+// Rows of A contiguous: element (i, p) at a[i * rs + p] (a tile just written row by row).
+void kernel_avx2_f32_a_rows(int64_t kc, const float* a, int64_t rs, const float* b, float* c,
+                            int64_t ldc, bool load) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = load ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
+    acc[i][1] = load ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
+  }
+  const float* a0 = a;           // rows 0, 1, 2 at a0, a0 + rs, a0 + 2 rs
+  const float* a3 = a + 3 * rs;  // rows 3, 4, 5
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p, b += 16) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    const float* rows[6] = {a0 + p, a0 + rs + p, a0 + 2 * rs + p,
+                            a3 + p, a3 + rs + p, a3 + 2 * rs + p};
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(rows[i]);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+  }
+}
+
 // AVX-512, float: 6 x 32 (two 16-float registers per row). Compiled for AVX-512 alone, run
 // only when the CPU has it (the rest of Ember stays x86-64-v3: see CMakeLists.txt). No vector
 // constants here, only loads, broadcasts, fmas and stores.
@@ -502,7 +560,103 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
   }
 }
 
+// ---- gemm_packed_b: B packed once, A read in place ----
+
+// Portable 6 x W tile with A read in place (element (i, p) at a[i * rs + p * ks]), for the
+// types without a SIMD version (the float64 of the tests).
+template <typename T>
+void kernel_a_strided(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b, T* c, int64_t ldc,
+                      bool load) {
+  constexpr int64_t W = kPanelWidth<T>;
+  T acc[6][W];
+  for (int i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < W; ++j) acc[i][j] = load ? c[i * ldc + j] : T(0);
+  for (int64_t p = 0; p < kc; ++p, b += W) {
+    for (int i = 0; i < 6; ++i) {
+      const T ai = a[i * rs + p * ks];
+      for (int64_t j = 0; j < W; ++j) acc[i][j] = fused(ai, b[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < W; ++j) c[i * ldc + j] = acc[i][j];
+}
+
+// One 6 x W tile of C (+)= A-tile @ B-panel, A at a with row step rs and column step ks.
+template <typename T>
+inline void tile_a_strided(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b, T* c,
+                           int64_t ldc, bool load) {
+#ifdef EMBER_GEMM_X86
+  if constexpr (std::is_same_v<T, float>) {
+    if (rs == 1) {
+      kernel_avx2_f32_a_columns(kc, a, ks, b, c, ldc, load);
+    } else {
+      kernel_avx2_f32_a_rows(kc, a, rs, b, c, ldc, load);
+    }
+    return;
+  }
+#endif
+  kernel_a_strided<T>(kc, a, rs, ks, b, c, ldc, load);
+}
+
 }  // namespace
+
+template <typename T>
+void pack_b_panels(int64_t K, int64_t N, const T* B, int64_t ldb_row, int64_t ldb_col, T* out) {
+  if (K <= 0 || N <= 0) return;
+  const Product<T> op{0, N, K, nullptr, 0, 0, B, ldb_row, ldb_col, nullptr, 0, false};
+  pack_b(op, 0, K, 0, N, kPanelWidth<T>, out);  // panels of K x W, one after another
+}
+
+// Loops: K in blocks of KC (a block of a B panel, KC x W, stays in L1 while every row tile of
+// A passes it), then panels, then tiles of 6 rows. A row tile short of 6 rows is packed (with
+// zero rows) once per K block; a tile short of W columns runs on a copy of C.
+template <typename T>
+void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row, int64_t lda_col,
+                   const T* Bp, int64_t K_packed, T* C, int64_t ldc, bool accumulate) {
+  constexpr int64_t MR = 6, W = kPanelWidth<T>, KC = 256;
+  if (M <= 0 || N <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < M; ++i) std::fill_n(C + i * ldc, N, T(0));
+    }
+    return;
+  }
+  const int64_t full_rows = M - M % MR;
+  alignas(64) T edge_a[MR * KC];  // the last, partial row tile, packed
+  alignas(64) T edge_c[MR * W];   // a partial tile of C
+  for (int64_t pc = 0; pc < k; pc += KC) {
+    const int64_t kc = std::min(KC, k - pc);
+    const bool load = pc > 0 || accumulate;  // continue the chain of each C[i, j]
+    if (full_rows < M) {
+      const T* a = A + full_rows * lda_row + pc * lda_col;
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int64_t r = 0; r < MR; ++r) {
+          edge_a[p * MR + r] = full_rows + r < M ? a[r * lda_row + p * lda_col] : T(0);
+        }
+      }
+    }
+    for (int64_t jr = 0; jr < N; jr += W) {
+      const int64_t cols = std::min(W, N - jr);
+      const T* b = Bp + jr * K_packed + pc * W;  // panel jr / W, row pc
+      for (int64_t ir = 0; ir < M; ir += MR) {
+        const int64_t rows = std::min(MR, M - ir);
+        const bool packed = ir >= full_rows;
+        const T* a = packed ? edge_a : A + ir * lda_row + pc * lda_col;
+        const int64_t rs = packed ? 1 : lda_row, ks = packed ? MR : lda_col;
+        T* c = C + ir * ldc + jr;
+        if (rows == MR && cols == W) {
+          tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load);
+          continue;
+        }
+        if (load) {
+          for (int64_t r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, edge_c + r * W);
+        }
+        tile_a_strided<T>(kc, a, rs, ks, b, edge_c, W, load);
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(edge_c + r * W, cols, c + r * ldc);
+      }
+    }
+  }
+}
 
 template <typename T>
 void gemm_reference(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
@@ -546,7 +700,10 @@ const char* gemm_isa() { return config<float>().isa; }
                                 int64_t, const T*, int64_t, int64_t, int64_t, T*, int64_t,         \
                                 int64_t, bool);                                                    \
   template void gemm_reference<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
-                                  int64_t, int64_t, T*, int64_t, bool);
+                                  int64_t, int64_t, T*, int64_t, bool);                            \
+  template void pack_b_panels<T>(int64_t, int64_t, const T*, int64_t, int64_t, T*);                \
+  template void gemm_packed_b<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*,  \
+                                 int64_t, T*, int64_t, bool);
 EMBER_INSTANTIATE_GEMM(float)
 EMBER_INSTANTIATE_GEMM(double)
 EMBER_INSTANTIATE_GEMM(int64_t)

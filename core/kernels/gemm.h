@@ -42,6 +42,38 @@ void gemm_reference(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row
                     const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc,
                     bool accumulate);
 
+// ---- B packed once, many products: the products inside a fused kernel ----
+//
+// Fused attention multiplies every block of queries by the same K and V (prefixes of them):
+// packing them once per head, instead of once per product, and reading A (a tile the kernel
+// has just written, or a transposed one) in place without packing it, saves what dominates
+// products with a depth or a width of 64. The summation order is gemm's (one fma chain over k
+// in increasing order per C[i, j]), so results are gemm's bit for bit. Single-threaded: these
+// run inside a kernel's own parallel region.
+
+// Columns per panel of a packed B (16 floats, 8 doubles).
+template <typename T>
+constexpr int64_t kPanelWidth = sizeof(T) == 4 ? 16 : 8;
+
+// Elements of a packed B of K rows and N columns: ceil(N / kPanelWidth) panels of K x width.
+template <typename T>
+constexpr int64_t packed_b_size(int64_t K, int64_t N) {
+  return (N + kPanelWidth<T> - 1) / kPanelWidth<T> * kPanelWidth<T> * K;
+}
+
+// out = B[0:K, 0:N] as panels: out[(j / W) * K * W + p * W + j % W] = B[p, j] (W the panel
+// width, columns past N zero). The first k rows of every panel are B[0:k, :], so one packing
+// serves every product over a prefix of B's rows or columns.
+template <typename T>
+void pack_b_panels(int64_t K, int64_t N, const T* B, int64_t ldb_row, int64_t ldb_col, T* out);
+
+// C[M, N] (+)= A[M, k] @ Bp[0:k, 0:N], Bp packed by pack_b_panels with K_packed >= k rows and at
+// least N columns. A is read in place: either its rows (lda_col == 1) or its columns
+// (lda_row == 1) contiguous.
+template <typename T>
+void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row, int64_t lda_col,
+                   const T* Bp, int64_t K_packed, T* C, int64_t ldc, bool accumulate);
+
 // Which micro-kernel gemm<float> runs on this CPU: "avx512", "avx2" or "portable".
 const char* gemm_isa();
 

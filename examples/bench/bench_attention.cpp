@@ -6,10 +6,15 @@
 //   bench_attention [--threads 1] [--batch 1] [--tokens 1024] [--dim 768] [--heads 12]
 //                   [--reps 5] [--calls 1] [--composite 1]
 //
+// Besides the wall-clock medians it prints the median process CPU time of the same reps
+// (fwd_cpu_ms, fwdbwd_cpu_ms): on a machine busy with other work, CPU time at 1 thread is a
+// steadier yardstick than wall time (at 2 threads it is the sum over both).
+//
 // --calls n times n calls per rep and reports the time per call (for the book-size module,
 // B2 T6 d3, whose calls take microseconds); --composite 1 runs the book's composite attention
 // instead of the fused kernel (MultiHeadAttention::fused_attention = false).
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +36,13 @@ double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// CPU time of the whole process (all threads), in ms.
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
 }
 
 }  // namespace
@@ -72,22 +84,28 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 2; ++i) m.forward(x).sum().backward();
 
   using clock = std::chrono::steady_clock;
-  std::vector<double> fwd, fwdbwd;
+  std::vector<double> fwd, fwdbwd, fwd_cpu, fwdbwd_cpu;
   for (int rep = 0; rep < reps; ++rep) {
     auto t = clock::now();
+    double c0 = cpu_ms();
     for (int c = 0; c < calls; ++c) {
       NoGradGuard no_grad;
       m.forward(x);
     }
     fwd.push_back(std::chrono::duration<double, std::milli>(clock::now() - t).count() / calls);
+    fwd_cpu.push_back((cpu_ms() - c0) / calls);
     t = clock::now();
+    c0 = cpu_ms();
     for (int c = 0; c < calls; ++c) m.forward(x).sum().backward();
     fwdbwd.push_back(std::chrono::duration<double, std::milli>(clock::now() - t).count() / calls);
+    fwdbwd_cpu.push_back((cpu_ms() - c0) / calls);
   }
   std::printf(
       "{\"impl\": \"ember%s\", \"threads\": %d, \"batch\": %ld, \"tokens\": %ld, \"dim\": %ld, "
-      "\"heads\": %ld, \"fwd_ms\": %.3f, \"fwdbwd_ms\": %.3f, \"peak_rss_mb\": %.3f}\n",
+      "\"heads\": %ld, \"fwd_ms\": %.3f, \"fwdbwd_ms\": %.3f, \"peak_rss_mb\": %.3f, "
+      "\"fwd_cpu_ms\": %.3f, \"fwdbwd_cpu_ms\": %.3f}\n",
       composite ? "-composite" : "", threads, static_cast<long>(batch), static_cast<long>(tokens),
-      static_cast<long>(dim), static_cast<long>(heads), median(fwd), median(fwdbwd), peak_rss_mb());
+      static_cast<long>(dim), static_cast<long>(heads), median(fwd), median(fwdbwd), peak_rss_mb(),
+      median(fwd_cpu), median(fwdbwd_cpu));
   return 0;
 }

@@ -9,7 +9,8 @@ Needs PyTorch: `apt-get install -y python3-torch` (Debian's 1.13), run with Debi
 (the one that package installs into, not a pyenv python3 earlier on the PATH).
 A copy of ../shared/bench/torch_attention_bench.py kept with Ember's bench_attention (scripts/bench
 runs the two alternately); it adds peak_rss_mb (the process's peak resident set) and prints times
-with 3 decimals, and --calls n (time per call over n calls, for the microsecond-size book module).
+with 3 decimals, --calls n (time per call over n calls, for the microsecond-size book module), and
+the median process CPU times fwd_cpu_ms / fwdbwd_cpu_ms (steadier than wall time on a busy machine).
 Example: python3 torch_attention_bench.py --threads 2 --batch 1 --tokens 1024 --dim 768 --heads 12
 """
 import argparse, json, os, resource, sys, time
@@ -65,21 +66,25 @@ def main():
     x = torch.randn(a.batch, a.tokens, a.dim, requires_grad=True)
     for _ in range(2):
         m(x).sum().backward()
-    fwd, fwdbwd = [], []
+    fwd, fwdbwd, fwd_cpu, fwdbwd_cpu = [], [], [], []
     for _ in range(a.reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(a.calls):
             with torch.no_grad():
                 m(x)
         fwd.append((time.perf_counter() - t) / a.calls)
-        t = time.perf_counter()
+        fwd_cpu.append((time.process_time() - c) / a.calls)
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(a.calls):
             m(x).sum().backward()
         fwdbwd.append((time.perf_counter() - t) / a.calls)
+        fwdbwd_cpu.append((time.process_time() - c) / a.calls)
     print(json.dumps({"impl": "pytorch-" + torch.__version__, "threads": a.threads, "batch": a.batch,
                       "tokens": a.tokens, "dim": a.dim, "heads": a.heads,
                       "fwd_ms": round(median(fwd) * 1e3, 3), "fwdbwd_ms": round(median(fwdbwd) * 1e3, 3),
-                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 3)}))
+                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 3),
+                      "fwd_cpu_ms": round(median(fwd_cpu) * 1e3, 3),
+                      "fwdbwd_cpu_ms": round(median(fwdbwd_cpu) * 1e3, 3)}))
 
 
 if __name__ == "__main__":

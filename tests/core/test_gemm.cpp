@@ -109,6 +109,52 @@ TEST(Gemm, EmptyDepthZeroesOrKeepsC) {
   EXPECT_EQ(c, std::vector<float>(40 * 50, 0.0f));
 }
 
+// gemm_packed_b (B packed once by pack_b_panels, A read in place) against the reference loop:
+// the same bits, with A's rows or its columns contiguous, partial row and column tiles, depths
+// past one K block (256), products over a prefix of the packed rows and columns (as fused
+// attention's blocks use K and V), accumulating or not.
+template <typename T>
+void expect_packed_b_same_as_reference(int64_t M, int64_t N, int64_t k, int64_t K_packed,
+                                       int64_t N_packed, bool a_t, bool accumulate) {
+  SCOPED_TRACE(::testing::Message()
+               << "M=" << M << " N=" << N << " k=" << k << " K_packed=" << K_packed
+               << " N_packed=" << N_packed << " a_t=" << a_t << " accumulate=" << accumulate);
+  const std::vector<T> a = random_values<T>(M * k, 11),
+                       b = random_values<T>(K_packed * N_packed, 12);
+  const int64_t lda_row = a_t ? 1 : k, lda_col = a_t ? M : 1;
+  const int64_t ldc = N + 5;
+  std::vector<T> c = random_values<T>(M * ldc, 13), expected = c;
+  // B stored transposed ([N_packed, K_packed]), as attention's K^T: read through strides.
+  std::vector<T> packed(static_cast<std::size_t>(kernels::packed_b_size<T>(K_packed, N_packed)) +
+                        64);
+  T* aligned = packed.data();
+  while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0) ++aligned;
+  kernels::pack_b_panels<T>(K_packed, N_packed, b.data(), 1, K_packed, aligned);
+  kernels::gemm_packed_b<T>(M, N, k, a.data(), lda_row, lda_col, aligned, K_packed, c.data(), ldc,
+                            accumulate);
+  kernels::gemm_reference<T>(M, N, k, a.data(), lda_row, lda_col, b.data(), 1, K_packed,
+                             expected.data(), ldc, accumulate);
+  int64_t mismatches = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) mismatches += c[i] != expected[i];
+  EXPECT_EQ(mismatches, 0);
+}
+
+template <typename T>
+void sweep_packed_b() {
+  // M, N, k, K_packed, N_packed
+  const int64_t shapes[][5] = {
+      {64, 64, 64, 64, 64}, {64, 1024, 64, 64, 1024}, {64, 70, 64, 64, 130}, {13, 64, 300, 512, 64},
+      {5, 17, 9, 9, 17},    {1, 33, 257, 300, 40},    {130, 8, 70, 70, 8},   {6, 16, 1, 1, 16}};
+  for (const auto& s : shapes) {
+    for (int layout = 0; layout < 4; ++layout) {
+      expect_packed_b_same_as_reference<T>(s[0], s[1], s[2], s[3], s[4], layout & 1, layout & 2);
+    }
+  }
+}
+
+TEST(Gemm, PackedBFloat32MatchesReferenceBitForBit) { sweep_packed_b<float>(); }
+TEST(Gemm, PackedBFloat64MatchesReferenceBitForBit) { sweep_packed_b<double>(); }
+
 TEST(Gemm, IsaIsNamed) {
   const std::string isa = kernels::gemm_isa();
   EXPECT_TRUE(isa == "avx2" || isa == "avx512" || isa == "portable") << isa;

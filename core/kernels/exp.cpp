@@ -1,0 +1,174 @@
+// exp_row for float: glibc's expf on AVX2 registers (the derivation is in exp.h).
+#include "core/kernels/exp.h"
+
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_EXP_X86 1
+#endif
+
+namespace ember::kernels {
+
+namespace {
+
+#ifdef EMBER_EXP_X86
+// glibc's __exp2f_data (sysdeps/ieee754/flt-32/e_exp2f_data.c), N = 32: tab[j] holds the bits of
+// 2^(j / N) minus j << 47, so that adding k << 47 for k = j (mod N) gives 2^(k / N).
+alignas(64) constexpr uint64_t kTable[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+double from_bits(uint64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+float from_bits32(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// The table's low and high 32-bit halves, eight entries to a register's worth.
+struct alignas(32) SplitTable {
+  uint32_t lo[32], hi[32];
+};
+constexpr SplitTable split_table() {
+  SplitTable t{};
+  for (int j = 0; j < 32; ++j) {
+    t.lo[j] = static_cast<uint32_t>(kTable[j]);
+    t.hi[j] = static_cast<uint32_t>(kTable[j] >> 32);
+  }
+  return t;
+}
+constexpr SplitTable kSplit = split_table();
+
+// t[idx[l] mod 32] for eight 32-bit halves: a permute inside each of the four registers holding
+// the 32 entries (it reads the low 3 bits of idx), then bits 3 and 4 choose among them. Faster
+// than a gather on the CPUs this runs on.
+inline __m256i lookup32(const uint32_t* t, __m256i idx, __m256 bit3, __m256 bit4) {
+  const __m256i* r = reinterpret_cast<const __m256i*>(t);
+  const __m256 t0 = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_load_si256(r), idx));
+  const __m256 t1 = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_load_si256(r + 1), idx));
+  const __m256 t2 = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_load_si256(r + 2), idx));
+  const __m256 t3 = _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_load_si256(r + 3), idx));
+  return _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_blendv_ps(t0, t1, bit3), _mm256_blendv_ps(t2, t3, bit3), bit4));
+}
+
+// y = p * s of the algorithm for four lanes, given x, kd before the shift is taken out, and the
+// table entries t: everything after the lookup.
+inline __m128 finish4(__m256d x, __m256d kd, __m256i t) {
+  const __m256d inv_ln2_n = _mm256_set1_pd(from_bits(0x40471547652b82fe));  // 32 / ln 2
+  const __m256d shift = _mm256_set1_pd(from_bits(0x4338000000000000));      // 0x1.8p52
+  const __m256d c0 = _mm256_set1_pd(from_bits(0x3ebc6af84b912394));
+  const __m256d c1 = _mm256_set1_pd(from_bits(0x3f2ebfce50fac4f3));
+  const __m256d c2 = _mm256_set1_pd(from_bits(0x3f962e42ff0c52d6));
+  const __m256d one = _mm256_set1_pd(1.0);
+  const __m256i ki = _mm256_castpd_si256(kd);
+  const __m256d k = _mm256_sub_pd(kd, shift);
+  const __m256d r = _mm256_fmsub_pd(inv_ln2_n, x, k);
+  const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+  const __m256d z = _mm256_fmadd_pd(c0, r, c1);
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  __m256d y = _mm256_fmadd_pd(r, c2, one);
+  y = _mm256_fmadd_pd(z, r2, y);
+  return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
+}
+
+// exp of eight floats on the main path.
+inline __m256 exp8_main(__m256 xf) {
+  const __m256d inv_ln2_n = _mm256_set1_pd(from_bits(0x40471547652b82fe));
+  const __m256d shift = _mm256_set1_pd(from_bits(0x4338000000000000));
+  const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xf));
+  const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xf, 1));
+  const __m256d kd0 = _mm256_fmadd_pd(inv_ln2_n, x0, shift);
+  const __m256d kd1 = _mm256_fmadd_pd(inv_ln2_n, x1, shift);
+  // The low 32 bits of the eight k's, in the order [k0 k1 k'0 k'1 | k2 k3 k'2 k'3] (k of x0,
+  // k' of x1): what unpacking the looked-up halves below puts back in order.
+  const __m256i idx = _mm256_castps_si256(
+      _mm256_shuffle_ps(_mm256_castpd_ps(kd0), _mm256_castpd_ps(kd1), _MM_SHUFFLE(2, 0, 2, 0)));
+  const __m256 bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+  const __m256 bit4 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 27));
+  const __m256i lo = lookup32(kSplit.lo, idx, bit3, bit4);
+  const __m256i hi = lookup32(kSplit.hi, idx, bit3, bit4);
+  const __m256i t0 = _mm256_unpacklo_epi32(lo, hi);  // entries for k0 k1 | k2 k3
+  const __m256i t1 = _mm256_unpackhi_epi32(lo, hi);  // entries for k'0 k'1 | k'2 k'3
+  return _mm256_setr_m128(finish4(x0, kd0, t0), finish4(x1, kd1, t1));
+}
+
+// exp of eight floats, special cases included.
+inline __m256 exp8(__m256 x) {
+  const __m256 main = exp8_main(x);
+  const __m256 overflow = _mm256_set1_ps(from_bits32(0x42b17217));       // 0x1.62e42ep6
+  const __m256 underflow = _mm256_set1_ps(from_bits32(0xc2cff1b4));      // -0x1.9fe368p6
+  const __m256 may_underflow = _mm256_set1_ps(from_bits32(0xc2ce8ecf));  // -0x1.9d1d9ep6
+  const __m256 in_range = _mm256_and_ps(_mm256_cmp_ps(x, may_underflow, _CMP_GE_OQ),
+                                        _mm256_cmp_ps(x, overflow, _CMP_LE_OQ));  // not nan
+  if (_mm256_movemask_ps(in_range) == 0xff) return main;  // every lane on the main path
+  __m256 y = main;
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(from_bits32(0x00000001)),  // 0x1p-149
+                       _mm256_cmp_ps(x, may_underflow, _CMP_LT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, underflow, _CMP_LT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(from_bits32(0x7f800000)),  // +inf
+                       _mm256_cmp_ps(x, overflow, _CMP_GT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  return y;
+}
+#endif
+
+}  // namespace
+
+void exp_row(const float* x, float m, float* y, int64_t n) {
+  int64_t j = 0;
+#ifdef EMBER_EXP_X86
+  const __m256 mv = _mm256_set1_ps(m);
+  for (; j + 8 <= n; j += 8) {
+    _mm256_storeu_ps(y + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv)));
+  }
+  if (j < n) {  // the tail through a full register: padded with m, written back in part
+    alignas(32) float in[8] = {m, m, m, m, m, m, m, m}, out[8];
+    std::memcpy(in, x + j, sizeof(float) * static_cast<std::size_t>(n - j));
+    _mm256_store_ps(out, exp8(_mm256_sub_ps(_mm256_load_ps(in), mv)));
+    std::memcpy(y + j, out, sizeof(float) * static_cast<std::size_t>(n - j));
+  }
+#else
+  for (; j < n; ++j) y[j] = std::exp(x[j] - m);
+#endif
+}
+
+float divide_max_row(float* x, float divisor, int64_t n) {
+  float max = -INFINITY;
+  int64_t j = 0;
+#ifdef EMBER_EXP_X86
+  // Eight running maxima. _mm256_max_ps(q, m) is `q > m ? q : m` lane by lane (a nan q gives
+  // m); the maximum of a set does not depend on the order it is taken in (but for the sign of
+  // a zero, which exp(x - max) does not see).
+  const __m256 d = _mm256_set1_ps(divisor);
+  __m256 m = _mm256_set1_ps(max);
+  for (; j + 8 <= n; j += 8) {
+    const __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + j), d);
+    _mm256_storeu_ps(x + j, q);
+    m = _mm256_max_ps(q, m);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  for (float v : lanes) max = v > max ? v : max;
+#endif
+  for (; j < n; ++j) {
+    x[j] = x[j] / divisor;
+    max = x[j] > max ? x[j] : max;
+  }
+  return max;
+}
+
+}  // namespace ember::kernels
