@@ -4,6 +4,8 @@
 //   forward_s    model.forward(batch) on the book's batch, in training mode with autograd on, as
 //                the book's first call (dropout 0.1 drawn)
 //   generate_s   model.eval(); generate_text_simple(model, [[15496, 11, 314, 716]], 6, 1024)
+//   randn_s      manual_seed(123); randn({163009536}): as many normals as the model has
+//                parameters, from the generator alone (timed first, freed before the model)
 // Construction is timed --reps times (the previous model freed first), forward and generation
 // --reps times each after one warm-up call; medians in seconds. One JSON line with the same keys
 // as the PyTorch script, and the process's peak RSS.
@@ -58,6 +60,14 @@ int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;
   set_num_threads(threads);
 
+  std::vector<double> randn_times;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t = clock::now();
+    manual_seed(123);
+    const Tensor normals = randn({163009536});
+    randn_times.push_back(seconds_since(t));
+  }
+
   std::vector<double> construct;
   std::shared_ptr<nn::GPTModel> model;
   for (int rep = 0; rep < reps; ++rep) {
@@ -95,8 +105,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"impl\": \"ember\", \"threads\": %d, \"construct_s\": %.4f, \"forward_s\": %.4f, "
-      "\"generate_s\": %.4f, \"generated\": [%s], \"peak_rss_mb\": %.1f}\n",
-      threads, median(construct), median(forward), median(generate), generated.c_str(),
-      peak_rss_mb());
+      "\"generate_s\": %.4f, \"randn_s\": %.4f, \"generated\": [%s], \"peak_rss_mb\": %.1f}\n",
+      threads, median(construct), median(forward), median(generate), median(randn_times),
+      generated.c_str(), peak_rss_mb());
   return 0;
 }

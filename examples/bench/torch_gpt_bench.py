@@ -6,6 +6,8 @@ Times the three steps of chapter 4 of the book with GPT_CONFIG_124M, as the book
   forward_s    model(batch) on the book's batch [[6109, 3626, 6100, 345], [6109, 1110, 6622, 257]],
                in training mode with autograd on, as the book's first call (dropout 0.1 drawn)
   generate_s   model.eval(); generate_text_simple(model, [[15496, 11, 314, 716]], 6, 1024)
+  randn_s      torch.manual_seed(123); torch.randn(163009536): as many normals as the model has
+               parameters, from the generator alone (timed first, freed before the model)
 Construction is timed --reps times (the previous model freed first), forward and generation
 --reps times each after one warm-up call; medians in seconds. One JSON line with the same keys
 as bench_gpt's, and the process's peak RSS.
@@ -41,6 +43,14 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
 
+    randn = []
+    for _ in range(a.reps):
+        t = time.perf_counter()
+        torch.manual_seed(123)
+        normals = torch.randn(163009536)
+        randn.append(time.perf_counter() - t)
+        del normals
+
     construct, model = [], None
     for _ in range(a.reps):
         model = None
@@ -70,7 +80,7 @@ def main():
 
     print(json.dumps({"impl": "pytorch-" + torch.__version__, "threads": a.threads,
                       "construct_s": round(median(construct), 4), "forward_s": round(median(forward), 4),
-                      "generate_s": round(median(generate), 4),
+                      "generate_s": round(median(generate), 4), "randn_s": round(median(randn), 4),
                       "generated": out[0].tolist(),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 
