@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <array>
 #include <bit>
 #include <cstdlib>
@@ -19,6 +21,9 @@ constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 20;  // 1 MiB
 constexpr std::size_t kMaxCachedPerSize = 32;
 constexpr int kClasses = 15;  // 64 B, 128 B, ..., 1 MiB
+// From here on buffers are mapped (and unmapped) directly: glibc's own largest mmap threshold.
+constexpr std::size_t kMapBytes = std::size_t{32} << 20;
+constexpr bool kMap = kCache;  // not under AddressSanitizer
 
 int size_class(std::size_t bytes) {  // bytes <= kMaxCachedBytes
   const std::size_t rounded = std::bit_ceil(bytes < kAlignment ? kAlignment : bytes);
@@ -43,7 +48,14 @@ Cache& cache() {
 
 }  // namespace
 
-void* allocate_buffer(std::size_t bytes) {
+void* allocate_buffer(std::size_t bytes, bool* zeroed) {
+  if (zeroed != nullptr) *zeroed = false;
+  if (kMap && bytes >= kMapBytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
+    return p;
+  }
   if (!kCache || bytes > kMaxCachedBytes || !Cache::alive) {
     return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   }
@@ -59,6 +71,10 @@ void* allocate_buffer(std::size_t bytes) {
 
 void free_buffer(void* data, std::size_t bytes) {
   if (data == nullptr) return;
+  if (kMap && bytes >= kMapBytes) {
+    munmap(data, bytes);
+    return;
+  }
   if (!kCache || bytes > kMaxCachedBytes || !Cache::alive) {
     std::free(data);
     return;

@@ -46,6 +46,9 @@ class Generator {
   uint32_t random();
   // Two MT19937 outputs: (first << 32) | second.
   uint64_t random64();
+  // The next n outputs at once, the same as n calls of random() (the fills use this: the state
+  // is regenerated and tempered eight words at a time with AVX2 where the CPU has it).
+  void random_block(uint32_t* out, int64_t n);
 
   // The serial normal path's cached second Box-Muller value (doc §3.2). Only this one is used
   // by CPU kernels; both are emptied by manual_seed.
@@ -103,6 +106,15 @@ void dropout_noise(double* data, int64_t n, double p, Generator& g);
 // (PyTorch's random_from_to): (r % (high - low)) + low, where r is random() when the range is
 // below 2^32 and random64() otherwise. Requires low < high. Fill elements in memory order.
 int64_t randint(int64_t low, int64_t high, Generator& g);
+
+// Exposed for the tests: one block of the float32 vectorised normal path (doc §3.4), in place on
+// 16 uniforms, by the scalar port of PyTorch's AVX2 code and by the AVX2 code itself (which
+// needs a CPU with AVX2 and FMA: has_avx2_fma()). Both give the same bits.
+namespace detail {
+bool has_avx2_fma();
+void normal_block16_scalar(float* d, float mean, float stddev);
+void normal_block16_avx2(float* d, float mean, float stddev);
+}  // namespace detail
 
 }  // namespace random_fill
 

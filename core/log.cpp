@@ -16,6 +16,11 @@ void init_from_env() {
   });
 }
 
+bool debug_enabled() {
+  init_from_env();
+  return spdlog::should_log(spdlog::level::debug);
+}
+
 void backward_step(const std::string& node, const Tensor& grad_output,
                    const std::vector<Tensor>& grad_inputs) {
   init_from_env();

@@ -40,6 +40,8 @@ bool has_internal_overlap(const Tensor& t) {
   // sizes: never compute with them).
   for (int64_t size : t.shape())
     if (size == 0) return false;
+  // Fast path (every in-place op and copy_ asks): a contiguous tensor never overlaps itself.
+  if (t.is_contiguous()) return false;
   // Dims of size > 1, by increasing |stride|. A zero stride repeats an element (expand).
   std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
   for (int64_t d = 0; d < t.dim(); ++d) {

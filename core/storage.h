@@ -25,10 +25,12 @@ class Storage {
     check(
         nbytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - kAlignment,
         "Storage: cannot allocate ", nbytes, " bytes (larger than the address space)");
-    data_ = detail::allocate_buffer(allocated_bytes(nbytes));  // core/allocator.h
+    bool zeroed = false;
+    data_ = detail::allocate_buffer(allocated_bytes(nbytes), &zeroed);  // core/allocator.h
     check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
           nbytes, " bytes.");
-    std::memset(data_, 0, allocated_bytes(nbytes));  // no uninitialised reads, ever
+    // No uninitialised reads, ever (a huge buffer fresh from the kernel is zeros already).
+    if (!zeroed) std::memset(data_, 0, allocated_bytes(nbytes));
   }
   ~Storage() { detail::free_buffer(data_, allocated_bytes(nbytes_)); }
   Storage(const Storage&) = delete;

@@ -512,10 +512,14 @@ void fail_undefined(const char* op) {
 }
 
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset) {
+  return make_view(t, Shape(shape), Shape(strides), offset);
+}
+
+Tensor make_view(const Tensor& t, Shape&& shape, Shape&& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage();
-  impl->shape = shape;
-  impl->strides = strides;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = t.dtype();
   return Tensor(std::move(impl));

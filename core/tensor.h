@@ -260,6 +260,8 @@ inline void check_defined(const Tensor& t, const char* op) {
 }
 // A new handle over t's storage with another shape/strides/offset (no autograd state).
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset);
+// The same, taking over shape and strides a view op has just computed (no copies).
+Tensor make_view(const Tensor& t, Shape&& shape, Shape&& strides, int64_t offset);
 // Refuses in-place writes PyTorch refuses (incl. a destination with internal overlap, unless
 // every element gets the same value); bumps the storage version.
 void check_inplace(const Tensor& t, const char* op, bool allow_internal_overlap = false);

@@ -11,9 +11,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "core/autograd/function.h"
 #include "core/log.h"
@@ -44,31 +45,100 @@ Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_na
 
 namespace {
 
+// The state of one backward pass. Every node reachable from the roots gets a slot (its number in
+// discovery order); per slot: the node (owned, so none dies mid-pass), how many edges into it
+// have not delivered yet, the sum of the gradients that did, and whether it is queued to run.
+//
+// The slots are found through a small open-addressing table rather than std::unordered_map:
+// a backward over a small graph (the book's attention block has ~40 nodes) would otherwise spend
+// much of its time allocating and freeing map entries. Kept per pass, not in the nodes, because
+// passes over graphs that share nodes (a leaf's AccumulateGrad) may run in several threads.
 struct GraphTask {
-  std::unordered_map<Node*, int> dependencies;  // edges into each node not yet delivered
-  std::unordered_map<Node*, Tensor> buffers;    // summed incoming gradient
-  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+  static constexpr std::size_t kInitialSlots = 64;  // grown as needed
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<int> dependencies;  // edges into the node not yet delivered
+  std::vector<Tensor> buffers;    // summed incoming gradient
+  std::vector<char> queued;
+  std::vector<std::pair<Node*, int>> table =  // Node* -> slot; its size a power of 2
+      std::vector<std::pair<Node*, int>>(kInitialSlots * 2, {nullptr, -1});
+
+  GraphTask() {
+    nodes.reserve(kInitialSlots);
+    dependencies.reserve(kInitialSlots);
+    buffers.reserve(kInitialSlots);
+    queued.reserve(kInitialSlots);
+  }
+
+  // Fibonacci hashing: the middle bits of the address times 2^64 / golden ratio.
+  static std::size_t hash(const Node* node) {
+    const uint64_t x = static_cast<uint64_t>(reinterpret_cast<std::uintptr_t>(node));
+    return static_cast<std::size_t>((x * 0x9E3779B97F4A7C15u) >> 32);
+  }
+  // The slot of `node`, or -1.
+  int find(const Node* node) const {
+    const std::size_t mask = table.size() - 1;
+    for (std::size_t i = hash(node) & mask;; i = (i + 1) & mask) {
+      if (table[i].first == node) return table[i].second;
+      if (table[i].first == nullptr) return -1;
+    }
+  }
+  // The slot of `node`, made if new (`added` tells which).
+  int insert(const std::shared_ptr<Node>& node, bool& added) {
+    if (2 * (nodes.size() + 1) > table.size()) grow();
+    const std::size_t mask = table.size() - 1;
+    std::size_t i = hash(node.get()) & mask;
+    for (; table[i].first != nullptr; i = (i + 1) & mask) {
+      if (table[i].first == node.get()) {
+        added = false;
+        return table[i].second;
+      }
+    }
+    const int slot = static_cast<int>(nodes.size());
+    table[i] = {node.get(), slot};
+    nodes.push_back(node);
+    dependencies.push_back(0);
+    buffers.emplace_back();
+    queued.push_back(0);
+    added = true;
+    return slot;
+  }
+  void grow() {
+    std::vector<std::pair<Node*, int>> old(2 * table.size(), {nullptr, -1});
+    old.swap(table);
+    const std::size_t mask = table.size() - 1;
+    for (const auto& [node, slot] : old) {
+      if (node == nullptr) continue;
+      std::size_t i = hash(node) & mask;
+      while (table[i].first != nullptr) i = (i + 1) & mask;
+      table[i] = {node, slot};
+    }
+  }
 };
 
 // Step 1: every node reachable from the roots, and how many edges reach each.
 void collect(const std::vector<std::shared_ptr<Node>>& roots, GraphTask& task) {
-  std::vector<Node*> stack;
+  std::vector<int> stack;
+  stack.reserve(GraphTask::kInitialSlots);
+  bool added = false;
   for (const auto& r : roots) {
-    if (r && task.owners.emplace(r.get(), r).second) stack.push_back(r.get());
+    if (!r) continue;
+    const int slot = task.insert(r, added);
+    if (added) stack.push_back(slot);
   }
   while (!stack.empty()) {
-    Node* n = stack.back();
+    Node* n = task.nodes[stack.back()].get();
     stack.pop_back();
     for (const auto& next : n->next_functions) {
       if (!next) continue;
-      ++task.dependencies[next.get()];
-      if (task.owners.emplace(next.get(), next).second) stack.push_back(next.get());
+      const int slot = task.insert(next, added);
+      ++task.dependencies[slot];
+      if (added) stack.push_back(slot);
     }
   }
 }
 
-void accumulate(GraphTask& task, Node* node, const Tensor& grad) {
-  Tensor& buffer = task.buffers[node];
+void accumulate(GraphTask& task, int slot, const Tensor& grad) {
+  Tensor& buffer = task.buffers[slot];
   buffer = buffer.defined() ? add(buffer, grad) : grad;
 }
 
@@ -122,22 +192,28 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     const Tensor& out = outputs[i];
     Tensor g =
         i < grad_outputs.size() && grad_outputs[i].defined() ? grad_outputs[i] : ones_like(out);
-    accumulate(task, roots[i].get(), g.to(out.dtype()));
+    accumulate(task, task.find(roots[i].get()), g.to(out.dtype()));
   }
 
   // Each root once, even when an output is passed twice (its gradients were summed above):
   // running it a second time would count its edges twice and release a node too early.
-  std::vector<Node*> ready;
-  std::unordered_set<Node*> queued;
+  std::vector<int> ready;
+  ready.reserve(GraphTask::kInitialSlots);
   for (const auto& r : roots) {
-    if (task.dependencies[r.get()] == 0 && queued.insert(r.get()).second) ready.push_back(r.get());
+    const int slot = task.find(r.get());
+    if (task.dependencies[slot] == 0 && !task.queued[slot]) {
+      task.queued[slot] = 1;
+      ready.push_back(slot);
+    }
   }
 
+  const bool log_steps = logging::debug_enabled();
   while (!ready.empty()) {
-    Node* node = ready.back();
+    const int slot = ready.back();
     ready.pop_back();
-    Tensor grad = task.buffers[node];  // undefined when no gradient reached this node
-    task.buffers.erase(node);
+    Node* node = task.nodes[slot].get();
+    // Undefined when no gradient reached this node; moved out, so the buffer is freed early.
+    Tensor grad = std::move(task.buffers[slot]);
 
     if (capture) {
       auto it = capture->find(node);
@@ -154,21 +230,24 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     } else {
       grad = run_output_hooks(node, grad);
       input_grads = node->apply(grad);
-      logging::backward_step(node->name(), grad, input_grads);
+      if (log_steps) logging::backward_step(node->name(), grad, input_grads);
       if (!retain_graph) node->release_saved();
     }
 
     for (std::size_t i = 0; i < node->next_functions.size(); ++i) {
       Node* next = node->next_functions[i].get();
       if (!next) continue;
+      const int next_slot = task.find(next);
       if (i < input_grads.size() && input_grads[i].defined()) {
-        Tensor g = sum_to(input_grads[i], node->input_shapes[i], node->name());
+        Tensor g = input_grads[i];
+        // (Checked first: name() builds a std::string, needed only for a broadcast gradient.)
+        if (g.shape() != node->input_shapes[i]) g = sum_to(g, node->input_shapes[i], node->name());
         if (g.dtype() != node->input_dtypes[i]) g = g.to(node->input_dtypes[i]);
-        accumulate(task, next, g);
+        accumulate(task, next_slot, g);
       }
-      if (--task.dependencies[next] == 0 && !queued.count(next)) {
-        queued.insert(next);
-        ready.push_back(next);
+      if (--task.dependencies[next_slot] == 0 && !task.queued[next_slot]) {
+        task.queued[next_slot] = 1;
+        ready.push_back(next_slot);
       }
     }
   }

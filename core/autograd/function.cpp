@@ -39,6 +39,8 @@ Node::~Node() {
 }
 
 void SavedTensors::save(const std::vector<Tensor>& tensors) {
+  tensors_.reserve(tensors_.size() + tensors.size());
+  versions_.reserve(versions_.size() + tensors.size());
   for (const Tensor& t : tensors) {
     // A detached handle: the saved tensor must not own the graph (the output saving itself
     // would be a reference cycle).
@@ -135,6 +137,9 @@ void fail_undefined_input(const char* node_name) {
 }
 
 void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output) {
+  node->next_functions.reserve(inputs.size());
+  node->input_shapes.reserve(inputs.size());
+  node->input_dtypes.reserve(inputs.size());
   for (const Tensor& in : inputs) {
     node->next_functions.push_back(gradient_edge(in));
     node->input_shapes.push_back(in.defined() ? in.shape() : Shape{});

@@ -48,9 +48,14 @@ class SavedTensors {
 
 template <typename Derived>
 struct Function {
-  void save_for_backward(const std::vector<Tensor>& tensors) { saved_.save(tensors); }
+  void save_for_backward(const std::vector<Tensor>& tensors) {
+    if (recording_) saved_.save(tensors);
+  }
   Tensor saved(std::size_t i) const { return saved_.get(i, Derived::name); }
   SavedTensors saved_;
+  // Set by apply: false when the call is not recorded (no-grad mode, or no input requires grad),
+  // so no backward will ever read what forward saves, and save_for_backward keeps nothing.
+  bool recording_ = true;
 };
 
 template <typename Op>
@@ -84,6 +89,19 @@ void collect_tensors(std::vector<Tensor>& out, const First& first, const Rest&..
   }
   collect_tensors(out, rest...);
 }
+// f(t) for every tensor argument, in order (as collect_tensors lists them), without copying.
+template <typename F, typename... Args>
+void for_each_tensor(F&& f, const Args&... args) {
+  auto visit = [&f](const auto& arg) {
+    using A = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_same_v<A, Tensor>) {
+      f(arg);
+    } else if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
+      for (const Tensor& t : arg) f(t);
+    }
+  };
+  (visit(args), ...);
+}
 // The op's name from its node's name: "NativeLayerNormBackward0" -> "native_layer_norm".
 std::string op_name(const std::string& node_name);
 // An undefined tensor passed to an op: "sum: expected a defined tensor, got an undefined one ...".
@@ -106,17 +124,26 @@ void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& input
 // order) and records it in the graph when a tensor argument requires grad.
 template <typename Op, typename... Args>
 Tensor apply(const Args&... args) {
-  std::vector<Tensor> inputs;
-  detail::collect_tensors(inputs, args...);
+  bool any_undefined = false, any_requires_grad = false;
+  detail::for_each_tensor(
+      [&](const Tensor& t) {
+        if (!t.defined()) {
+          any_undefined = true;
+        } else if (t.requires_grad()) {
+          any_requires_grad = true;
+        }
+      },
+      args...);
   if constexpr (!detail::allows_undefined_inputs<Op>()) {
-    for (const Tensor& t : inputs) {
-      if (!t.defined()) detail::fail_undefined_input(Op::name);
-    }
+    if (any_undefined) detail::fail_undefined_input(Op::name);
   }
-  bool record = GradMode::is_enabled();
-  if (record) {
-    record = false;
-    for (const Tensor& t : inputs) record = record || (t.defined() && t.requires_grad());
+  if (!GradMode::is_enabled() || !any_requires_grad) {
+    // Nothing to record: the op runs on the stack, with no graph node allocated and nothing
+    // saved for a backward that will never come (the common case under NoGradGuard).
+    Op op;
+    op.recording_ = false;
+    NoGradGuard no_grad;
+    return op.forward(args...);
   }
   auto node = std::make_shared<FunctionNode<Op>>();
   Tensor output;
@@ -124,7 +151,9 @@ Tensor apply(const Args&... args) {
     NoGradGuard no_grad;
     output = node->op.forward(args...);
   }
-  if (record) detail::connect(node, inputs, output);
+  std::vector<Tensor> inputs;
+  detail::collect_tensors(inputs, args...);
+  detail::connect(node, inputs, output);
   return output;
 }
 

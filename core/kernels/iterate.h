@@ -111,6 +111,23 @@ void binary_map(R* out, const A* a, const Shape& a_strides, const B* b, const Sh
     for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
     return;
   }
+  // Fast path: one operand is a single value broadcast everywhere (all strides 0, as a Python
+  // scalar in 0.5 * x) and the other is contiguous: one flat loop instead of row by row.
+  auto single = [](const Shape& strides) {
+    return std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 0; });
+  };
+  if (single(b_strides) && is_row_major(shape, a_strides)) {
+    const int64_t n = numel_of(shape);
+    const B y = *b;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], y);
+    return;
+  }
+  if (single(a_strides) && is_row_major(shape, b_strides)) {
+    const int64_t n = numel_of(shape);
+    const A x = *a;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x, b[i]);
+    return;
+  }
   Shape out_strides = contiguous_strides(shape);
   for_each_row<3>(shape, {&out_strides, &a_strides, &b_strides},
                   [&](auto off, int64_t n, auto step) {

@@ -340,7 +340,11 @@ struct Pow : Function<Pow> {
       check(p < 18446744073709551616.0, "pow: exponent ", p, " is too large for an int64 base");
       return unary_kernel(x, d, [e](auto v) { return wrapping_pow(static_cast<int64_t>(v), e); });
     }
+    // PyTorch's special cases (pow_tensor_scalar_optimized_kernel): x^2 and x^3 are products in
+    // the element type (the book's GELU cubes x), not std::pow in double, which could round
+    // x^3 differently (and is much slower).
     if (p == 2.0) return unary_kernel(x, d, [](auto v) { return v * v; });
+    if (p == 3.0) return unary_kernel(x, d, [](auto v) { return v * v * v; });
     if (p == 0.5) return unary_kernel(x, d, [](auto v) { return std::sqrt(v); });
     return unary_kernel(x, d, [p](auto v) { return std::pow(v, p); });
   }

@@ -70,7 +70,7 @@ Tensor permuted_view(const Tensor& t, const std::vector<int64_t>& order) {
     shape.push_back(t.shape()[d]);
     strides.push_back(t.strides()[d]);
   }
-  return detail::make_view(t, shape, strides, t.offset());
+  return detail::make_view(t, std::move(shape), std::move(strides), t.offset());
 }
 
 // The dims of t from the largest stride to the smallest: the order its elements lie in memory.

@@ -286,9 +286,10 @@ struct UnsafeView : Function<UnsafeView> {
 
   Tensor forward(const Tensor& x, const Shape& shape) {
     input_shape = x.shape();
-    const Shape target = infer_size(shape, x.numel());
+    Shape target = infer_size(shape, x.numel());
     const Tensor source = x.contiguous();  // a copy only when x is not contiguous
-    return detail::make_view(source, target, contiguous_strides(target), source.offset());
+    Shape strides = contiguous_strides(target);
+    return detail::make_view(source, std::move(target), std::move(strides), source.offset());
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     return {grad.reshape(input_shape)};  // dx = dy reshaped back

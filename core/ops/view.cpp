@@ -24,9 +24,9 @@ int64_t view_offset(int64_t offset, int64_t index, int64_t stride) {
 }
 
 // A view of x flagged as such: an in-place write to it would also change x.
-Tensor make_tracked_view(const Tensor& x, const Shape& shape, const Shape& strides,
-                         int64_t offset) {
-  Tensor v = detail::make_view(x, shape, strides, offset);
+// (shape and strides by value: the callers' freshly computed ones are moved in, not copied.)
+Tensor make_tracked_view(const Tensor& x, Shape shape, Shape strides, int64_t offset) {
+  Tensor v = detail::make_view(x, std::move(shape), std::move(strides), offset);
   v.impl()->is_view = true;
   return v;
 }
@@ -59,9 +59,13 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
 // order, or nothing when a new dimension would span two non-mergeable old ones (PyTorch's
 // computeStride): old dims are grouped into chunks that are contiguous with each other, and each
 // chunk must be split exactly by the new dims.
-std::optional<Shape> view_strides(Shape old_shape, Shape old_strides, const Shape& new_shape) {
-  if (numel_of(old_shape) == 0) return contiguous_strides(new_shape);
-  if (old_shape.empty()) old_shape = {1}, old_strides = {1};
+std::optional<Shape> view_strides(const Shape& old_shape_in, const Shape& old_strides_in,
+                                  const Shape& new_shape) {
+  if (numel_of(old_shape_in) == 0) return contiguous_strides(new_shape);
+  // A 0-d tensor reads as [1] with stride 1 (only then are the inputs copied).
+  static const Shape kOne = {1};
+  const Shape& old_shape = old_shape_in.empty() ? kOne : old_shape_in;
+  const Shape& old_strides = old_shape_in.empty() ? kOne : old_strides_in;
   Shape new_strides(new_shape.size(), 0);
   int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
   int64_t chunk_base_stride = old_strides.back();
@@ -100,7 +104,7 @@ struct View : Function<View> {
           "(at least one dimension spans across two contiguous subspaces); input shape ",
           x.shape(), ", strides ", x.strides(), ", requested shape ", shape,
           ". Use .reshape(...) instead.");
-    return make_tracked_view(x, target, *strides, x.offset());
+    return make_tracked_view(x, std::move(target), std::move(*strides), x.offset());
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad.reshape(input_shape)}; }
 };
@@ -117,7 +121,7 @@ struct Transpose : Function<Transpose> {
       std::swap(shape[dim0], shape[dim1]);
       std::swap(strides[dim0], strides[dim1]);
     }
-    return make_tracked_view(x, shape, strides, x.offset());
+    return make_tracked_view(x, std::move(shape), std::move(strides), x.offset());
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad.transpose(dim0, dim1)}; }
 };
@@ -151,7 +155,7 @@ struct Permute : Function<Permute> {
       shape[i] = x.shape()[d];
       strides[i] = x.strides()[d];
     }
-    return make_tracked_view(x, shape, strides, x.offset());
+    return make_tracked_view(x, std::move(shape), std::move(strides), x.offset());
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad.permute(inverse)}; }
 };
@@ -166,7 +170,7 @@ struct Unsqueeze : Function<Unsqueeze> {
     int64_t stride = dim < x.dim() ? mul_wrap(x.strides()[dim], x.shape()[dim]) : 1;
     shape.insert(shape.begin() + dim, 1);
     strides.insert(strides.begin() + dim, stride);
-    return make_tracked_view(x, shape, strides, x.offset());
+    return make_tracked_view(x, std::move(shape), std::move(strides), x.offset());
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad.squeeze(dim)}; }
 };
@@ -187,7 +191,7 @@ struct Squeeze : Function<Squeeze> {
         strides.push_back(x.strides()[i]);
       }
     }
-    return make_tracked_view(x, shape, strides, x.offset());
+    return make_tracked_view(x, std::move(shape), std::move(strides), x.offset());
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad.reshape(input_shape)}; }
 };
@@ -254,7 +258,7 @@ struct Select : Function<Select> {
     int64_t offset = view_offset(x.offset(), index, x.strides()[dim]);
     shape.erase(shape.begin() + dim);
     strides.erase(strides.begin() + dim);
-    return make_tracked_view(x, shape, strides, offset);
+    return make_tracked_view(x, std::move(shape), std::move(strides), offset);
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     return {scatter_into_zeros(grad, input_shape,
@@ -288,7 +292,8 @@ struct SliceOp : Function<SliceOp> {
     // With two or more elements, step < size and the product fits (for an empty tensor it may
     // wrap); with fewer it is unused.
     if (shape[dim] > 1) strides[dim] = mul_wrap(strides[dim], step);
-    return make_tracked_view(x, shape, strides, view_offset(x.offset(), start, x.strides()[dim]));
+    const int64_t offset = view_offset(x.offset(), start, x.strides()[dim]);
+    return make_tracked_view(x, std::move(shape), std::move(strides), offset);
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     return {scatter_into_zeros(grad, input_shape,
@@ -303,7 +308,8 @@ Tensor Tensor::view(const Shape& shape) const { return apply<View>(*this, shape)
 Tensor Tensor::reshape(const Shape& shape) const {
   detail::check_defined(*this, "reshape");
   Shape target = infer_shape(shape, numel(), "reshape");
-  if (view_strides(this->shape(), strides(), target)) return view(target);
+  // A contiguous tensor can always be viewed (checked first: view_strides builds a Shape).
+  if (is_contiguous() || view_strides(this->shape(), strides(), target)) return view(target);
   // Not expressible as a view: copy, then view the copy (PyTorch: _unsafe_view of a clone).
   return unsafe_view(clone(), target);
 }

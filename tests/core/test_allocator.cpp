@@ -23,6 +23,23 @@ TEST(Allocator, BuffersAreAlignedAndUsable) {
   }
 }
 
+// Huge buffers are mapped from the kernel: zeros without a memset, and again after a reuse.
+TEST(Allocator, HugeBuffersAreFreshZeros) {
+  const std::size_t bytes = std::size_t{32} << 20;
+  for (int round = 0; round < 2; ++round) {
+    bool zeroed = false;
+    auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+    for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0) << i;
+    EXPECT_EQ(p[bytes - 1], 0);
+    std::memset(p, 0xAB, bytes);
+    detail::free_buffer(p, bytes);
+  }
+  Tensor t = empty({(int64_t{32} << 20) / 4 + 16});  // a Storage over such a buffer: zeros
+  EXPECT_EQ(t.sum().item(), 0.0);
+}
+
 TEST(Allocator, ReusedBufferStartsAsZeros) {
   for (int round = 0; round < 3; ++round) {
     {

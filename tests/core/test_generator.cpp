@@ -91,6 +91,19 @@ TEST(Generator, IsTheStandardMt19937) {
   }
 }
 
+// random_block (AVX2 twist and tempering on this machine) is n calls of random(), mixed with
+// single calls at every phase of the 624-word state, across several twists.
+TEST(Generator, RandomBlockIsRandomCalledNTimes) {
+  Generator g(7);
+  std::mt19937 reference(7);
+  std::vector<uint32_t> block(3000);
+  for (int64_t n : {1, 5, 623, 624, 625, 8, 1300, 0, 17, 2999, 624, 3, 1248, 31}) {
+    g.random_block(block.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(block[i], reference()) << "block of " << n;
+    ASSERT_EQ(g.random(), reference()) << "after a block of " << n;
+  }
+}
+
 TEST(Generator, Random64IsHighWordFirst) {
   Generator a(42);
   Generator b(42);
@@ -181,6 +194,31 @@ TEST(RandomFill, TheVectorisedNormalPathLeavesTheCacheAlone) {
   random_fill::normal(v.data(), 1, 0, 1, true, g);  // returns the cached value
   EXPECT_EQ(bits(v[0]), bits(static_cast<float>(cached)));
   EXPECT_FALSE(g.next_double_normal_sample.has_value());
+}
+
+// The float32 normal block in AVX2 gives the scalar port's bits for every possible uniform:
+// slot j holds k / 2^24 and slot j + 8 the uniform (5 k mod 2^24) / 2^24, for every k < 2^24,
+// so every value meets the log (slots 0-7) and the sine and cosine (slots 8-15). With a mean
+// and stddev that are not 0 and 1, so the final multiply-add is exercised too.
+TEST(RandomFill, Avx2NormalBlockMatchesTheScalarPortForEveryUniform) {
+  if (!random_fill::detail::has_avx2_fma()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  constexpr uint32_t kValues = uint32_t{1} << 24;
+  float a[16], b[16];
+  int mismatches = 0;
+  for (uint32_t k = 0; k < kValues; k += 8) {
+    for (uint32_t j = 0; j < 8; ++j) {
+      a[j] = static_cast<float>(k + j) * 0x1p-24f;
+      a[j + 8] = static_cast<float>((5 * (k + j)) % kValues) * 0x1p-24f;
+    }
+    std::memcpy(b, a, sizeof a);
+    const float mean = k % 16 == 0 ? 0.0f : 0.25f, stddev = k % 16 == 0 ? 1.0f : 0.02f;
+    random_fill::detail::normal_block16_scalar(a, mean, stddev);
+    random_fill::detail::normal_block16_avx2(b, mean, stddev);
+    if (std::memcmp(a, b, sizeof a) != 0 && ++mismatches <= 5) {
+      ADD_FAILURE() << "block starting at k = " << k;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(RandomFill, RejectsBadArguments) {
