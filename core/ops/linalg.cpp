@@ -59,6 +59,8 @@ struct MatrixBatch {
 // (which must hold batch * a.rows * b.cols elements).
 Tensor product(const MatrixBatch& a, const MatrixBatch& b, const Shape& out_shape) {
   Tensor out = empty(out_shape, a.t.dtype());
+  // Nothing to compute; and with an empty batch, rows * cols may be a product of huge sizes.
+  if (out.numel() == 0) return out;
   dispatch(a.t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {  // bool was refused by check_dtypes
@@ -196,7 +198,7 @@ struct SqueezeRow : Function<SqueezeRow> {
 bool should_fold(const Tensor& big, int64_t other_dim) {
   if (big.dim() < 3 || other_dim > 2) return false;
   const bool transposed_matrices = big.dim() == 3 && other_dim == 2 && big.stride(2) != 1 &&
-                                   big.stride(0) == big.size(1) * big.size(2);
+                                   big.stride(0) == mul_wrap(big.size(1), big.size(2));
   return !transposed_matrices;
 }
 

@@ -111,6 +111,11 @@ TEST(AdvEmpty, MatrixOpsWithAnEmptyOrHugeInnerDimFinish) {
   run("mm M=0 K=2^62", [] { return mm(zeros({0, kBig}), zeros({kBig, 0})); });
   run("mm K=0", [] { return mm(zeros({kBig, 0}), zeros({0, 0})); });
   run("bmm batch 2^62", [] { return bmm(zeros({kBig, 0, 2}), zeros({kBig, 2, 3})); });
+  // An empty batch of huge matrices: rows * cols overflows (fuzz_ops found it in product()).
+  EXPECT_EQ(matmul(zeros({0, kBig, 2}), zeros({0, 2, kBig})).shape(), (Shape{0, kBig, kBig}));
+  EXPECT_EQ(bmm(zeros({0, kBig, 2}), zeros({0, 2, kBig})).shape(), (Shape{0, kBig, kBig}));
+  EXPECT_EQ(matmul(zeros({0, kBig, kBig}).transpose(1, 2), zeros({kBig, 3})).shape(),
+            (Shape{0, kBig, 3}));
   run("matmul broadcast", [] { return matmul(zeros({kBig, 1, 0, 2}), zeros({3, 2, 4})); });
   run("linear", [] { return linear(zeros({kBig, 0, 4}), zeros({5, 4}), zeros({5})); });
   run("embedding", [] { return embedding(zeros({10, 4}), zeros({0, kBig}, DType::Int64)); });
