@@ -114,8 +114,8 @@ TEST(AdvEmpty, MatrixOpsWithAnEmptyOrHugeInnerDimFinish) {
   // An empty batch of huge matrices: rows * cols overflows (fuzz_ops found it in product()).
   EXPECT_EQ(matmul(zeros({0, kBig, 2}), zeros({0, 2, kBig})).shape(), (Shape{0, kBig, kBig}));
   EXPECT_EQ(bmm(zeros({0, kBig, 2}), zeros({0, 2, kBig})).shape(), (Shape{0, kBig, kBig}));
-  EXPECT_EQ(matmul(zeros({0, kBig, kBig}).transpose(1, 2), zeros({kBig, 3})).shape(),
-            (Shape{0, kBig, 3}));
+  EXPECT_EQ(matmul(zeros({0, kBig, kBig}).transpose(1, 2), zeros({kBig, 0})).shape(),
+            (Shape{0, kBig, 0}));
   run("matmul broadcast", [] { return matmul(zeros({kBig, 1, 0, 2}), zeros({3, 2, 4})); });
   run("linear", [] { return linear(zeros({kBig, 0, 4}), zeros({5, 4}), zeros({5})); });
   run("embedding", [] { return embedding(zeros({10, 4}), zeros({0, kBig}, DType::Int64)); });
