@@ -384,8 +384,8 @@ Tensor eye(int64_t n, DType dtype) {
 static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char* op) {
   check(t.dim() >= 2, op, ": input tensor must have at least 2 dimensions, got shape ", t.shape());
   Tensor out = copy_to_contiguous(t, t.dtype());
-  const int64_t rows = t.size(-2), cols = t.size(-1),
-                matrices = t.numel() / (rows * cols + (rows * cols == 0));
+  if (out.numel() == 0) return out;  // (rows * cols may be a product of an empty tensor's sizes)
+  const int64_t rows = t.size(-2), cols = t.size(-1), matrices = t.numel() / (rows * cols);
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = out.data_ptr<T>();

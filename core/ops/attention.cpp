@@ -49,6 +49,9 @@ struct CausalAttention : autograd::Function<CausalAttention> {
     Tensor out = new_heads(q);
     Tensor row_max = empty({q.size(0), q.size(1), q.size(2)}, q.dtype());
     Tensor row_inverse = empty({q.size(0), q.size(1), q.size(2)}, q.dtype());
+    save_for_backward({q, k, v, row_max, row_inverse});
+    // Nothing to compute for no rows (and an empty tensor's other dims may be huge).
+    if (out.numel() == 0 || row_max.numel() == 0) return out;
     dispatch_floating(q.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T divisor = static_cast<T>(std::sqrt(static_cast<double>(q.size(3))));
@@ -57,7 +60,6 @@ struct CausalAttention : autograd::Function<CausalAttention> {
           noise.defined() ? noise.data_ptr<T>() : nullptr, divisor, mutable_heads_of<T>(out),
           row_max.data_ptr<T>(), row_inverse.data_ptr<T>());
     });
-    save_for_backward({q, k, v, row_max, row_inverse});
     return out;
   }
 
@@ -66,6 +68,7 @@ struct CausalAttention : autograd::Function<CausalAttention> {
                  row_inverse = saved(4);
     const Tensor g = unit_last_stride(grad);
     Tensor dq = new_heads(q), dk = new_heads(q), dv = new_heads(q);
+    if (dq.numel() == 0) return {dq, dk, dv};  // as in forward
     dispatch_floating(q.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T divisor = static_cast<T>(std::sqrt(static_cast<double>(q.size(3))));
