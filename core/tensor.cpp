@@ -516,6 +516,18 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int6
 }
 
 Tensor make_view(const Tensor& t, Shape&& shape, Shape&& strides, int64_t offset) {
+  // A view of an empty tensor with huge dims can get a wrapped offset (view_offset in
+  // core/ops/view.cpp); it addresses nothing, but data_ptr() adds it to the storage's pointer,
+  // which must stay within the buffer. Such an empty view starts at the storage's start.
+  const auto elements = static_cast<int64_t>(t.storage()->nbytes() / dtype_size(t.dtype()));
+  if (offset < 0 || offset > elements) {
+    for (int64_t size : shape) {
+      if (size == 0) {
+        offset = 0;
+        break;
+      }
+    }
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage();
   impl->shape = std::move(shape);
