@@ -19,6 +19,7 @@
 
 #include "core/kernels/gemm.h"
 #include "core/parallel.h"
+#include "examples/bench/bench_util.h"
 
 #ifdef EMBER_BENCH_WITH_OPENBLAS
 #include <cblas.h>
@@ -26,6 +27,8 @@ extern "C" void openblas_set_num_threads(int);
 #endif
 
 namespace {
+
+using ember::bench::median;
 
 struct Shape {
   int64_t M, N, K;
@@ -39,11 +42,6 @@ struct Shape {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Result {
