@@ -51,8 +51,6 @@
 // number is computed by one thread in a fixed order: results do not depend on the thread count.
 #include "core/kernels/attention.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -63,6 +61,7 @@
 #include "core/kernels/cascade_sum.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/parallel_for.h"
 #include "core/parallel.h"
 
 namespace ember::kernels {
@@ -144,20 +143,18 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   std::vector<T> tiles(static_cast<std::size_t>(threads * kQueryBlock * n));
   const int64_t kt_size = panels_size<T>(d.head_dim, n), v_size = panels_size<T>(n, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t bh = 0; bh < heads; ++bh) {
+  parallel_for_static(heads, threads, [&](int64_t bh, int) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
     T* kt = packed.get() + bh * (kt_size + v_size);
     pack_b_panels<T>(d.head_dim, n, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, T]
     pack_b_panels<T>(n, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [T, d]
-  }
+  });
 
-#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
-  for (int64_t task = 0; task < heads * blocks; ++task) {
+  parallel_for_dynamic(heads * blocks, threads, [&](int64_t task, int thread) {
     const int64_t bh = task / blocks, b = bh / d.heads, h = bh % d.heads;
     const int64_t block = blocks - 1 - task % blocks;  // the widest tiles first
     const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
-    T* s = tiles.data() + (threads > 1 ? omp_get_thread_num() : 0) * kQueryBlock * n;
+    T* s = tiles.data() + thread * kQueryBlock * n;
 
     const T* kt = packed.get() + bh * (kt_size + v_size);
     scores(d, q.at(b, h), q.row_stride, kt, i0, i1, s);
@@ -178,7 +175,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     }
     gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n,
                      out.at(b, h) + i0 * out.row_stride, out.row_stride, false);
-  }
+  });
 }
 
 template <typename T>
@@ -201,10 +198,8 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
   const int64_t per_thread = 2 * wide + tall + 2 * block_size;
   const Aligned<T> packed(threads * per_thread);
 
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t bh = 0; bh < heads; ++bh) {
+  parallel_for_static(heads, threads, [&](int64_t bh, int thread) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
-    const int thread = threads > 1 ? omp_get_thread_num() : 0;
     T* w = scratch.data() + thread * (2 * tile + n);  // W, then kept for dA
     T* wd = w + tile;                                 // W~ (with dropout), then dW~, dW, dS
     T* prod = wd + tile;                              // dW * W over a full row of n
@@ -268,8 +263,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
         }
         for (int64_t j = 0; j < valid; ++j) prod[j] = dsr[j] * wr[j];
         std::fill(prod + valid, prod + n, T(0));
-        T di = T(0);
-        cascade_sum(prod, Shape{1, n}, Shape{n, 1}, &di, Shape{1, 0});
+        const T di = cascade_row_sum(prod, n);
         for (int64_t j = 0; j < valid; ++j) {
           const T da = wr[j] * (dsr[j] - di);
           dsr[j] = da / divisor;
@@ -282,7 +276,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       pack_b_panels<T>(rows, hd, qh + i0 * q.row_stride, q.row_stride, 1, q_p);
       gemm_packed_b<T>(kv, hd, rows, wd, 1, kv, q_p, rows, dk, grad_k.row_stride, true);
     }
-  }
+  });
 }
 
 #define EMBER_INSTANTIATE_ATTENTION(T)                                                             \

@@ -240,4 +240,14 @@ void cascade_sum(const T* in, const Shape& shape, const Shape& in_strides, T* ou
   }
 }
 
+// x[0] + ... + x[n-1] for one contiguous row, the bits cascade_sum gives for a {1, n} tensor
+// summed over its last dim (what the merged dims above reduce to: one 2-d loop of n x 1), without
+// building shapes: for kernels that sum a row at a time.
+template <typename T>
+T cascade_row_sum(const T* x, int64_t n) {
+  T out = 0;
+  cascade::loop2d(x, &out, n, int64_t{1}, int64_t{1}, int64_t{0}, int64_t{0}, int64_t{0});
+  return out;
+}
+
 }  // namespace ember::kernels

@@ -28,6 +28,7 @@
 
 #include "core/kernels/cascade_sum.h"
 #include "core/kernels/exp.h"
+#include "core/kernels/parallel_for.h"
 #include "core/kernels/reduce.h"
 #include "core/parallel.h"
 
@@ -40,8 +41,7 @@ void masked_scaled_softmax_forward(const T* x, const bool* mask, int64_t mask_ro
                                    int64_t rows, int64_t n) {
   const T minus_infinity = -std::numeric_limits<T>::infinity();
   const int threads = rows * n >= (int64_t{1} << 16) ? get_num_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for_static(rows, threads, [&](int64_t r, int) {
     const T* xr = x + r * n;
     const bool* mr = mask + (r % mask_rows) * n;
     T* yr = y + r * n;
@@ -50,7 +50,7 @@ void masked_scaled_softmax_forward(const T* x, const bool* mask, int64_t mask_ro
     exp_row(yr, max, yr, n);
     const T inverse = T(1) / sum_row<T>(yr, n);
     for (int64_t j = 0; j < n; ++j) yr[j] *= inverse;
-  }
+  });
 }
 
 // dx from dy and the forward's y (all [rows, n] contiguous); the mask as in the forward.
@@ -58,20 +58,18 @@ template <typename T>
 void masked_scaled_softmax_backward(const T* dy, const T* y, const bool* mask, int64_t mask_rows,
                                     T divisor, T* dx, int64_t rows, int64_t n) {
   const int threads = rows * n >= (int64_t{1} << 16) ? get_num_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for_static(rows, threads, [&](int64_t r, int) {
     const T* dyr = dy + r * n;
     const T* yr = y + r * n;
     const bool* mr = mask + (r % mask_rows) * n;
     T* dxr = dx + r * n;
     for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] * yr[j];  // dy_j y_j, summed into D
-    T dot = T(0);
-    cascade_sum(dxr, Shape{1, n}, Shape{n, 1}, &dot, Shape{1, 0});
+    const T dot = cascade_row_sum(dxr, n);
     for (int64_t j = 0; j < n; ++j) {
       const T db = yr[j] * (dyr[j] - dot);
       dxr[j] = mr[j] ? T(0) : db / divisor;
     }
-  }
+  });
 }
 
 }  // namespace ember::kernels

@@ -79,24 +79,29 @@ int64_t wrapping_pow(int64_t x, uint64_t p) {
   return static_cast<int64_t>(result);
 }
 
-// Computes f(a, b) in dtype `compute`, writing dtype `out_dtype`, over the broadcast shape.
-template <typename F>
-Tensor binary_kernel(const Tensor& a, const Tensor& b, DType compute, DType out_dtype,
-                     const char* op, F f) {
+// The loops of out = f(a, b) over the broadcast shape, computing in T (a and b converted to
+// `compute` first) and writing R (`out_dtype`: T, or bool for comparisons).
+template <typename T, typename R, typename F>
+Tensor binary_loops(const Tensor& a, const Tensor& b, DType compute, DType out_dtype,
+                    const char* op, F f) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out = empty(shape, out_dtype);
   Shape xs = broadcast_strides(x.shape(), x.strides(), shape);
   Shape ys = broadcast_strides(y.shape(), y.strides(), shape);
-  dispatch(compute, [&](auto ctag) {
-    using T = decltype(ctag);
-    dispatch(out_dtype, [&](auto otag) {
-      using R = decltype(otag);
-      kernels::binary_map(out.data_ptr<R>(), x.data_ptr<T>(), xs, y.data_ptr<T>(), ys, shape,
-                          [&](T u, T v) { return static_cast<R>(f(u, v)); });
-    });
-  });
+  kernels::binary_map(out.data_ptr<R>(), x.data_ptr<T>(), xs, y.data_ptr<T>(), ys, shape,
+                      [&](T u, T v) { return static_cast<R>(f(u, v)); });
   return out;
+}
+
+// out = f(a, b) in dtype `compute`, with a result of the same dtype. (One instantiation of the
+// loops per dtype: the C++ type of the result is the compute type, never a second dispatch.)
+template <typename F>
+Tensor binary_kernel(const Tensor& a, const Tensor& b, DType compute, const char* op, F f) {
+  return dispatch(compute, [&](auto tag) {
+    using T = decltype(tag);
+    return binary_loops<T, T>(a, b, compute, compute, op, f);
+  });
 }
 
 // f(x) elementwise in x's dtype (after `compute` conversion).
@@ -186,13 +191,13 @@ struct Add : Function<Add> {
     DType t = result_type(a, b);
     check_alpha(t, alpha_, "add");
     if (alpha == 1)
-      return binary_kernel(a, b, t, t, "add", [](auto x, auto y) { return wrapping_add(x, y); });
+      return binary_kernel(a, b, t, "add", [](auto x, auto y) { return wrapping_add(x, y); });
     return dispatch(t, [&](auto tag) {
       using T = decltype(tag);
       const T al =
           std::is_same_v<T, int64_t> ? static_cast<T>(alpha_.to_int64()) : static_cast<T>(alpha);
-      return binary_kernel(a, b, t, t, "add",
-                           [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
+      return binary_loops<T, T>(a, b, t, t, "add",
+                                [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -213,14 +218,14 @@ struct Sub : Function<Sub> {
           "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
     check_alpha(t, alpha_, "sub");
     if (alpha == 1)
-      return binary_kernel(a, b, t, t, "sub", [](auto x, auto y) { return wrapping_sub(x, y); });
+      return binary_kernel(a, b, t, "sub", [](auto x, auto y) { return wrapping_sub(x, y); });
     return dispatch(t, [&](auto tag) {
       using T = decltype(tag);
       const T al = std::is_same_v<T, int64_t>
                        ? static_cast<T>(wrapping_sub(int64_t{0}, alpha_.to_int64()))
                        : static_cast<T>(-alpha);
-      return binary_kernel(a, b, t, t, "sub",
-                           [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
+      return binary_loops<T, T>(a, b, t, t, "sub",
+                                [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -238,8 +243,8 @@ struct Mul : Function<Mul> {
     save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
     DType t = result_type(a, b);
     if (t == DType::Bool)
-      return binary_kernel(a, b, t, t, "mul", [](bool x, bool y) { return x && y; });
-    return binary_kernel(a, b, t, t, "mul", [](auto x, auto y) { return wrapping_mul(x, y); });
+      return binary_loops<bool, bool>(a, b, t, t, "mul", [](bool x, bool y) { return x && y; });
+    return binary_kernel(a, b, t, "mul", [](auto x, auto y) { return wrapping_mul(x, y); });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
@@ -255,7 +260,7 @@ struct Div : Function<Div> {
     save_for_backward({a, b});
     DType t = result_type(a, b);
     if (!is_floating(t)) t = kDefaultDType;  // true division, as torch.div
-    return binary_kernel(a, b, t, t, "div", [](auto x, auto y) { return x / y; });
+    return binary_kernel(a, b, t, "div", [](auto x, auto y) { return x / y; });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
@@ -268,8 +273,7 @@ struct RSub : Function<RSub> {
   static constexpr const char* name = "RsubBackward1";
   Tensor forward(const Tensor& t, const Tensor& scalar) {
     DType d = result_type(t, scalar);
-    return binary_kernel(scalar, t, d, d, "rsub",
-                         [](auto x, auto y) { return wrapping_sub(x, y); });
+    return binary_kernel(scalar, t, d, "rsub", [](auto x, auto y) { return wrapping_sub(x, y); });
   }
   std::vector<Tensor> backward(const Tensor& grad) { return {neg(grad), Tensor()}; }
 };
@@ -524,7 +528,7 @@ struct MaxMin : Function<MaxMin> {
     save_for_backward({a, b});
     DType d = result_type(a, b);
     const char* op = max ? "maximum" : "minimum";
-    return binary_kernel(a, b, d, d, op, [max](auto x, auto y) {
+    return binary_kernel(a, b, d, op, [max](auto x, auto y) {
       if (x != x || y != y) return x != x ? x : y;  // nan propagates
       return max ? (x > y ? x : y) : (x < y ? x : y);
     });
@@ -714,21 +718,24 @@ struct MaskedFill : Function<MaskedFill> {
 Tensor compare(const Tensor& a, const Tensor& b, const char* op, int which) {
   DType d = result_type(a, b);
   NoGradGuard no_grad;
-  return binary_kernel(a, b, d, DType::Bool, op, [which](auto x, auto y) {
-    switch (which) {
-      case 0:
-        return x == y;
-      case 1:
-        return x != y;
-      case 2:
-        return x < y;
-      case 3:
-        return x <= y;
-      case 4:
-        return x > y;
-      default:
-        return x >= y;
-    }
+  return dispatch(d, [&](auto tag) {
+    using T = decltype(tag);
+    return binary_loops<T, bool>(a, b, d, DType::Bool, op, [which](T x, T y) {
+      switch (which) {
+        case 0:
+          return x == y;
+        case 1:
+          return x != y;
+        case 2:
+          return x < y;
+        case 3:
+          return x <= y;
+        case 4:
+          return x > y;
+        default:
+          return x >= y;
+      }
+    });
   });
 }
 

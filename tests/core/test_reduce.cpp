@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/autograd/node.h"
+#include "core/ember.h"
+#include "core/kernels/cascade_sum.h"
 #include "core/ops/elementwise.h"
 #include "tests/test_helpers.h"
 
@@ -160,6 +162,25 @@ TEST(ReduceSum, ZeroDimTensor) {
   EXPECT_EQ(x.sum(0).item(), 3.0);
   EXPECT_EQ(x.sum(-1, /*keepdim=*/true).item(), 3.0);
   EXPECT_EQ(x.sum().item(), 3.0);
+}
+
+// The one-row entry the fused kernels use gives cascade_sum's bits for a {1, n} row, for every
+// length around the vector width and the cascade's chunk sizes.
+TEST(ReduceSum, CascadeRowSumIsCascadeSumOfOneRow) {
+  ember::manual_seed(3);
+  for (int64_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 100, 257, 1000, 4099}) {
+    ember::Tensor x = ember::randn({n});
+    const float* xf = x.data_ptr<float>();
+    float expected = 0;
+    ember::kernels::cascade_sum(xf, ember::Shape{1, n}, ember::Shape{n, 1}, &expected,
+                                ember::Shape{1, 0});
+    EXPECT_EQ(ember::kernels::cascade_row_sum(xf, n), expected) << "n = " << n;
+    ember::Tensor xd = x.to(ember::DType::Float64) * 1.1;
+    double expected_d = 0;
+    ember::kernels::cascade_sum(xd.data_ptr<double>(), ember::Shape{1, n}, ember::Shape{n, 1},
+                                &expected_d, ember::Shape{1, 0});
+    EXPECT_EQ(ember::kernels::cascade_row_sum(xd.data_ptr<double>(), n), expected_d) << "n = " << n;
+  }
 }
 
 TEST(ReduceSum, Float32SumIsAccurate) {
