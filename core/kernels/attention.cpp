@@ -143,14 +143,14 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   std::vector<T> tiles(static_cast<std::size_t>(threads * kQueryBlock * n));
   const int64_t kt_size = panels_size<T>(d.head_dim, n), v_size = panels_size<T>(n, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
-  parallel_for_static(heads, threads, [&](int64_t bh, int) {
+  parallel_for(heads, threads, [&](int64_t bh, int) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
     T* kt = packed.get() + bh * (kt_size + v_size);
     pack_b_panels<T>(d.head_dim, n, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, T]
     pack_b_panels<T>(n, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [T, d]
   });
 
-  parallel_for_dynamic(heads * blocks, threads, [&](int64_t task, int thread) {
+  parallel_for<Schedule::kDynamic>(heads * blocks, threads, [&](int64_t task, int thread) {
     const int64_t bh = task / blocks, b = bh / d.heads, h = bh % d.heads;
     const int64_t block = blocks - 1 - task % blocks;  // the widest tiles first
     const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
@@ -198,7 +198,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
   const int64_t per_thread = 2 * wide + tall + 2 * block_size;
   const Aligned<T> packed(threads * per_thread);
 
-  parallel_for_static(heads, threads, [&](int64_t bh, int thread) {
+  parallel_for(heads, threads, [&](int64_t bh, int thread) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
     T* w = scratch.data() + thread * (2 * tile + n);  // W, then kept for dA
     T* wd = w + tile;                                 // W~ (with dropout), then dW~, dW, dS

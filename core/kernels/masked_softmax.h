@@ -41,7 +41,7 @@ void masked_scaled_softmax_forward(const T* x, const bool* mask, int64_t mask_ro
                                    int64_t rows, int64_t n) {
   const T minus_infinity = -std::numeric_limits<T>::infinity();
   const int threads = rows * n >= (int64_t{1} << 16) ? get_num_threads() : 1;
-  parallel_for_static(rows, threads, [&](int64_t r, int) {
+  parallel_for(rows, threads, [&](int64_t r, int) {
     const T* xr = x + r * n;
     const bool* mr = mask + (r % mask_rows) * n;
     T* yr = y + r * n;
@@ -58,7 +58,7 @@ template <typename T>
 void masked_scaled_softmax_backward(const T* dy, const T* y, const bool* mask, int64_t mask_rows,
                                     T divisor, T* dx, int64_t rows, int64_t n) {
   const int threads = rows * n >= (int64_t{1} << 16) ? get_num_threads() : 1;
-  parallel_for_static(rows, threads, [&](int64_t r, int) {
+  parallel_for(rows, threads, [&](int64_t r, int) {
     const T* dyr = dy + r * n;
     const T* yr = y + r * n;
     const bool* mr = mask + (r % mask_rows) * n;
