@@ -582,8 +582,17 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
 // broadcast straight from memory through both strides, so W^T (ldb_row = 1: the block walks
 // along NJ rows of W, each a contiguous stream) and a plain B (ldb_col = 1) need neither
 // packing nor a transpose. The whole depth K runs in registers: each C[i, j] is read and
-// written once. Per k: R + NJ loads and R * NJ fmas; NJ * R = 8 accumulators keep the fma
-// units fed while the loads of W (the real limit) stream in.
+// written once. Per k: R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
+// accumulators, enough independent chains to cover the fma latency).
+//
+// The cost is one broadcast and (at M <= 8) one fma per element of W. On the Zen 3 this was
+// written on, a loop of such pairs measured about one pair per cycle (the 8-lane broadcast,
+// not the fma units, seems to be the limit), so the tile does ~1.5-2 G elements of W per
+// second, 6-8 GB/s: below the ~16 GB/s one core streams from memory. Software prefetching of
+// the NJ streams of W measured no gain (the hardware prefetchers follow them). Reaching the
+// memory bound would need fewer broadcasts per element of W (say, 8 x 8 blocks of W transposed
+// in registers, with A pre-broadcast in an L1-sized block as the fmas' memory operands); not
+// tried here.
 //
 // Threads split N into blocks of whole column groups: a column's chain never depends on the
 // split, so 1 and 2 threads give the same bits.
@@ -597,8 +606,6 @@ constexpr int64_t kSkinnyRows = 16;  // the most rows of A this path takes (two 
 template <int R, int NJ, bool kColumnsContiguous>
 void skinny_kernel_f32(int64_t K, const float* a, const float* b, int64_t bk, int64_t bj,
                        float* t) {
-  constexpr int64_t kLine = 16;    // floats per cache line: k steps between prefetches
-  constexpr int64_t kAhead = 128;  // how far ahead in k each column's stream is prefetched
   const int64_t step = kColumnsContiguous ? 1 : bk;
   __m256 acc[NJ][R];
   const float* col[NJ];  // B[0, j] for each column of the block
@@ -608,23 +615,15 @@ void skinny_kernel_f32(int64_t K, const float* a, const float* b, int64_t bk, in
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) acc[j][r] = _mm256_loadu_ps(t + (j * R + r) * 8);
   }
-  for (int64_t k0 = 0; k0 < K; k0 += kLine) {
-    if (kColumnsContiguous && k0 + kAhead < K) {  // hardware prefetchers miss some of NJ streams
-#pragma GCC unroll 8
-      for (int j = 0; j < NJ; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(col[j] + k0 + kAhead), _MM_HINT_T0);
-    }
-    const int64_t k1 = std::min(K, k0 + kLine);
-    for (int64_t k = k0; k < k1; ++k) {
-      __m256 av[R];
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 av[R];
 #pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
+    for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
 #pragma GCC unroll 8
-      for (int j = 0; j < NJ; ++j) {
-        const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
 #pragma GCC unroll 2
-        for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
-      }
+      for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
     }
   }
 #pragma GCC unroll 8
