@@ -585,14 +585,13 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
 // written once. Per k: R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
 // accumulators, enough independent chains to cover the fma latency).
 //
-// The cost is one broadcast and (at M <= 8) one fma per element of W. On the Zen 3 this was
-// written on, a loop of such pairs measured about one pair per cycle (the 8-lane broadcast,
-// not the fma units, seems to be the limit), so the tile does ~1.5-2 G elements of W per
-// second, 6-8 GB/s: below the ~16 GB/s one core streams from memory. Software prefetching of
-// the NJ streams of W measured no gain (the hardware prefetchers follow them). Reaching the
-// memory bound would need fewer broadcasts per element of W (say, 8 x 8 blocks of W transposed
-// in registers, with A pre-broadcast in an L1-sized block as the fmas' memory operands); not
-// tried here.
+// The cost is one broadcast and (at M <= 8) one fma per element of W. Measured on the shared
+// 2-core Zen 3 VM this was written on (noisy): ~1.5-2 G elements of W per second inside gemm
+// (6-8 GB/s), 2.5-3.3 G/s for the bare loop on a block of W in L2, while one core streams
+// ~16 GB/s from memory; so the out_head shape is not at the memory bound yet, and where the
+// rest goes is not established. Software prefetching of the NJ streams of W measured no gain;
+// a prototype reading W in 8 x 4 blocks transposed in registers, with A pre-broadcast as the
+// fmas' memory operands, ran slower than this loop.
 //
 // Threads split N into blocks of whole column groups: a column's chain never depends on the
 // split, so 1 and 2 threads give the same bits.
