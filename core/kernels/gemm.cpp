@@ -22,6 +22,10 @@
 // Threads: each product is cut into as many pieces as needed to keep every thread busy, along
 // N or M (whichever has more micro-tiles: the decode shape 8 x 50257 splits N, a tall-skinny
 // gradient splits M); pieces are disjoint blocks of C, and each thread packs its own panels.
+//
+// Float products with at most 16 rows (a linear layer at decode time: x [8, 768] @ W^T) skip
+// all this and read B in place, with the lanes of a register down the rows of C: see "skinny
+// products" below.
 #include "core/kernels/gemm.h"
 
 #include <omp.h>
