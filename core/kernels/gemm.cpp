@@ -22,6 +22,10 @@
 // Threads: each product is cut into as many pieces as needed to keep every thread busy, along
 // N or M (whichever has more micro-tiles: the decode shape 8 x 50257 splits N, a tall-skinny
 // gradient splits M); pieces are disjoint blocks of C, and each thread packs its own panels.
+//
+// Float products with at most 16 rows (a linear layer at decode time: x [8, 768] @ W^T) skip
+// all this and read B in place, with the lanes of a register down the rows of C: see "skinny
+// products" below.
 #include "core/kernels/gemm.h"
 
 #include <omp.h>
@@ -560,6 +564,159 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
   }
 }
 
+// ---- skinny products: a few rows of A (M <= 16), B read in place ----
+//
+// A linear layer at decode time multiplies a handful of rows of activations by a weight read
+// as W^T, W [N, K] row-major: the GPT's out_head is 8 x 50257 x 768, 154 MB of weights for
+// 0.3 GFLOP. The product is bound by reading W from memory once; packing W into panels first
+// (what the blocked path above does) would be a second pass over it, and at M <= 16 there are
+// too few rows of A for a panel to be reused.
+//
+// So here the lanes of a SIMD register run down the rows of C instead of along them. A is
+// packed once by columns (8 or 16 floats per k, rows past M zero; M x K is small), and for a
+// block of NJ columns of C:
+//
+//   acc[j] = C[0:8R, j]                                (R registers of 8 rows; 0 or C)
+//   for k = 0 .. K-1:
+//     a = A[0:8R, k]                                   (R aligned loads of the packed column)
+//     for j in the block:  acc[j] = fma(a, broadcast(B[k, j]), acc[j])
+//
+// Each lane of acc[j] is one C[i, j] and sees one fma per k, in increasing k: the summation
+// order of gemm.h, so the result is the reference loop's bit for bit. B[k, j] is a scalar
+// broadcast straight from memory through both strides, so W^T (ldb_row = 1: the block walks
+// along NJ rows of W, each a contiguous stream) and a plain B (ldb_col = 1) need neither
+// packing nor a transpose. The whole depth K runs in registers: each C[i, j] is read and
+// written once. Per k: R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
+// accumulators, enough independent chains to cover the fma latency).
+//
+// The cost is one broadcast and (at M <= 8) one fma per element of W. Measured on the shared
+// 2-core Zen 3 VM this was written on (noisy): ~1.5-2 G elements of W per second inside gemm
+// (6-8 GB/s), 2.5-3.3 G/s for the bare loop on a block of W in L2, while one core streams
+// ~16 GB/s from memory; so the out_head shape is not at the memory bound yet, and where the
+// rest goes is not established. Software prefetching of the NJ streams of W measured no gain;
+// a prototype reading W in 8 x 4 blocks transposed in registers, with A pre-broadcast as the
+// fmas' memory operands, ran slower than this loop.
+//
+// Threads split N into blocks of whole column groups: a column's chain never depends on the
+// split, so 1 and 2 threads give the same bits.
+
+#ifdef EMBER_GEMM_X86
+constexpr int64_t kSkinnyRows = 16;  // the most rows of A this path takes (two registers of 8)
+
+// C^T tile of NJ columns and 8R rows: t[j * 8R + i] holds C[i, j] on entry and on exit. a is
+// A packed by columns (a[k * 8R + i] = A[i, k]), 32-byte aligned; B[k, j] is at
+// b[k * bk + j * bj], with bk == 1 when kColumnsContiguous (B = W^T: column j is row j of W).
+template <int R, int NJ, bool kColumnsContiguous>
+void skinny_kernel_f32(int64_t K, const float* a, const float* b, int64_t bk, int64_t bj,
+                       float* t) {
+  const int64_t step = kColumnsContiguous ? 1 : bk;
+  __m256 acc[NJ][R];
+  const float* col[NJ];  // B[0, j] for each column of the block
+#pragma GCC unroll 8
+  for (int j = 0; j < NJ; ++j) {
+    col[j] = b + j * bj;
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[j][r] = _mm256_loadu_ps(t + (j * R + r) * 8);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 av[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) {
+      const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NJ; ++j) {
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(t + (j * R + r) * 8, acc[j][r]);
+  }
+}
+
+// The tile of NJ columns, with B's layout chosen at compile time.
+template <int R, int NJ>
+void skinny_tile_f32(int64_t K, const float* a, const float* b, int64_t ldb_row, int64_t ldb_col,
+                     float* t) {
+  if (ldb_row == 1) {
+    skinny_kernel_f32<R, NJ, true>(K, a, b, 1, ldb_col, t);
+  } else {
+    skinny_kernel_f32<R, NJ, false>(K, a, b, ldb_row, ldb_col, t);
+  }
+}
+
+// C[0:M, j0:j1] (+)= A @ B[:, j0:j1] with A packed by columns in a (8R rows per k): blocks of
+// 8 / R columns, then single columns for the tail. C goes through a small transposed copy t,
+// the only place that knows M (padded rows of the tile are computed and dropped).
+template <int R>
+void skinny_columns_f32(int64_t M, int64_t K, const float* a, const float* B, int64_t ldb_row,
+                        int64_t ldb_col, float* C, int64_t ldc, bool accumulate, int64_t j0,
+                        int64_t j1) {
+  constexpr int NJ = 8 / R, kRows = 8 * R;
+  alignas(32) float t[NJ * kRows];
+  for (int64_t j = j0; j < j1;) {
+    const int64_t nj = j1 - j >= NJ ? NJ : 1;
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      for (int64_t i = 0; i < kRows; ++i) {
+        t[jj * kRows + i] = accumulate && i < M ? C[i * ldc + j + jj] : 0.0f;
+      }
+    }
+    const float* b = B + j * ldb_col;
+    if (nj == NJ) {
+      skinny_tile_f32<R, NJ>(K, a, b, ldb_row, ldb_col, t);
+    } else {
+      skinny_tile_f32<R, 1>(K, a, b, ldb_row, ldb_col, t);
+    }
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      for (int64_t i = 0; i < M; ++i) C[i * ldc + j + jj] = t[jj * kRows + i];
+    }
+    j += nj;
+  }
+}
+
+// gemm_batched for float products with 1 <= M <= kSkinnyRows (and K >= 1): threads share out
+// whole products when the batch divides evenly, else cut each product along N.
+void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                        int64_t a_bs, int64_t lda_row, int64_t lda_col, const float* B,
+                        int64_t b_bs, int64_t ldb_row, int64_t ldb_col, float* C, int64_t c_bs,
+                        int64_t ldc, bool accumulate) {
+  const int R = M > 8 ? 2 : 1;
+  const int64_t rows = 8 * R, group = 8 / R;  // rows of packed A, columns per tile
+  const int64_t work = batch * M * N * K;
+  int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
+  const int64_t groups = (N + group - 1) / group;
+  int64_t pieces = 1;
+  if (threads > 1 && batch % threads != 0) pieces = std::min<int64_t>(threads, groups);
+  const int64_t tasks = batch * pieces;
+  threads = static_cast<int>(std::min<int64_t>(threads, tasks));
+  const int64_t piece_n = (groups + pieces - 1) / pieces * group;
+  const Workspace<float> ws(threads, K * rows, 0);
+
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t b = task / pieces, piece = task % pieces;
+    const int64_t j0 = std::min(N, piece * piece_n), j1 = std::min(N, j0 + piece_n);
+    if (j0 >= j1) continue;
+    float* a = ws.a(threads > 1 ? omp_get_thread_num() : 0);
+    const float* src = A + b * a_bs;
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t i = 0; i < rows; ++i) {
+        a[k * rows + i] = i < M ? src[i * lda_row + k * lda_col] : 0.0f;
+      }
+    }
+    if (R == 1) {
+      skinny_columns_f32<1>(M, K, a, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc, accumulate,
+                            j0, j1);
+    } else {
+      skinny_columns_f32<2>(M, K, a, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc, accumulate,
+                            j0, j1);
+    }
+  }
+}
+#endif
+
 // ---- gemm_packed_b: B packed once, A read in place ----
 
 // Portable 6 x W tile with A read in place (element (i, p) at a[i * rs + p * ks]), for the
@@ -680,6 +837,16 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
     }
     return;
   }
+#ifdef EMBER_GEMM_X86
+  // A few rows (a linear layer at decode time): B read in place, no packing pass over it.
+  if constexpr (std::is_same_v<T, float>) {
+    if (M <= kSkinnyRows) {
+      skinny_batched_f32(batch, M, N, K, A, a_batch_stride, lda_row, lda_col, B, b_batch_stride,
+                         ldb_row, ldb_col, C, c_batch_stride, ldc, accumulate);
+      return;
+    }
+  }
+#endif
   packed_batched(batch, M, N, K, A, a_batch_stride, lda_row, lda_col, B, b_batch_stride, ldb_row,
                  ldb_col, C, c_batch_stride, ldc, accumulate);
 }

@@ -84,6 +84,49 @@ TEST(Gemm, SameBitsAtOneAndTwoThreads) {
   }
 }
 
+// The skinny path (M <= 16 rows: B read in place, lanes down the rows of C): every row count
+// 1..16 (one or two registers of 8, padded rows), odd N (tiles of 8 or 4 columns plus single
+// ones; 50257 as the GPT's vocabulary), K not a multiple of 8 nor of a cache line, B plain and
+// transposed, accumulating or not; at 1 and 2 threads (N split between them), each the
+// reference's bits, so both counts give the same bits.
+template <typename T>
+void sweep_skinny() {
+  ThreadsGuard guard;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << "threads=" << threads);
+    for (int64_t M = 1; M <= 16; ++M) {
+      for (int64_t N : {1, 7, 17, 1003}) {
+        for (int64_t K : {3, 13, 301}) {
+          for (int layout = 0; layout < 4; ++layout) {
+            expect_same_as_reference<T>(M, N, K, false, layout & 1, layout & 2);
+          }
+        }
+      }
+      expect_same_as_reference<T>(M, 50257, 9, false, true, M % 2 == 1);
+    }
+    expect_same_as_reference<T>(8, 300, 40, true, true, false);  // A^T read through strides
+  }
+}
+
+TEST(Gemm, SkinnyFloat32MatchesReferenceBitForBit) { sweep_skinny<float>(); }
+TEST(Gemm, SkinnyFloat64MatchesReferenceBitForBit) { sweep_skinny<double>(); }
+
+TEST(Gemm, SkinnySameBitsAtOneAndTwoThreads) {
+  ThreadsGuard guard;
+  const int64_t M = 10, N = 5003, K = 77;  // two registers of rows, N cut in two pieces
+  const std::vector<float> a = random_values<float>(M * K, 8), b = random_values<float>(K * N, 9);
+  for (bool b_t : {false, true}) {
+    const int64_t ldb_row = b_t ? 1 : N, ldb_col = b_t ? K : 1;
+    std::vector<float> one(M * N), two(M * N);
+    set_num_threads(1);
+    kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), ldb_row, ldb_col, one.data(), N, false);
+    set_num_threads(2);
+    kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), ldb_row, ldb_col, two.data(), N, false);
+    EXPECT_EQ(one, two) << "b_t=" << b_t;
+  }
+}
+
 TEST(Gemm, BatchedWithBroadcastOperandMatchesEachProduct) {
   ThreadsGuard guard;
   set_num_threads(2);
