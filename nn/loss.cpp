@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "core/autograd/function.h"
+#include "core/kernels/parallel_for.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
+#include "core/parallel.h"
 
 namespace ember::nn {
 
@@ -116,19 +118,18 @@ struct CrossEntropy : Function<CrossEntropy> {
   bool target_requires_grad = false;
 
   // Calls fn(position, offset of its class-0 logit, q) for every position, in parallel over
-  // positions (each writes only its own row and loss; q is the thread's scratch row).
+  // positions when there is enough work (each writes only its own row and loss; q is the
+  // thread's scratch row), on ember::get_num_threads() threads.
   template <typename Fn>
   void for_each_position(Fn&& fn) const {
     const int64_t positions = l.n * l.s;
-#pragma omp parallel if (positions * l.c > (1 << 16))
-    {
-      std::vector<double> q(static_cast<std::size_t>(l.c));
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < positions; ++i) {
-        const int64_t n = i / l.s, s = i % l.s;
-        fn(i, n * l.c * l.s + s, q);
-      }
-    }
+    const int threads = positions * l.c > (1 << 16) ? get_num_threads() : 1;
+    std::vector<std::vector<double>> scratch(static_cast<std::size_t>(threads),
+                                             std::vector<double>(static_cast<std::size_t>(l.c)));
+    kernels::parallel_for(positions, threads, [&](int64_t i, int thread) {
+      const int64_t n = i / l.s, s = i % l.s;
+      fn(i, n * l.c * l.s + s, scratch[static_cast<std::size_t>(thread)]);
+    });
   }
 
   template <typename T>

@@ -45,6 +45,7 @@
 #define EMBER_GEMM_X86 1
 #endif
 
+#include "core/kernels/parallel_for.h"
 #include "core/parallel.h"
 
 namespace ember::kernels {
@@ -540,8 +541,7 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
   const int64_t nc = std::min(cfg.NC, (piece_n + cfg.NR - 1) / cfg.NR * cfg.NR);
   const Workspace<T> ws(threads, mc * kc, nc * kc);
 
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t task = 0; task < tasks; ++task) {
+  parallel_for(tasks, threads, [&](int64_t task, int thread) {
     const int64_t b = task / pieces, piece = task % pieces;
     const Product<T> op{M,
                         N,
@@ -559,9 +559,8 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
     const int64_t i1 = split_n ? M : std::min(M, i0 + piece_m);
     const int64_t j0 = split_n ? std::min(N, piece * piece_n) : 0;
     const int64_t j1 = split_n ? std::min(N, j0 + piece_n) : N;
-    const int thread = threads > 1 ? omp_get_thread_num() : 0;
     if (i0 < i1 && j0 < j1) multiply_block(cfg, op, i0, i1, j0, j1, ws.a(thread), ws.b(thread));
-  }
+  });
 }
 
 // ---- skinny products: a few rows of A (M <= 16), B read in place ----
@@ -694,12 +693,11 @@ void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
   const int64_t piece_n = (groups + pieces - 1) / pieces * group;
   const Workspace<float> ws(threads, K * rows, 0);
 
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t task = 0; task < tasks; ++task) {
+  parallel_for(tasks, threads, [&](int64_t task, int thread) {
     const int64_t b = task / pieces, piece = task % pieces;
     const int64_t j0 = std::min(N, piece * piece_n), j1 = std::min(N, j0 + piece_n);
-    if (j0 >= j1) continue;
-    float* a = ws.a(threads > 1 ? omp_get_thread_num() : 0);
+    if (j0 >= j1) return;
+    float* a = ws.a(thread);
     const float* src = A + b * a_bs;
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t i = 0; i < rows; ++i) {
@@ -713,7 +711,7 @@ void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
       skinny_columns_f32<2>(M, K, a, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc, accumulate,
                             j0, j1);
     }
-  }
+  });
 }
 #endif
 

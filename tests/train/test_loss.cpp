@@ -177,6 +177,27 @@ TEST(Loss, FusedCrossEntropyEqualsComposite) {
   }
 }
 
+// Enough positions x classes (> 2^16) for the parallel path: 1 and 2 threads give the same bits
+// (each position is one thread's work), forward and backward.
+TEST(Loss, CrossEntropySameBitsAtOneAndTwoThreads) {
+  const int saved = get_num_threads();
+  manual_seed(5);
+  Tensor x = randn({64, 50, 30});  // N = 64, C = 50, 30 positions each
+  Tensor t = randint(0, 50, {64, 30});
+  std::vector<Tensor> losses, grads;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor a = x.detach().requires_grad_();
+    Tensor loss = F::cross_entropy(a, t, F::CrossEntropyFuncOptions().label_smoothing(0.1));
+    loss.backward();
+    losses.push_back(loss);
+    grads.push_back(a.grad());
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(losses[0].item(), losses[1].item());
+  EXPECT_TRUE(equal(grads[0], grads[1]));
+}
+
 TEST(Loss, Gradcheck) {
   using autograd::gradcheck;
   Tensor x = test::pattern({3, 4}, 1).requires_grad_();
