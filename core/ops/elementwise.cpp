@@ -79,14 +79,13 @@ int64_t wrapping_pow(int64_t x, uint64_t p) {
   return static_cast<int64_t>(result);
 }
 
-// The loops of out = f(a, b) over the broadcast shape, computing in T (a and b converted to
-// `compute` first) and writing R (`out_dtype`: T, or bool for comparisons).
+// The loops of out = f(a, b) over the broadcast shape, computing in T (a and b converted to T's
+// dtype first) and writing R (T, or bool for comparisons).
 template <typename T, typename R, typename F>
-Tensor binary_loops(const Tensor& a, const Tensor& b, DType compute, DType out_dtype,
-                    const char* op, F f) {
+Tensor binary_loops(const Tensor& a, const Tensor& b, const char* op, F f) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor x = a.to(compute), y = b.to(compute);
-  Tensor out = empty(shape, out_dtype);
+  Tensor x = a.to(dtype_of<T>()), y = b.to(dtype_of<T>());
+  Tensor out = empty(shape, dtype_of<R>());
   Shape xs = broadcast_strides(x.shape(), x.strides(), shape);
   Shape ys = broadcast_strides(y.shape(), y.strides(), shape);
   kernels::binary_map(out.data_ptr<R>(), x.data_ptr<T>(), xs, y.data_ptr<T>(), ys, shape,
@@ -100,7 +99,7 @@ template <typename F>
 Tensor binary_kernel(const Tensor& a, const Tensor& b, DType compute, const char* op, F f) {
   return dispatch(compute, [&](auto tag) {
     using T = decltype(tag);
-    return binary_loops<T, T>(a, b, compute, compute, op, f);
+    return binary_loops<T, T>(a, b, op, f);
   });
 }
 
@@ -196,7 +195,7 @@ struct Add : Function<Add> {
       using T = decltype(tag);
       const T al =
           std::is_same_v<T, int64_t> ? static_cast<T>(alpha_.to_int64()) : static_cast<T>(alpha);
-      return binary_loops<T, T>(a, b, t, t, "add",
+      return binary_loops<T, T>(a, b, "add",
                                 [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
   }
@@ -224,7 +223,7 @@ struct Sub : Function<Sub> {
       const T al = std::is_same_v<T, int64_t>
                        ? static_cast<T>(wrapping_sub(int64_t{0}, alpha_.to_int64()))
                        : static_cast<T>(-alpha);
-      return binary_loops<T, T>(a, b, t, t, "sub",
+      return binary_loops<T, T>(a, b, "sub",
                                 [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
   }
@@ -243,7 +242,7 @@ struct Mul : Function<Mul> {
     save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
     DType t = result_type(a, b);
     if (t == DType::Bool)
-      return binary_loops<bool, bool>(a, b, t, t, "mul", [](bool x, bool y) { return x && y; });
+      return binary_loops<bool, bool>(a, b, "mul", [](bool x, bool y) { return x && y; });
     return binary_kernel(a, b, t, "mul", [](auto x, auto y) { return wrapping_mul(x, y); });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -720,7 +719,7 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, int which) {
   NoGradGuard no_grad;
   return dispatch(d, [&](auto tag) {
     using T = decltype(tag);
-    return binary_loops<T, bool>(a, b, d, DType::Bool, op, [which](T x, T y) {
+    return binary_loops<T, bool>(a, b, op, [which](T x, T y) {
       switch (which) {
         case 0:
           return x == y;
