@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/small_shape.h"
+
 namespace ember {
 
 class Error : public std::runtime_error {
@@ -15,7 +17,7 @@ class Error : public std::runtime_error {
 };
 
 // "[2, 3]": how shapes appear in every message.
-inline std::string shape_str(const std::vector<int64_t>& shape) {
+inline std::string shape_str(const Shape& shape) {
   std::ostringstream s;
   s << "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
@@ -27,7 +29,7 @@ namespace detail {
 inline void append(std::ostringstream&) {}
 template <typename T, typename... Rest>
 void append(std::ostringstream& s, const T& first, const Rest&... rest) {
-  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, Shape>) {
     s << shape_str(first);
   } else {
     s << first;

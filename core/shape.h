@@ -5,10 +5,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/small_shape.h"
 
 namespace ember {
 
-using Shape = std::vector<int64_t>;
+// class Shape (core/small_shape.h): a std::vector<int64_t> that keeps short lists inline.
 
 // Number of elements of a shape (1 for the empty shape of a 0-d tensor). Throws when the product
 // overflows int64 (a shape containing 0 has 0 elements, whatever its other sizes).
