@@ -7,6 +7,14 @@
 // Each shape is "M x N x K" (C[M, N] = A[M, K] B[K, N]); "B^T" reads B from a [N, K] matrix
 // (a linear layer's weight) and "A^T" reads A from a [K, M] matrix (a weight gradient's
 // activations), through strides on Ember's side and CblasTrans on OpenBLAS's.
+//
+// OpenBLAS (Debian's pthread build) keeps its worker threads busy-waiting after each call for
+// 2^28 cycles (~0.1 s) before they sleep. In one process that alternates with Ember, they spun on
+// one of the two cores through Ember's next timed rep: Ember's 2-thread rate fell from ~100 to
+// ~52 GFLOP/s in a third of the reps, whichever shape it was. OPENBLAS_THREAD_TIMEOUT=4 (2^4
+// cycles, its minimum) makes them sleep at once; OpenBLAS reads it when the library is loaded,
+// so without it the program sets it and starts itself again. (Ember's OpenMP workers spin for
+// libgomp's default 300,000 iterations, well under a millisecond, before OpenBLAS's rep.)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +24,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/kernels/gemm.h"
 #include "core/parallel.h"
@@ -92,6 +102,15 @@ Result run(const Shape& s, int threads, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef EMBER_BENCH_WITH_OPENBLAS
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    execv("/proc/self/exe", argv);
+    std::fprintf(stderr,
+                 "bench_gemm: could not restart with OPENBLAS_THREAD_TIMEOUT=4; OpenBLAS's "
+                 "idle threads may spin through Ember's reps\n");
+  }
+#endif
   std::vector<int> thread_counts = {1, 2};
   int reps = 7;
   bool json = false;
