@@ -225,7 +225,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     std::vector<Tensor> input_grads;
     if (!grad.defined()) {
       // Nothing to propagate; still release the nodes below it.
-    } else if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) {
+    } else if (auto* acc = node->as_accumulate_grad()) {
       if (!capture) acc->apply(grad);
     } else {
       grad = run_output_hooks(node, grad);
@@ -298,7 +298,7 @@ std::string to_dot(const Tensor& t) {
       Node* n = stack.back();
       stack.pop_back();
       std::string label = n->name();
-      if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
+      if (auto* acc = n->as_accumulate_grad()) {
         label += "\\nleaf " + shape_str(acc->output_shape);
       } else {
         label += "\\nout " + shape_str(n->output_shape);

@@ -23,7 +23,9 @@ namespace autograd {
 // This covers chains, and DAGs where a node is used twice (y = y + y) or by many later nodes
 // (residual stacks): the recursion is never deeper than one level, whatever the graph.
 Node::~Node() {
+  if (next_functions.empty()) return;  // (the nodes freed below were emptied by this loop)
   std::vector<std::shared_ptr<Node>> stack;
+  stack.reserve(32);  // one allocation for most graphs, not one per doubling
   for (auto& edge : next_functions) {
     if (edge) stack.push_back(std::move(edge));
   }

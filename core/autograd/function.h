@@ -152,6 +152,9 @@ Tensor apply(const Args&... args) {
     output = node->op.forward(args...);
   }
   std::vector<Tensor> inputs;
+  std::size_t tensors = 0;
+  detail::for_each_tensor([&tensors](const Tensor&) { ++tensors; }, args...);
+  inputs.reserve(tensors);  // one allocation, not one per push_back that outgrows the last
   detail::collect_tensors(inputs, args...);
   detail::connect(node, inputs, output);
   return output;

@@ -28,6 +28,10 @@ class Node {
   // Frees the tensors saved for backward (after a backward without retain_graph).
   virtual void release_saved() {}
 
+  // This node as the sink of a leaf, or null (what dynamic_cast would say, at a virtual call's
+  // cost: the engine asks it of every node it runs).
+  virtual class AccumulateGrad* as_accumulate_grad() { return nullptr; }
+
   // One entry per input: the Node its gradient flows to (null where none is needed).
   std::vector<std::shared_ptr<Node>> next_functions;
   std::vector<Shape> input_shapes;
@@ -47,6 +51,7 @@ class AccumulateGrad : public Node {
   explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
+  AccumulateGrad* as_accumulate_grad() override { return this; }
 
  private:
   // Weak both ways (the leaf holds its AccumulateGrad weakly too). PyTorch holds the leaf
