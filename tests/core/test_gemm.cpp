@@ -89,9 +89,11 @@ TEST(Gemm, SameBitsAtOneAndTwoThreads) {
 }
 
 // The skinny path (M <= 16 rows: B read in place, lanes down the rows of C): every row count
-// 1..16 (one or two registers of 8, padded rows), odd N (tiles of 8 or 4 columns plus single
-// ones; 50257 as the GPT's vocabulary), K not a multiple of 8 nor of a cache line, B plain and
-// transposed, accumulating or not; at 1 and 2 threads (N split between them), each the
+// 1..16 (one or two registers of 8, padded rows; 9..12 rows with B transposed take one register
+// plus the transposed-block tail kernel, K = 13 and 301 with a remainder past its 8-wide
+// blocks, N = 203 with chunks of 1..4 tiles and single columns), odd N (tiles of 8 or 4 columns
+// plus single ones; 50257 as the GPT's vocabulary), K not a multiple of 8 nor of a cache line, B
+// plain and transposed, accumulating or not; at 1 and 2 threads (N split between them), each the
 // reference's bits, so both counts give the same bits.
 template <typename T>
 void sweep_skinny() {
