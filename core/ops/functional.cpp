@@ -28,7 +28,8 @@ Tensor dropout_noise(const Shape& shape, DType dtype, double p, Generator* gen) 
     using T = decltype(tag);
     const T scale = T(1) / static_cast<T>(1 - p);  // noise.div_(1 - p) in PyTorch
     T* n = noise.data_ptr<T>();
-    for (int64_t i = 0; i < noise.numel(); ++i) n[i] = n[i] * scale;
+    const int64_t size = noise.numel();  // once: numel() is a call the loop cannot hoist
+    for (int64_t i = 0; i < size; ++i) n[i] = n[i] * scale;
   });
   return noise;
 }

@@ -207,7 +207,8 @@ Tensor floating_sum(const Tensor& x, const std::vector<bool>& reduced, bool keep
     if (average) {
       T* o = out.data_ptr<T>();
       const T n = static_cast<T>(count);
-      for (int64_t i = 0; i < out.numel(); ++i) o[i] = o[i] / n;  // 0 / 0 = nan when empty
+      const int64_t size = out.numel();
+      for (int64_t i = 0; i < size; ++i) o[i] = o[i] / n;  // 0 / 0 = nan when empty
     }
   });
   return out.view(result_shape);
