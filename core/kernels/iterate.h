@@ -5,11 +5,15 @@
 // dimension), with a fast path when everything is contiguous.
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/shape.h"
 
 namespace ember::kernels {
@@ -30,43 +34,110 @@ inline bool is_row_major(const Shape& shape, const Shape& strides) {
   return true;
 }
 
-// Calls row(offsets, n, inner_strides) for every innermost row of `shape`: offsets[k] is where
-// operand k's row starts, n the row length, inner_strides[k] the step along the row.
+// Elements an elementwise map must touch before a second thread pays for waking it.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+
+// body(begin, end) over [0, n): one contiguous range per thread when `elements` (what the whole
+// job touches) reaches kParallelElements and no parallel region is running already, else
+// body(0, n) on this thread. For maps whose every item is computed the same way wherever the
+// split falls, so that any thread count gives the same bits. An exception thrown by a range is
+// rethrown here after every thread has finished: the lowest range's, which holds the first item
+// that failed, as a single thread would have reported it.
+template <typename Body>
+void parallel_ranges(int64_t n, int64_t elements, Body&& body) {
+  int threads = 1;
+  if (elements >= kParallelElements && n > 1 && !omp_in_parallel()) {
+    threads = static_cast<int>(std::min<int64_t>(get_num_threads(), n));
+  }
+  if (threads <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int r = 0; r < threads; ++r) {
+    try {
+      body(n * r / threads, n * (r + 1) / threads);
+    } catch (...) {
+      errors[static_cast<std::size_t>(r)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Calls row(offsets, n, inner_strides) for the innermost rows first .. last - 1 of `shape`
+// (rows numbered in row-major order of the outer dims; `shape` has no zero dim): offsets[k] is
+// where operand k's row starts, n the row length, inner_strides[k] the step along the row.
 template <std::size_t N, typename RowFn>
-void for_each_row(const Shape& shape, const std::array<const Shape*, N>& strides, RowFn&& row) {
+void for_each_row_range(const Shape& shape, const std::array<const Shape*, N>& strides,
+                        int64_t first, int64_t last, RowFn&& row) {
   const int64_t ndim = static_cast<int64_t>(shape.size());
-  for (int64_t s : shape)
-    if (s == 0) return;
   std::array<int64_t, N> offsets{};
   std::array<int64_t, N> inner{};
   if (ndim == 0) {
-    row(offsets, int64_t{1}, inner);
+    if (first < last) row(offsets, int64_t{1}, inner);
     return;
   }
   for (std::size_t k = 0; k < N; ++k) inner[k] = (*strides[k])[ndim - 1];
   const int64_t n = shape[ndim - 1];
   std::vector<int64_t> counter(ndim, 0);
-  while (true) {
+  for (int64_t d = ndim - 2, rest = first; d >= 0; --d) {  // row `first` as an odometer reading
+    counter[d] = rest % shape[d];
+    rest /= shape[d];
+    for (std::size_t k = 0; k < N; ++k) offsets[k] += counter[d] * (*strides[k])[d];
+  }
+  for (int64_t r = first; r < last; ++r) {
     row(offsets, n, inner);
     // Advance the counter over the outer dims (odometer style).
-    int64_t d = ndim - 2;
-    for (; d >= 0; --d) {
+    for (int64_t d = ndim - 2; d >= 0; --d) {
       ++counter[d];
       for (std::size_t k = 0; k < N; ++k) offsets[k] += (*strides[k])[d];
       if (counter[d] < shape[d]) break;
       for (std::size_t k = 0; k < N; ++k) offsets[k] -= (*strides[k])[d] * shape[d];
       counter[d] = 0;
     }
-    if (d < 0) return;
   }
 }
 
-// out[i] = f(a[i]) over `shape`; out is contiguous, a is read through a_strides.
+// The number of innermost rows of `shape` (0 when it has a zero dim; 1 for a 0-d shape).
+inline int64_t row_count(const Shape& shape) {
+  int64_t rows = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    if (d + 1 < shape.size()) rows *= shape[d];
+  }
+  return rows;
+}
+
+// Calls row(offsets, n, inner_strides) for every innermost row of `shape`, in order, on this
+// thread (random fills depend on the order).
+template <std::size_t N, typename RowFn>
+void for_each_row(const Shape& shape, const std::array<const Shape*, N>& strides, RowFn&& row) {
+  for_each_row_range<N>(shape, strides, 0, row_count(shape), row);
+}
+
+// The same for maps that may run in parallel (each row's result independent of the others).
+template <std::size_t N, typename RowFn>
+void for_each_row_parallel(const Shape& shape, const std::array<const Shape*, N>& strides,
+                           RowFn&& row) {
+  const int64_t rows = row_count(shape);
+  const int64_t n = shape.empty() ? 1 : shape.back();
+  parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
+    for_each_row_range<N>(shape, strides, first, last, row);
+  });
+}
+
+// out[i] = f(a[i]) over `shape`; out is contiguous, a is read through a_strides. Large maps
+// run on get_num_threads() threads (each element computed alike: the same bits at any count);
+// f must not depend on the order it is called in.
 template <typename R, typename A, typename F>
 void unary_map(R* out, const A* a, const Shape& shape, const Shape& a_strides, F&& f) {
   if (is_row_major(shape, a_strides)) {
     const int64_t n = numel_of(shape);
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
+    parallel_ranges(n, n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i]);
+    });
     return;
   }
   Shape out_strides = contiguous_strides(shape);
@@ -84,18 +155,25 @@ void unary_map(R* out, const A* a, const Shape& shape, const Shape& a_strides, F
     Shape outer = shape;
     outer[p] = 1;
     outer[ndim - 1] = 1;
-    for_each_row<2>(outer, {&out_strides, &a_strides}, [&](auto off, int64_t, auto) {
-      R* o = out + off[0];
-      const A* x = a + off[1];
-      for (int64_t i0 = 0; i0 < rows; i0 += kTile)
-        for (int64_t j0 = 0; j0 < cols; j0 += kTile)
-          for (int64_t i = i0; i < std::min(i0 + kTile, rows); ++i)
-            for (int64_t j = j0; j < std::min(j0 + kTile, cols); ++j)
-              o[i * out_row + j] = f(x[i + j * a_col]);
+    // Tasks: (outer row, band of kTile rows of dim p), shared out among threads.
+    const int64_t bands = (rows + kTile - 1) / kTile;
+    parallel_ranges(row_count(outer) * bands, numel_of(shape), [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t i0 = task % bands * kTile;
+        for_each_row_range<2>(outer, {&out_strides, &a_strides}, task / bands, task / bands + 1,
+                              [&](auto off, int64_t, auto) {
+                                R* o = out + off[0];
+                                const A* x = a + off[1];
+                                for (int64_t j0 = 0; j0 < cols; j0 += kTile)
+                                  for (int64_t i = i0; i < std::min(i0 + kTile, rows); ++i)
+                                    for (int64_t j = j0; j < std::min(j0 + kTile, cols); ++j)
+                                      o[i * out_row + j] = f(x[i + j * a_col]);
+                              });
+      }
     });
     return;
   }
-  for_each_row<2>(shape, {&out_strides, &a_strides}, [&](auto off, int64_t n, auto step) {
+  for_each_row_parallel<2>(shape, {&out_strides, &a_strides}, [&](auto off, int64_t n, auto step) {
     R* o = out + off[0];
     const A* x = a + off[1];
     for (int64_t i = 0; i < n; ++i) o[i * step[0]] = f(x[i * step[1]]);
@@ -108,7 +186,9 @@ void binary_map(R* out, const A* a, const Shape& a_strides, const B* b, const Sh
                 const Shape& shape, F&& f) {
   if (is_row_major(shape, a_strides) && is_row_major(shape, b_strides)) {
     const int64_t n = numel_of(shape);
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    parallel_ranges(n, n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+    });
     return;
   }
   // Fast path: one operand is a single value broadcast everywhere (all strides 0, as a Python
@@ -119,24 +199,28 @@ void binary_map(R* out, const A* a, const Shape& a_strides, const B* b, const Sh
   if (single(b_strides) && is_row_major(shape, a_strides)) {
     const int64_t n = numel_of(shape);
     const B y = *b;
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], y);
+    parallel_ranges(n, n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], y);
+    });
     return;
   }
   if (single(a_strides) && is_row_major(shape, b_strides)) {
     const int64_t n = numel_of(shape);
     const A x = *a;
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x, b[i]);
+    parallel_ranges(n, n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(x, b[i]);
+    });
     return;
   }
   Shape out_strides = contiguous_strides(shape);
-  for_each_row<3>(shape, {&out_strides, &a_strides, &b_strides},
-                  [&](auto off, int64_t n, auto step) {
-                    R* o = out + off[0];
-                    const A* x = a + off[1];
-                    const B* y = b + off[2];
-                    for (int64_t i = 0; i < n; ++i)
-                      o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
-                  });
+  for_each_row_parallel<3>(shape, {&out_strides, &a_strides, &b_strides},
+                           [&](auto off, int64_t n, auto step) {
+                             R* o = out + off[0];
+                             const A* x = a + off[1];
+                             const B* y = b + off[2];
+                             for (int64_t i = 0; i < n; ++i)
+                               o[i * step[0]] = f(x[i * step[1]], y[i * step[2]]);
+                           });
 }
 
 }  // namespace ember::kernels
