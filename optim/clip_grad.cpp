@@ -6,6 +6,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/kernels/parallel_for.h"
 
 namespace ember::optim {
 
@@ -73,7 +74,9 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
       using T = decltype(tag);
       T* d = g.data_ptr<T>();
       const T lo = static_cast<T>(-clip_value), hi = static_cast<T>(clip_value);
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] = std::min(std::max(d[i], lo), hi);
+      kernels::parallel_ranges(g.numel(), g.numel(), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) d[i] = std::min(std::max(d[i], lo), hi);
+      });
     });
     g.storage()->bump_version();
   }

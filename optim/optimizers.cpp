@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/kernels/parallel_for.h"
 
 namespace ember::optim {
 
@@ -95,20 +96,22 @@ Tensor SGD::step(const std::function<Tensor()>& closure) {
       const T wd = static_cast<T>(opt.weight_decay()), mom = static_cast<T>(opt.momentum());
       const T one_minus_damp = static_cast<T>(1 - opt.dampening()),
               neg_lr = static_cast<T>(-opt.lr());
-      for (int64_t i = 0; i < param.numel(); ++i) {
-        T d_p = opt.maximize() ? -g[i] : g[i];               // d_p = -grad if maximize
-        if (opt.weight_decay() != 0) d_p = d_p + wd * p[i];  // d_p.add(param, alpha=wd)
-        if (buf) {
-          if (first) {
-            buf[i] = d_p;  // buf = clone(d_p)
-          } else {
-            buf[i] = buf[i] * mom;                   // buf.mul_(momentum)
-            buf[i] = buf[i] + one_minus_damp * d_p;  //    .add_(d_p, alpha=1-damp)
+      kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          T d_p = opt.maximize() ? -g[i] : g[i];               // d_p = -grad if maximize
+          if (opt.weight_decay() != 0) d_p = d_p + wd * p[i];  // d_p.add(param, alpha=wd)
+          if (buf) {
+            if (first) {
+              buf[i] = d_p;  // buf = clone(d_p)
+            } else {
+              buf[i] = buf[i] * mom;                   // buf.mul_(momentum)
+              buf[i] = buf[i] + one_minus_damp * d_p;  //    .add_(d_p, alpha=1-damp)
+            }
+            d_p = opt.nesterov() ? d_p + mom * buf[i] : buf[i];  // d_p.add(buf, alpha=momentum)
           }
-          d_p = opt.nesterov() ? d_p + mom * buf[i] : buf[i];  // d_p.add(buf, alpha=momentum)
+          p[i] = p[i] + neg_lr * d_p;  // param.add_(d_p, alpha=-lr)
         }
-        p[i] = p[i] + neg_lr * d_p;  // param.add_(d_p, alpha=-lr)
-      }
+      });
     });
   });
   return loss;
@@ -185,26 +188,28 @@ void adam_update(Tensor& param, const Tensor& grad, const Options& opt, ParamSta
     const T wd_t = static_cast<T>(wd), decay = static_cast<T>(1 - lr * wd);
     const T bc2_sqrt = static_cast<T>(bias_correction2_sqrt), eps = static_cast<T>(opt.eps());
     const T neg_step_size = static_cast<T>(-step_size);
-    for (int64_t i = 0; i < param.numel(); ++i) {
-      T gi = opt.maximize() ? -g[i] : g[i];
-      if (decoupled) {
-        p[i] = p[i] * decay;  // param.mul_(1 - lr * wd)
-      } else if (wd != 0) {
-        gi = gi + wd_t * p[i];  // grad.add(param, alpha=wd)
+    kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        T gi = opt.maximize() ? -g[i] : g[i];
+        if (decoupled) {
+          p[i] = p[i] * decay;  // param.mul_(1 - lr * wd)
+        } else if (wd != 0) {
+          gi = gi + wd_t * p[i];  // grad.add(param, alpha=wd)
+        }
+        m[i] = m[i] * b1;                      // exp_avg.mul_(beta1)
+        m[i] = m[i] + one_minus_b1 * gi;       //    .add_(grad, alpha=1-beta1)
+        v[i] = v[i] * b2;                      // exp_avg_sq.mul_(beta2)
+        v[i] = v[i] + one_minus_b2 * gi * gi;  //    .addcmul_(grad, grad, 1-beta2)
+        T denom;
+        if (vmax) {
+          vmax[i] = std::max(vmax[i], v[i]);            // torch.maximum(max_sq, exp_avg_sq)
+          denom = std::sqrt(vmax[i]) / bc2_sqrt + eps;  // (max.sqrt() / bc2_sqrt).add_(eps)
+        } else {
+          denom = std::sqrt(v[i]) / bc2_sqrt + eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+        }
+        p[i] = p[i] + neg_step_size * (m[i] / denom);  // param.addcdiv_(m, denom, -step_size)
       }
-      m[i] = m[i] * b1;                      // exp_avg.mul_(beta1)
-      m[i] = m[i] + one_minus_b1 * gi;       //    .add_(grad, alpha=1-beta1)
-      v[i] = v[i] * b2;                      // exp_avg_sq.mul_(beta2)
-      v[i] = v[i] + one_minus_b2 * gi * gi;  //    .addcmul_(grad, grad, 1-beta2)
-      T denom;
-      if (vmax) {
-        vmax[i] = std::max(vmax[i], v[i]);            // torch.maximum(max_sq, exp_avg_sq)
-        denom = std::sqrt(vmax[i]) / bc2_sqrt + eps;  // (max.sqrt() / bc2_sqrt).add_(eps)
-      } else {
-        denom = std::sqrt(v[i]) / bc2_sqrt + eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-      }
-      p[i] = p[i] + neg_step_size * (m[i] / denom);  // param.addcdiv_(m, denom, -step_size)
-    }
+    });
   });
 }
 
@@ -297,28 +302,31 @@ Tensor RMSprop::step(const std::function<Tensor()>& closure) {
               one_minus_alpha = static_cast<T>(1 - opt.alpha());
       const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
       const T mom = static_cast<T>(opt.momentum()), neg_lr = static_cast<T>(-opt.lr());
-      for (int64_t i = 0; i < param.numel(); ++i) {
-        T gi = opt.maximize() ? -g[i] : g[i];
-        if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
-        sq[i] = sq[i] * alpha;                             // square_avg.mul_(alpha)
-        sq[i] = sq[i] + one_minus_alpha * gi * gi;         //    .addcmul_(g, g, 1-alpha)
-        T avg;
-        if (ga) {
-          ga[i] = ga[i] * alpha;                           // grad_avg.mul_(alpha)
-          ga[i] = ga[i] + one_minus_alpha * gi;            //    .add_(grad, alpha=1-alpha)
-          avg = std::sqrt(sq[i] + T(-1) * ga[i] * ga[i]);  // square_avg.addcmul(ga, ga, -1).sqrt_()
-        } else {
-          avg = std::sqrt(sq[i]);  // square_avg.sqrt()
+      kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          T gi = opt.maximize() ? -g[i] : g[i];
+          if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
+          sq[i] = sq[i] * alpha;                             // square_avg.mul_(alpha)
+          sq[i] = sq[i] + one_minus_alpha * gi * gi;         //    .addcmul_(g, g, 1-alpha)
+          T avg;
+          if (ga) {
+            ga[i] = ga[i] * alpha;                 // grad_avg.mul_(alpha)
+            ga[i] = ga[i] + one_minus_alpha * gi;  //    .add_(grad, alpha=1-alpha)
+            avg =
+                std::sqrt(sq[i] + T(-1) * ga[i] * ga[i]);  // square_avg.addcmul(ga, ga, -1).sqrt_()
+          } else {
+            avg = std::sqrt(sq[i]);  // square_avg.sqrt()
+          }
+          avg = avg + eps;  // avg.add_(eps)
+          if (buf) {
+            buf[i] = buf[i] * mom;          // buf.mul_(momentum)
+            buf[i] = buf[i] + gi / avg;     //    .addcdiv_(grad, avg)
+            p[i] = p[i] + neg_lr * buf[i];  // param.add_(buf, alpha=-lr)
+          } else {
+            p[i] = p[i] + neg_lr * (gi / avg);  // param.addcdiv_(grad, avg, -lr)
+          }
         }
-        avg = avg + eps;  // avg.add_(eps)
-        if (buf) {
-          buf[i] = buf[i] * mom;          // buf.mul_(momentum)
-          buf[i] = buf[i] + gi / avg;     //    .addcdiv_(grad, avg)
-          p[i] = p[i] + neg_lr * buf[i];  // param.add_(buf, alpha=-lr)
-        } else {
-          p[i] = p[i] + neg_lr * (gi / avg);  // param.addcdiv_(grad, avg, -lr)
-        }
-      }
+      });
     });
   });
   return loss;
@@ -374,13 +382,15 @@ Tensor Adagrad::step(const std::function<Tensor()>& closure) {
           T* s = sum.data_ptr<T>();
           const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
           const T neg_clr = static_cast<T>(-clr);
-          for (int64_t i = 0; i < param.numel(); ++i) {
-            T gi = opt.maximize() ? -g[i] : g[i];
-            if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
-            s[i] = s[i] + T(1) * gi * gi;                      // state_sum.addcmul_(g, g, 1)
-            const T std_ = std::sqrt(s[i]) + eps;              // state_sum.sqrt().add_(eps)
-            p[i] = p[i] + neg_clr * (gi / std_);               // param.addcdiv_(g, std, -clr)
-          }
+          kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+              T gi = opt.maximize() ? -g[i] : g[i];
+              if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
+              s[i] = s[i] + T(1) * gi * gi;                      // state_sum.addcmul_(g, g, 1)
+              const T std_ = std::sqrt(s[i]) + eps;              // state_sum.sqrt().add_(eps)
+              p[i] = p[i] + neg_clr * (gi / std_);               // param.addcdiv_(g, std, -clr)
+            }
+          });
         });
       });
   return loss;

@@ -16,6 +16,8 @@
 //    summed at once down the reduced dim; the leftovers one vector, then one element, at a time.
 // Sums of 32768 or more elements may be split among threads in PyTorch; here they are not, so
 // such sums can differ from PyTorch's in the last bits (as PyTorch's own do between thread counts).
+// Threads here share out whole outputs instead (ranges of the kept dim, in whole groups), so a
+// sum's bits never depend on the thread count.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/kernels/parallel_for.h"
 #include "core/shape.h"
 
 namespace ember::kernels {
@@ -116,50 +119,69 @@ void loop2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t in_stride
     std::swap(out_stride0, out_stride1);
     std::swap(size0, size1);
   }
+  // Threads (for a large loop) take ranges of the kept dim j. Where columns are summed in
+  // groups (4 vectors, or 4 rows, at a time), ranges start at a multiple of the group, so every
+  // output is summed exactly as one thread sums it: the same bits at any thread count.
+  const int64_t elements = size0 * size1;
   if (out_stride0 != 0) {  // nothing reduced in this loop: out += in elementwise
-    for (int64_t j = 0; j < size1; ++j)
-      for (int64_t i = 0; i < size0; ++i)
-        out[j * out_stride1 + i * out_stride0] += in[j * in_stride1 + i * in_stride0];
+    parallel_ranges(size1, elements, [&](int64_t first, int64_t last) {
+      for (int64_t j = first; j < last; ++j)
+        for (int64_t i = 0; i < size0; ++i)
+          out[j * out_stride1 + i * out_stride0] += in[j * in_stride1 + i * in_stride0];
+    });
     return;
   }
   const int64_t out_stride = out_stride1;
+  // body(j0, j1) over groups of `group` columns of the kept dim, in ranges of whole groups.
+  auto grouped = [&](int64_t group, auto&& body) {
+    parallel_ranges((size1 + group - 1) / group, elements, [&](int64_t first, int64_t last) {
+      body(first * group, std::min(size1, last * group));
+    });
+  };
   if (in_stride0 == 1 && size0 >= L) {
     // Contiguous inner reduction: the row as vectors, then the tail, then the lanes.
     const int64_t vec_size = size0 / L;
-    for (int64_t j = 0; j < size1; ++j) {
-      const T* row = in + j * in_stride1;
-      Vec vec_acc = row_sum<Vec>(row, L, vec_size);
-      T final_acc = 0;
-      for (int64_t k = vec_size * L; k < size0; ++k) final_acc += row[k];
-      for (int64_t k = 0; k < L; ++k) final_acc += vec_acc.v[k];
-      out[j * out_stride] += final_acc;
-    }
+    grouped(1, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const T* row = in + j * in_stride1;
+        Vec vec_acc = row_sum<Vec>(row, L, vec_size);
+        T final_acc = 0;
+        for (int64_t k = vec_size * L; k < size0; ++k) final_acc += row[k];
+        for (int64_t k = 0; k < L; ++k) final_acc += vec_acc.v[k];
+        out[j * out_stride] += final_acc;
+      }
+    });
   } else if (in_stride1 == 1 && size1 >= L) {
     // Contiguous outer reduction: columns of outputs, 4 vectors wide, then 1 vector, then 1.
     constexpr int nrows = 4;
-    int64_t j = 0;
-    for (; j + nrows * L <= size1; j += nrows * L) {
-      auto sums = multi_row_sum<Vec, nrows>(in + j, in_stride0, L, size0);
-      for (int r = 0; r < nrows; ++r)
-        for (int64_t k = 0; k < L; ++k) out[(j + r * L + k) * out_stride] += sums[r].v[k];
-    }
-    for (; j + L <= size1; j += L) {
-      Vec sums = row_sum<Vec>(in + j, in_stride0, size0);
-      for (int64_t k = 0; k < L; ++k) out[(j + k) * out_stride] += sums.v[k];
-    }
-    for (; j < size1; ++j) out[j * out_stride] += row_sum<T>(in + j, in_stride0, size0);
+    grouped(nrows * L, [&](int64_t j0, int64_t j1) {
+      int64_t j = j0;
+      for (; j + nrows * L <= j1; j += nrows * L) {
+        auto sums = multi_row_sum<Vec, nrows>(in + j, in_stride0, L, size0);
+        for (int r = 0; r < nrows; ++r)
+          for (int64_t k = 0; k < L; ++k) out[(j + r * L + k) * out_stride] += sums[r].v[k];
+      }
+      for (; j + L <= j1; j += L) {
+        Vec sums = row_sum<Vec>(in + j, in_stride0, size0);
+        for (int64_t k = 0; k < L; ++k) out[(j + k) * out_stride] += sums.v[k];
+      }
+      for (; j < j1; ++j) out[j * out_stride] += row_sum<T>(in + j, in_stride0, size0);
+    });
   } else if (in_stride0 < in_stride1) {
-    for (int64_t j = 0; j < size1; ++j)
-      out[j * out_stride] += row_sum<T>(in + j * in_stride1, in_stride0, size0);
+    grouped(1, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        out[j * out_stride] += row_sum<T>(in + j * in_stride1, in_stride0, size0);
+    });
   } else {
     constexpr int nrows = 4;
-    int64_t j = 0;
-    for (; j + nrows - 1 < size1; j += nrows) {
-      auto sums = multi_row_sum<T, nrows>(in + j * in_stride1, in_stride0, in_stride1, size0);
-      for (int r = 0; r < nrows; ++r) out[(j + r) * out_stride] += sums[r];
-    }
-    for (; j < size1; ++j)
-      out[j * out_stride] += row_sum<T>(in + j * in_stride1, in_stride0, size0);
+    grouped(nrows, [&](int64_t j0, int64_t j1) {
+      int64_t j = j0;
+      for (; j + nrows - 1 < j1; j += nrows) {
+        auto sums = multi_row_sum<T, nrows>(in + j * in_stride1, in_stride0, in_stride1, size0);
+        for (int r = 0; r < nrows; ++r) out[(j + r) * out_stride] += sums[r];
+      }
+      for (; j < j1; ++j) out[j * out_stride] += row_sum<T>(in + j * in_stride1, in_stride0, size0);
+    });
   }
 }
 

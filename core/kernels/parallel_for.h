@@ -10,7 +10,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <vector>
+
+#include "core/parallel.h"
 
 namespace ember::kernels {
 
@@ -32,6 +37,38 @@ void parallel_for(int64_t n, int threads, F&& body) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; ++i) body(i, omp_get_thread_num());
   }
+}
+
+// Elements an elementwise map must touch before a second thread pays for waking it.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+
+// body(begin, end) over [0, n): one contiguous range per thread when `elements` (what the whole
+// job touches) reaches kParallelElements and no parallel region is running already, else
+// body(0, n) on this thread. For maps whose every item is computed the same way wherever the
+// split falls, so that any thread count gives the same bits. An exception thrown by a range is
+// rethrown here after every thread has finished: the lowest range's, which holds the first item
+// that failed, as a single thread would have reported it.
+template <typename Body>
+void parallel_ranges(int64_t n, int64_t elements, Body&& body) {
+  int threads = 1;
+  if (elements >= kParallelElements && n > 1 && !omp_in_parallel()) {
+    threads = static_cast<int>(std::min<int64_t>(get_num_threads(), n));
+  }
+  if (threads <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int r = 0; r < threads; ++r) {
+    try {
+      body(n * r / threads, n * (r + 1) / threads);
+    } catch (...) {
+      errors[static_cast<std::size_t>(r)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace ember::kernels

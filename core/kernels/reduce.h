@@ -8,6 +8,8 @@
 // The ops in core/ops/reduce.cpp and core/ops/softmax.cpp bring every reduction to this form,
 // copying the input only when its reduced dims are not one contiguous block (even when the
 // input is read in memory order, which makes a transposed matrix contiguous).
+// Large reductions split the outer index among threads (parallel_ranges): each output is still
+// computed by one thread in the same order, so every thread count gives the same bits.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "core/kernels/exp.h"
+#include "core/kernels/parallel_for.h"
 
 namespace ember::kernels {
 
@@ -33,6 +36,8 @@ struct ReduceShape {
   int64_t reduced = 1;
   int64_t inner = 1;
   bool empty_output() const { return outer == 0 || inner == 0; }
+  // The elements read (for the thread decision; only asked of a non-empty output).
+  int64_t elements() const { return outer * reduced * inner; }
 };
 
 // What sums accumulate in: double for floating types (a float32 sum is then within one rounding
@@ -72,20 +77,24 @@ void sum(const T* in, R* out, const ReduceShape& s, bool average = false) {
     }
   };
   if (s.inner == 1) {
-    for (int64_t o = 0; o < s.outer; ++o)
-      out[o] = finish(sum_row<Acc>(in + o * s.reduced, s.reduced));
+    parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o)
+        out[o] = finish(sum_row<Acc>(in + o * s.reduced, s.reduced));
+    });
     return;
   }
-  std::vector<Acc> total(s.inner);
-  for (int64_t o = 0; o < s.outer; ++o) {
-    std::fill(total.begin(), total.end(), Acc(0));
-    const T* block = in + o * s.reduced * s.inner;
-    for (int64_t r = 0; r < s.reduced; ++r) {
-      const T* row = block + r * s.inner;
-      for (int64_t i = 0; i < s.inner; ++i) total[i] += static_cast<Acc>(row[i]);
+  parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+    std::vector<Acc> total(s.inner);
+    for (int64_t o = first; o < last; ++o) {
+      std::fill(total.begin(), total.end(), Acc(0));
+      const T* block = in + o * s.reduced * s.inner;
+      for (int64_t r = 0; r < s.reduced; ++r) {
+        const T* row = block + r * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) total[i] += static_cast<Acc>(row[i]);
+      }
+      for (int64_t i = 0; i < s.inner; ++i) out[o * s.inner + i] = finish(total[i]);
     }
-    for (int64_t i = 0; i < s.inner; ++i) out[o * s.inner + i] = finish(total[i]);
-  }
+  });
 }
 
 // out[o, i] = sum over r of (in[o, r, i] - mean)^2 / max(0, reduced - correction), in two passes:
@@ -101,34 +110,39 @@ void variance(const T* in, T* out, const ReduceShape& s, int64_t correction,
   // In double, as PyTorch does: a correction of INT64_MIN must not overflow n - correction.
   const double divisor = std::max(0.0, count - static_cast<double>(correction));
   if (s.inner == 1) {
-    for (int64_t o = 0; o < s.outer; ++o) {
-      const T* row = in + o * s.reduced;
-      const double mean = sum_row<double>(row, s.reduced) / count;
-      double squares = 0;
-      for (int64_t r = 0; r < s.reduced; ++r) {
-        const double deviation = static_cast<double>(row[r]) - mean;
-        squares += deviation * deviation;
+    parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o) {
+        const T* row = in + o * s.reduced;
+        const double mean = sum_row<double>(row, s.reduced) / count;
+        double squares = 0;
+        for (int64_t r = 0; r < s.reduced; ++r) {
+          const double deviation = static_cast<double>(row[r]) - mean;
+          squares += deviation * deviation;
+        }
+        out[o] = finish(squares / divisor);
       }
-      out[o] = finish(squares / divisor);
-    }
+    });
     return;
   }
-  std::vector<double> mean(s.inner), squares(s.inner);
-  for (int64_t o = 0; o < s.outer; ++o) {
-    const T* block = in + o * s.reduced * s.inner;
-    std::fill(mean.begin(), mean.end(), 0.0);
-    for (int64_t r = 0; r < s.reduced; ++r)
-      for (int64_t i = 0; i < s.inner; ++i) mean[i] += static_cast<double>(block[r * s.inner + i]);
-    for (int64_t i = 0; i < s.inner; ++i) mean[i] /= count;
-    std::fill(squares.begin(), squares.end(), 0.0);
-    for (int64_t r = 0; r < s.reduced; ++r) {
-      for (int64_t i = 0; i < s.inner; ++i) {
-        const double deviation = static_cast<double>(block[r * s.inner + i]) - mean[i];
-        squares[i] += deviation * deviation;
+  parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+    std::vector<double> mean(s.inner), squares(s.inner);
+    for (int64_t o = first; o < last; ++o) {
+      const T* block = in + o * s.reduced * s.inner;
+      std::fill(mean.begin(), mean.end(), 0.0);
+      for (int64_t r = 0; r < s.reduced; ++r)
+        for (int64_t i = 0; i < s.inner; ++i)
+          mean[i] += static_cast<double>(block[r * s.inner + i]);
+      for (int64_t i = 0; i < s.inner; ++i) mean[i] /= count;
+      std::fill(squares.begin(), squares.end(), 0.0);
+      for (int64_t r = 0; r < s.reduced; ++r) {
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const double deviation = static_cast<double>(block[r * s.inner + i]) - mean[i];
+          squares[i] += deviation * deviation;
+        }
       }
+      for (int64_t i = 0; i < s.inner; ++i) out[o * s.inner + i] = finish(squares[i] / divisor);
     }
-    for (int64_t i = 0; i < s.inner; ++i) out[o * s.inner + i] = finish(squares[i] / divisor);
-  }
+  });
 }
 
 // Whether `candidate` replaces `best` in a running max (kMax) or min. NaN wins over any number
@@ -149,39 +163,43 @@ template <bool kMax, typename T>
 void extremum(const T* in, T* values, int64_t* indices, const ReduceShape& s) {
   if (s.empty_output()) return;
   if (s.inner == 1) {
-    for (int64_t o = 0; o < s.outer; ++o) {
-      const T* row = in + o * s.reduced;
-      T best = row[0];
-      int64_t best_index = 0;
-      for (int64_t r = 1; r < s.reduced; ++r) {
-        if (replaces<kMax>(row[r], best)) {
-          best = row[r];
-          best_index = r;
+    parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o) {
+        const T* row = in + o * s.reduced;
+        T best = row[0];
+        int64_t best_index = 0;
+        for (int64_t r = 1; r < s.reduced; ++r) {
+          if (replaces<kMax>(row[r], best)) {
+            best = row[r];
+            best_index = r;
+          }
         }
+        values[o] = best;
+        indices[o] = best_index;
       }
-      values[o] = best;
-      indices[o] = best_index;
-    }
+    });
     return;
   }
-  for (int64_t o = 0; o < s.outer; ++o) {
-    const T* block = in + o * s.reduced * s.inner;
-    T* best = values + o * s.inner;
-    int64_t* best_index = indices + o * s.inner;
-    for (int64_t i = 0; i < s.inner; ++i) {
-      best[i] = block[i];
-      best_index[i] = 0;
-    }
-    for (int64_t r = 1; r < s.reduced; ++r) {
-      const T* row = block + r * s.inner;
+  parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+    for (int64_t o = first; o < last; ++o) {
+      const T* block = in + o * s.reduced * s.inner;
+      T* best = values + o * s.inner;
+      int64_t* best_index = indices + o * s.inner;
       for (int64_t i = 0; i < s.inner; ++i) {
-        if (replaces<kMax>(row[i], best[i])) {
-          best[i] = row[i];
-          best_index[i] = r;
+        best[i] = block[i];
+        best_index[i] = 0;
+      }
+      for (int64_t r = 1; r < s.reduced; ++r) {
+        const T* row = block + r * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) {
+          if (replaces<kMax>(row[i], best[i])) {
+            best[i] = row[i];
+            best_index[i] = r;
+          }
         }
       }
     }
-  }
+  });
 }
 
 // The backward of max/min along a dim: out (zeros, [outer, reduced, inner]) receives
@@ -226,53 +244,57 @@ void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
   const T minus_infinity = -std::numeric_limits<T>::infinity();
   const int64_t n = s.reduced;
   if (s.inner == 1) {  // the contiguous fast path: every row is n adjacent elements
-    for (int64_t o = 0; o < s.outer; ++o) {
-      const T* x = in + o * n;
-      T* y = out + o * n;
-      const T max = max_row(x, n);
-      exp_row(x, max, y, n);  // y_j = std::exp(x_j - max), eight at a time (exp.h)
-      const T total = sum_row<T>(y, n);
-      if (log) {
-        const T log_total = std::log(total);
-        for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - max) - log_total;
-      } else {
-        const T inverse = T(1) / total;
-        for (int64_t j = 0; j < n; ++j) y[j] *= inverse;
+    parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o) {
+        const T* x = in + o * n;
+        T* y = out + o * n;
+        const T max = max_row(x, n);
+        exp_row(x, max, y, n);  // y_j = std::exp(x_j - max), eight at a time (exp.h)
+        const T total = sum_row<T>(y, n);
+        if (log) {
+          const T log_total = std::log(total);
+          for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - max) - log_total;
+        } else {
+          const T inverse = T(1) / total;
+          for (int64_t j = 0; j < n; ++j) y[j] *= inverse;
+        }
       }
-    }
+    });
     return;
   }
   // Rows with a stride of `inner`: the same steps, over `inner` rows side by side.
-  std::vector<T> max(s.inner), total(s.inner);
-  for (int64_t o = 0; o < s.outer; ++o) {
-    const T* x = in + o * n * s.inner;
-    T* y = out + o * n * s.inner;
-    std::fill(max.begin(), max.end(), minus_infinity);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < s.inner; ++i) {
-        const T v = x[j * s.inner + i];
-        max[i] = v > max[i] ? v : max[i];
-      }
-    std::fill(total.begin(), total.end(), T(0));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < s.inner; ++i) {
-        const int64_t at = j * s.inner + i;
-        y[at] = std::exp(x[at] - max[i]);
-        total[i] += y[at];
-      }
-    if (log) {
-      for (int64_t i = 0; i < s.inner; ++i) total[i] = std::log(total[i]);
+  parallel_ranges(s.outer, s.elements(), [&](int64_t first, int64_t last) {
+    std::vector<T> max(s.inner), total(s.inner);
+    for (int64_t o = first; o < last; ++o) {
+      const T* x = in + o * n * s.inner;
+      T* y = out + o * n * s.inner;
+      std::fill(max.begin(), max.end(), minus_infinity);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const T v = x[j * s.inner + i];
+          max[i] = v > max[i] ? v : max[i];
+        }
+      std::fill(total.begin(), total.end(), T(0));
       for (int64_t j = 0; j < n; ++j)
         for (int64_t i = 0; i < s.inner; ++i) {
           const int64_t at = j * s.inner + i;
-          y[at] = (x[at] - max[i]) - total[i];
+          y[at] = std::exp(x[at] - max[i]);
+          total[i] += y[at];
         }
-    } else {
-      for (int64_t i = 0; i < s.inner; ++i) total[i] = T(1) / total[i];
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < s.inner; ++i) y[j * s.inner + i] *= total[i];
+      if (log) {
+        for (int64_t i = 0; i < s.inner; ++i) total[i] = std::log(total[i]);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < s.inner; ++i) {
+            const int64_t at = j * s.inner + i;
+            y[at] = (x[at] - max[i]) - total[i];
+          }
+      } else {
+        for (int64_t i = 0; i < s.inner; ++i) total[i] = T(1) / total[i];
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < s.inner; ++i) y[j * s.inner + i] *= total[i];
+      }
     }
-  }
+  });
 }
 
 }  // namespace ember::kernels

@@ -391,9 +391,11 @@ Tensor map_with_tanh(const Tensor& t, Inner inner, Finish finish) {
     const float* x = t.data_ptr<float>();
     float* y = out.data_ptr<float>();
     const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) y[i] = inner(x[i]);
-    kernels::tanh_row(y, y, n);
-    for (int64_t i = 0; i < n; ++i) y[i] = finish(x[i], y[i]);
+    kernels::parallel_ranges(n, n, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) y[i] = inner(x[i]);
+      kernels::tanh_row(y + first, y + first, last - first);
+      for (int64_t i = first; i < last; ++i) y[i] = finish(x[i], y[i]);
+    });
     return out;
   }
   return unary_kernel(t, floating_type(t), [&](auto v) { return finish(v, std::tanh(inner(v))); });

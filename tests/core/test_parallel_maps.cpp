@@ -1,8 +1,9 @@
 // Elementwise maps (kernels::unary_map / binary_map, under every unary and binary op, .to() and
-// .contiguous()) split large jobs over get_num_threads() threads: both threads do work, every
-// layout (flat, a broadcast scalar, strided rows, a transposed input's tiles) gives the same bits
-// at 1 and 2 threads, and an Error thrown inside a map reaches the caller with the message a
-// single thread gives (the first bad element's).
+// .contiguous()) and reductions (sums in PyTorch's cascade, mean, var, max, softmax) split large
+// jobs over get_num_threads() threads: both threads do work, every layout (flat, a broadcast
+// scalar, strided rows, a transposed input's tiles; reduced dims inner, outer or strided) gives
+// the same bits at 1 and 2 threads, and an Error thrown inside a map reaches the caller with the
+// message a single thread gives (the first bad element's).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -86,6 +87,44 @@ TEST(ParallelMaps, EveryLayoutGivesTheSameBitsAtOneAndTwoThreads) {
   const std::vector<float> t = a.t().contiguous().to_vector<float>();
   for (int64_t i = 0; i < 301; i += 7)
     for (int64_t j = 0; j < 300; j += 11) EXPECT_EQ(t[i * 300 + j], x[j * 301 + i]);
+}
+
+TEST(ParallelMaps, ReductionsGiveTheSameBitsAtOneAndTwoThreads) {
+  ThreadsGuard guard;
+  manual_seed(4);
+  const Tensor a = randn({300, 301}), b = randn({5, 300, 70});  // 90300 and 105000 elements
+  auto run = [&] {
+    std::vector<std::vector<uint64_t>> r;
+    r.push_back(bits(sum(a, {0})));      // down the rows: groups of 4 vectors of columns + tail
+    r.push_back(bits(sum(a, {1})));      // along each row
+    r.push_back(bits(sum(a.t(), {0})));  // a transposed input
+    r.push_back(bits(sum(a.t(), {1})));
+    r.push_back(bits(sum(b, {1})));  // a middle dim
+    r.push_back(bits(sum(b, {0, 2})));
+    r.push_back(bits(sum(a)));  // everything: one output
+    r.push_back(bits(mean(b, {2})));
+    r.push_back(bits(var(a, int64_t{1})));
+    r.push_back(bits(var(b, int64_t{1})));  // reduced dim in the middle: outer x inner
+    r.push_back(bits(max(a, 1).values));
+    r.push_back(bits(max(b, 1).indices));
+    r.push_back(bits(softmax(a, 1)));
+    r.push_back(bits(softmax(b, 1)));  // rows with a stride
+    r.push_back(bits(log_softmax(a, 0)));
+    return r;
+  };
+  set_num_threads(1);
+  const auto one = run();
+  set_num_threads(2);
+  const auto two = run();
+  ASSERT_EQ(one.size(), two.size());
+  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "case " << i;
+  // and the values: column sums against a double-precision loop
+  const std::vector<float> x = a.to_vector<float>(), sums = sum(a, {0}).to_vector<float>();
+  for (int64_t j = 0; j < 301; ++j) {
+    double exact = 0;
+    for (int64_t i = 0; i < 300; ++i) exact += x[i * 301 + j];
+    EXPECT_NEAR(sums[j], exact, 1e-4) << j;
+  }
 }
 
 TEST(ParallelMaps, AnErrorInsideAMapIsTheFirstBadElementsAtAnyThreadCount) {

@@ -420,5 +420,41 @@ TEST(Scheduler, StateDictResume) {
   }
 }
 
+// Every update rule runs its elementwise loop on both threads for a large parameter (2^16+
+// elements, kernels::parallel_ranges): the same bits at 1 and 2 threads, step after step.
+TEST(Optim, LargeParametersGetTheSameUpdatesAtOneAndTwoThreads) {
+  const int saved = get_num_threads();
+  for (const char* name :
+       {"sgd_nesterov", "adamw_wd_betas", "adam_amsgrad", "rmsprop_centered", "adagrad"}) {
+    std::vector<float> results[2];
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      manual_seed(11);
+      Tensor w = randn({300, 301}).requires_grad_();
+      std::vector<Tensor> p{w};
+      std::unique_ptr<Optimizer> opt;
+      const std::string n = name;
+      if (n == "sgd_nesterov")
+        opt = std::make_unique<SGD>(
+            p, SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
+      if (n == "adamw_wd_betas")
+        opt = std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1).betas({0.9, 0.95}));
+      if (n == "adam_amsgrad") opt = std::make_unique<Adam>(p, AdamOptions(1e-2).amsgrad(true));
+      if (n == "rmsprop_centered")
+        opt = std::make_unique<RMSprop>(p, RMSpropOptions(1e-2).centered(true).momentum(0.9));
+      if (n == "adagrad") opt = std::make_unique<Adagrad>(p, AdagradOptions(0.1));
+      for (int step = 0; step < 3; ++step) {
+        opt->zero_grad();
+        (w * w * w).sum().backward();
+        clip_grad_value_(p, 50.0);
+        opt->step();
+      }
+      results[threads - 1] = w.detach().to_vector<float>();
+    }
+    EXPECT_EQ(results[0], results[1]) << name;
+  }
+  set_num_threads(saved);
+}
+
 }  // namespace
 }  // namespace ember
