@@ -10,6 +10,7 @@
 
 #include "core/autograd/function.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/parallel_for.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 
@@ -97,9 +98,12 @@ struct Embedding : Function<Embedding> {
       using T = decltype(tag);
       const T* from = table.data_ptr<T>();
       T* to = out.data_ptr<T>();
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        std::copy_n(from + rows[i] * embedding_dim, embedding_dim, to + i * embedding_dim);
-      }
+      const auto n = static_cast<int64_t>(rows.size());
+      kernels::parallel_ranges(n, n * embedding_dim, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          std::copy_n(from + rows[i] * embedding_dim, embedding_dim, to + i * embedding_dim);
+        }
+      });
     });
     return out;
   }
@@ -112,11 +116,16 @@ struct Embedding : Function<Embedding> {
       using T = decltype(tag);
       const T* from = grad_rows.data_ptr<T>();
       T* to = grad_weight.data_ptr<T>();
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        for (int64_t j = 0; j < embedding_dim; ++j) {
-          to[rows[i] * embedding_dim + j] += from[i * embedding_dim + j];
+      // Threads take ranges of columns j and walk every position i in order, so a row that
+      // several positions share sums them in the same order at any thread count.
+      const auto n = static_cast<int64_t>(rows.size());
+      kernels::parallel_ranges(embedding_dim, n * embedding_dim, [&](int64_t j0, int64_t j1) {
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = j0; j < j1; ++j) {
+            to[rows[i] * embedding_dim + j] += from[i * embedding_dim + j];
+          }
         }
-      }
+      });
     });
     return {grad_weight, Tensor()};  // no gradient for the indices
   }
@@ -150,28 +159,36 @@ struct LayerNorm : Function<LayerNorm> {
     Tensor mean = empty({rows}, x.dtype()), rstd = empty({rows}, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* xr = input.data_ptr<T>() + r * row_size;
-        T* yr = y.data_ptr<T>() + r * row_size;
-        double sum = 0;
-        for (int64_t j = 0; j < row_size; ++j) sum += xr[j];
-        const double row_mean = sum / static_cast<double>(row_size);
-        double squares = 0;
-        for (int64_t j = 0; j < row_size; ++j) squares += (xr[j] - row_mean) * (xr[j] - row_mean);
-        const double row_var = squares / static_cast<double>(row_size);  // biased
-        const T m = static_cast<T>(row_mean);
-        const T s = static_cast<T>(1.0 / std::sqrt(row_var + eps));
-        mean.data_ptr<T>()[r] = m;
-        rstd.data_ptr<T>()[r] = s;
-        // As PyTorch's CPU kernel: xhat = x * rstd + (-rstd * mean), then * w + b.
-        const T shift = -s * m;
-        for (int64_t j = 0; j < row_size; ++j) {
-          T value = xr[j] * s + shift;
-          if (w.defined()) value *= w.data_ptr<T>()[j];
-          if (b.defined()) value += b.data_ptr<T>()[j];
-          yr[j] = value;
+      const T* x0 = input.data_ptr<T>();
+      const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
+      const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+      T* y0 = y.data_ptr<T>();
+      T* mean_p = mean.data_ptr<T>();
+      T* rstd_p = rstd.data_ptr<T>();
+      kernels::parallel_ranges(rows, rows * row_size, [&](int64_t first, int64_t last) {
+        for (int64_t r = first; r < last; ++r) {
+          const T* xr = x0 + r * row_size;
+          T* yr = y0 + r * row_size;
+          double sum = 0;
+          for (int64_t j = 0; j < row_size; ++j) sum += xr[j];
+          const double row_mean = sum / static_cast<double>(row_size);
+          double squares = 0;
+          for (int64_t j = 0; j < row_size; ++j) squares += (xr[j] - row_mean) * (xr[j] - row_mean);
+          const double row_var = squares / static_cast<double>(row_size);  // biased
+          const T m = static_cast<T>(row_mean);
+          const T s = static_cast<T>(1.0 / std::sqrt(row_var + eps));
+          mean_p[r] = m;
+          rstd_p[r] = s;
+          // As PyTorch's CPU kernel: xhat = x * rstd + (-rstd * mean), then * w + b.
+          const T shift = -s * m;
+          for (int64_t j = 0; j < row_size; ++j) {
+            T value = xr[j] * s + shift;
+            if (wp) value *= wp[j];
+            if (bp) value += bp[j];
+            yr[j] = value;
+          }
         }
-      }
+      });
     });
     save_for_backward({input, w, mean, rstd});
     return y;
@@ -190,34 +207,58 @@ struct LayerNorm : Function<LayerNorm> {
     if (rows == 0) return {dx, dw, db};  // nothing flowed back (row_size may be huge)
     dispatch_floating(input.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      std::vector<double> dw_sum(weight_needs_grad ? row_size : 0, 0.0);
-      std::vector<double> db_sum(bias_needs_grad ? row_size : 0, 0.0);
-      std::vector<double> xhat(row_size), g(row_size);
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* xr = input.data_ptr<T>() + r * row_size;
-        const T* dyr = dy.data_ptr<T>() + r * row_size;
-        const double m = mean.data_ptr<T>()[r], s = rstd.data_ptr<T>()[r];
-        double g_sum = 0, g_xhat_sum = 0;
-        for (int64_t j = 0; j < row_size; ++j) {
-          xhat[j] = (xr[j] - m) * s;
-          g[j] = w.defined() ? dyr[j] * static_cast<double>(w.data_ptr<T>()[j]) : dyr[j];
-          g_sum += g[j];
-          g_xhat_sum += g[j] * xhat[j];
-          if (weight_needs_grad) dw_sum[j] += dyr[j] * xhat[j];
-          if (bias_needs_grad) db_sum[j] += dyr[j];
-        }
-        if (!x_needs_grad) continue;
-        const double g_mean = g_sum / static_cast<double>(row_size);
-        const double g_xhat_mean = g_xhat_sum / static_cast<double>(row_size);
-        T* dxr = dx.data_ptr<T>() + r * row_size;
-        for (int64_t j = 0; j < row_size; ++j) {
-          dxr[j] = static_cast<T>(s * (g[j] - g_mean - xhat[j] * g_xhat_mean));
-        }
+      const T* x0 = input.data_ptr<T>();
+      const T* dy0 = dy.data_ptr<T>();
+      const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
+      const T* mean_p = mean.data_ptr<T>();
+      const T* rstd_p = rstd.data_ptr<T>();
+      const int64_t elements = rows * row_size;
+      // dx: rows are independent, shared out among threads.
+      if (x_needs_grad) {
+        T* dx0 = dx.data_ptr<T>();
+        kernels::parallel_ranges(rows, elements, [&](int64_t first, int64_t last) {
+          std::vector<double> xhat(row_size), g(row_size);
+          for (int64_t r = first; r < last; ++r) {
+            const T* xr = x0 + r * row_size;
+            const T* dyr = dy0 + r * row_size;
+            const double m = mean_p[r], s = rstd_p[r];
+            double g_sum = 0, g_xhat_sum = 0;
+            for (int64_t j = 0; j < row_size; ++j) {
+              xhat[j] = (xr[j] - m) * s;
+              g[j] = wp ? dyr[j] * static_cast<double>(wp[j]) : dyr[j];
+              g_sum += g[j];
+              g_xhat_sum += g[j] * xhat[j];
+            }
+            const double g_mean = g_sum / static_cast<double>(row_size);
+            const double g_xhat_mean = g_xhat_sum / static_cast<double>(row_size);
+            T* dxr = dx0 + r * row_size;
+            for (int64_t j = 0; j < row_size; ++j) {
+              dxr[j] = static_cast<T>(s * (g[j] - g_mean - xhat[j] * g_xhat_mean));
+            }
+          }
+        });
       }
-      for (std::size_t j = 0; j < dw_sum.size(); ++j)
-        dw.data_ptr<T>()[j] = static_cast<T>(dw_sum[j]);
-      for (std::size_t j = 0; j < db_sum.size(); ++j)
-        db.data_ptr<T>()[j] = static_cast<T>(db_sum[j]);
+      // dw, db: sums over rows, in row order, for each column; threads take ranges of columns.
+      if (weight_needs_grad || bias_needs_grad) {
+        T* dw0 = weight_needs_grad ? dw.data_ptr<T>() : nullptr;
+        T* db0 = bias_needs_grad ? db.data_ptr<T>() : nullptr;
+        kernels::parallel_ranges(row_size, elements, [&](int64_t j0, int64_t j1) {
+          std::vector<double> dw_sum(dw0 ? j1 - j0 : 0, 0.0), db_sum(db0 ? j1 - j0 : 0, 0.0);
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* xr = x0 + r * row_size;
+            const T* dyr = dy0 + r * row_size;
+            const double m = mean_p[r], s = rstd_p[r];
+            for (int64_t j = j0; j < j1; ++j) {
+              if (dw0) dw_sum[j - j0] += dyr[j] * ((xr[j] - m) * s);
+              if (db0) db_sum[j - j0] += dyr[j];
+            }
+          }
+          for (int64_t j = j0; j < j1; ++j) {
+            if (dw0) dw0[j] = static_cast<T>(dw_sum[j - j0]);
+            if (db0) db0[j] = static_cast<T>(db_sum[j - j0]);
+          }
+        });
+      }
     });
     return {dx, dw, db};
   }

@@ -17,6 +17,7 @@
 
 #include "core/ember.h"
 #include "core/kernels/iterate.h"
+#include "core/ops/nn_ops.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -125,6 +126,29 @@ TEST(ParallelMaps, ReductionsGiveTheSameBitsAtOneAndTwoThreads) {
     for (int64_t i = 0; i < 300; ++i) exact += x[i * 301 + j];
     EXPECT_NEAR(sums[j], exact, 1e-4) << j;
   }
+}
+
+TEST(ParallelMaps, LayerNormAndEmbeddingGiveTheSameBitsAtOneAndTwoThreads) {
+  ThreadsGuard guard;
+  auto run = [] {
+    manual_seed(5);
+    const Tensor x = randn({300, 301}).requires_grad_();
+    const Tensor w = randn({301}).requires_grad_(), b = randn({301}).requires_grad_();
+    const Tensor table = randn({1000, 128}).requires_grad_();
+    std::vector<double> ids;
+    for (int i = 0; i < 700; ++i) ids.push_back((i * 37) % 50);  // repeated rows: summed grads
+    const Tensor indices = from_vector(ids, {700}, DType::Int64);
+    const Tensor y = layer_norm(x, {301}, w, b), e = embedding(table, indices);
+    (y * y).sum().backward();
+    (e * e * e).sum().backward();
+    return std::vector<std::vector<uint64_t>>{bits(y),        bits(x.grad()), bits(w.grad()),
+                                              bits(b.grad()), bits(e),        bits(table.grad())};
+  };
+  set_num_threads(1);
+  const auto one = run();
+  set_num_threads(2);
+  const auto two = run();
+  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "case " << i;
 }
 
 TEST(ParallelMaps, AnErrorInsideAMapIsTheFirstBadElementsAtAnyThreadCount) {
