@@ -254,13 +254,19 @@ Tensor& Tensor::copy_(const Tensor& src) {
       using D = decltype(dtag);
       D* dst = static_cast<D*>(storage()->data());
       const S* from = static_cast<const S*>(src.storage()->data());
-      kernels::for_each_row<2>(shape(), {&impl_->strides, &src_strides},
-                               [&](auto off, int64_t n, auto step) {
-                                 D* d = dst + offset() + off[0];
-                                 const S* s = from + src.offset() + off[1];
-                                 for (int64_t i = 0; i < n; ++i)
-                                   d[i * step[0]] = convert_element<D>(s[i * step[1]], "copy_");
-                               });
+      auto row = [&](auto off, int64_t n, auto step) {
+        D* d = dst + offset() + off[0];
+        const S* s = from + src.offset() + off[1];
+        for (int64_t i = 0; i < n; ++i)
+          d[i * step[0]] = convert_element<D>(s[i * step[1]], "copy_");
+      };
+      // A contiguous destination has each element once: rows may go to different threads.
+      // (Another layout may repeat elements through its strides; it is written in order.)
+      if (is_contiguous()) {
+        kernels::for_each_row_parallel<2>(shape(), {&impl_->strides, &src_strides}, row);
+      } else {
+        kernels::for_each_row<2>(shape(), {&impl_->strides, &src_strides}, row);
+      }
     });
   });
   return *this;

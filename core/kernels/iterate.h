@@ -37,11 +37,12 @@ inline bool is_row_major(const Shape& shape, const Shape& strides) {
 template <std::size_t N, typename RowFn>
 void for_each_row_range(const Shape& shape, const std::array<const Shape*, N>& strides,
                         int64_t first, int64_t last, RowFn&& row) {
+  if (first >= last) return;  // (also: an empty shape, whose dims must not be divided by)
   const int64_t ndim = static_cast<int64_t>(shape.size());
   std::array<int64_t, N> offsets{};
   std::array<int64_t, N> inner{};
   if (ndim == 0) {
-    if (first < last) row(offsets, int64_t{1}, inner);
+    row(offsets, int64_t{1}, inner);
     return;
   }
   for (std::size_t k = 0; k < N; ++k) inner[k] = (*strides[k])[ndim - 1];
@@ -67,11 +68,10 @@ void for_each_row_range(const Shape& shape, const std::array<const Shape*, N>& s
 
 // The number of innermost rows of `shape` (0 when it has a zero dim; 1 for a 0-d shape).
 inline int64_t row_count(const Shape& shape) {
+  for (int64_t size : shape)  // first: an empty tensor's other dims may overflow a product
+    if (size == 0) return 0;
   int64_t rows = 1;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) return 0;
-    if (d + 1 < shape.size()) rows *= shape[d];
-  }
+  for (std::size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
   return rows;
 }
 

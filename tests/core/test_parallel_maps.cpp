@@ -74,6 +74,9 @@ TEST(ParallelMaps, EveryLayoutGivesTheSameBitsAtOneAndTwoThreads) {
     r.push_back(bits(a.index({Slice(), Slice(None, None, 2)}).contiguous()));  // strided
     r.push_back(bits(a.to(DType::Float64)));                                   // a conversion
     r.push_back(bits(a.t().to(DType::Float64) * 3.0));
+    Tensor dst = empty({301, 300}, DType::Float64);
+    dst.copy_(a.t());  // copy_ into a contiguous destination: rows shared out
+    r.push_back(bits(dst));
     return r;
   };
   set_num_threads(1);
