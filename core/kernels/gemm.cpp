@@ -84,6 +84,25 @@ void reference(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int
   }
 }
 
+// The reference's products in i-j-k order: each C[i, j] runs its whole chain over k in a
+// register, then is stored once. The same fmas in the same order as `reference`, so the same
+// bits; for the tiny products of the book's modules (6 x 3 @ 3 x 2) the reference's inner loop
+// over j is two or three elements long and costs more in loop overhead than in arithmetic.
+template <typename T>
+void dot_products(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
+                  const T* B, int64_t ldb_row, int64_t ldb_col, T* C, int64_t ldc,
+                  bool accumulate) {
+  for (int64_t i = 0; i < M; ++i) {
+    const T* a = A + i * lda_row;
+    for (int64_t j = 0; j < N; ++j) {
+      const T* b = B + j * ldb_col;
+      T sum = accumulate ? C[i * ldc + j] : T(0);
+      for (int64_t k = 0; k < K; ++k) sum = fused(a[k * lda_col], b[k * ldb_row], sum);
+      C[i * ldc + j] = sum;
+    }
+  }
+}
+
 // ---- micro-kernels: C[0:MR, 0:NR] = (load ? C : 0) + sum_p a[p, 0:MR]^T b[p, 0:NR] ----
 //
 // a is a packed panel (for each p, MR values of a column of A), b a packed panel (for each p,
@@ -973,8 +992,11 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
   // no packing overhead.
   if (std::is_integral_v<T> || M * N * K <= kTinyWork) {
     for (int64_t b = 0; b < batch; ++b) {
-      reference(M, N, K, A + b * a_batch_stride, lda_row, lda_col, B + b * b_batch_stride, ldb_row,
-                ldb_col, C + b * c_batch_stride, ldc, accumulate);
+      // Rows of C shorter than a vector: one chain per element (dot_products) beats the
+      // reference's vectorized but very short row loop.
+      (N < 8 ? dot_products<T> : reference<T>)(M, N, K, A + b * a_batch_stride, lda_row, lda_col,
+                                               B + b * b_batch_stride, ldb_row, ldb_col,
+                                               C + b * c_batch_stride, ldc, accumulate);
     }
     return;
   }

@@ -48,7 +48,8 @@ void for_each_row_range(const Shape& shape, const std::array<const Shape*, N>& s
   for (std::size_t k = 0; k < N; ++k) inner[k] = (*strides[k])[ndim - 1];
   const int64_t n = shape[ndim - 1];
   std::vector<int64_t> counter(ndim, 0);
-  for (int64_t d = ndim - 2, rest = first; d >= 0; --d) {  // row `first` as an odometer reading
+  // Row `first` as an odometer reading (nothing to do for row 0).
+  for (int64_t d = ndim - 2, rest = first; rest > 0 && d >= 0; --d) {
     counter[d] = rest % shape[d];
     rest /= shape[d];
     for (std::size_t k = 0; k < N; ++k) offsets[k] += counter[d] * (*strides[k])[d];

@@ -115,6 +115,24 @@ void sweep_skinny() {
   }
 }
 
+// Tiny products with rows of C shorter than a vector (N < 8: the book's 6 x 3 @ 3 x 2) run one
+// fma chain per element (dot_products) instead of the reference's row loop: same bits, every
+// layout, accumulating or not, for floats and doubles (int64 products, whose wrapping sums do
+// not depend on the order, are checked against PyTorch's in test_linalg).
+template <typename T>
+void sweep_tiny() {
+  for (int64_t M : {1, 5, 6, 12})
+    for (int64_t N = 1; N < 8; ++N)
+      for (int64_t K : {1, 3, 12})
+        for (int layout = 0; layout < 8; ++layout)
+          expect_same_as_reference<T>(M, N, K, layout & 1, layout & 2, layout & 4);
+}
+
+TEST(Gemm, TinyNarrowProductsMatchReferenceBitForBit) {
+  sweep_tiny<float>();
+  sweep_tiny<double>();
+}
+
 TEST(Gemm, SkinnyFloat32MatchesReferenceBitForBit) { sweep_skinny<float>(); }
 TEST(Gemm, SkinnyFloat64MatchesReferenceBitForBit) { sweep_skinny<double>(); }
 
