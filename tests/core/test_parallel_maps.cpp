@@ -35,6 +35,17 @@ std::vector<uint64_t> bits(const Tensor& t) {
   return out;
 }
 
+// run() at 1 and then 2 threads: every case's bits equal.
+template <typename Run>
+void expect_same_at_one_and_two_threads(Run&& run) {
+  set_num_threads(1);
+  const std::vector<std::vector<uint64_t>> one = run();
+  set_num_threads(2);
+  const std::vector<std::vector<uint64_t>> two = run();
+  ASSERT_EQ(one.size(), two.size());
+  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "case " << i;
+}
+
 TEST(ParallelMaps, LargeMapsRunOnBothThreadsSmallOnesOnOne) {
   ThreadsGuard guard;
   set_num_threads(2);
@@ -79,12 +90,7 @@ TEST(ParallelMaps, EveryLayoutGivesTheSameBitsAtOneAndTwoThreads) {
     r.push_back(bits(dst));
     return r;
   };
-  set_num_threads(1);
-  const auto one = run();
-  set_num_threads(2);
-  const auto two = run();
-  ASSERT_EQ(one.size(), two.size());
-  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "case " << i;
+  expect_same_at_one_and_two_threads(run);
   // and the values themselves, for two of them
   const std::vector<float> x = a.to_vector<float>(), y = exp(a).to_vector<float>();
   for (std::size_t i = 0; i < x.size(); i += 997) EXPECT_EQ(y[i], std::exp(x[i])) << i;
@@ -116,12 +122,7 @@ TEST(ParallelMaps, ReductionsGiveTheSameBitsAtOneAndTwoThreads) {
     r.push_back(bits(log_softmax(a, 0)));
     return r;
   };
-  set_num_threads(1);
-  const auto one = run();
-  set_num_threads(2);
-  const auto two = run();
-  ASSERT_EQ(one.size(), two.size());
-  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "case " << i;
+  expect_same_at_one_and_two_threads(run);
   // and the values: column sums against a double-precision loop
   const std::vector<float> x = a.to_vector<float>(), sums = sum(a, {0}).to_vector<float>();
   for (int64_t j = 0; j < 301; ++j) {
@@ -147,11 +148,7 @@ TEST(ParallelMaps, LayerNormAndEmbeddingGiveTheSameBitsAtOneAndTwoThreads) {
     return std::vector<std::vector<uint64_t>>{bits(y),        bits(x.grad()), bits(w.grad()),
                                               bits(b.grad()), bits(e),        bits(table.grad())};
   };
-  set_num_threads(1);
-  const auto one = run();
-  set_num_threads(2);
-  const auto two = run();
-  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "case " << i;
+  expect_same_at_one_and_two_threads(run);
 }
 
 TEST(ParallelMaps, AnErrorInsideAMapIsTheFirstBadElementsAtAnyThreadCount) {
