@@ -12,7 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
@@ -48,27 +48,20 @@ constexpr int64_t kParallelElements = int64_t{1} << 16;
 // split falls, so that any thread count gives the same bits. An exception thrown by a range is
 // rethrown here after every thread has finished: the lowest range's, which holds the first item
 // that failed, as a single thread would have reported it.
+namespace detail {
+// parallel_ranges without its template: range(context, begin, end) over [0, n), as described
+// above. Compiled once (parallel_for.cpp), so that each body's loop is compiled once too (in
+// the thunk parallel_ranges passes), not once more inline for the one-thread case.
+void run_ranges(int64_t n, int64_t elements, void (*range)(void*, int64_t, int64_t), void* context);
+}  // namespace detail
+
 template <typename Body>
 void parallel_ranges(int64_t n, int64_t elements, Body&& body) {
-  int threads = 1;
-  if (elements >= kParallelElements && n > 1 && !omp_in_parallel()) {
-    threads = static_cast<int>(std::min<int64_t>(get_num_threads(), n));
-  }
-  if (threads <= 1) {
-    body(int64_t{0}, n);
-    return;
-  }
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int r = 0; r < threads; ++r) {
-    try {
-      body(n * r / threads, n * (r + 1) / threads);
-    } catch (...) {
-      errors[static_cast<std::size_t>(r)] = std::current_exception();
-    }
-  }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  using B = std::remove_reference_t<Body>;
+  detail::run_ranges(
+      n, elements,
+      [](void* context, int64_t begin, int64_t end) { (*static_cast<B*>(context))(begin, end); },
+      const_cast<void*>(static_cast<const void*>(&body)));
 }
 
 }  // namespace ember::kernels
