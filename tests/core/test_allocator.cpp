@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/allocator.h"
@@ -23,28 +24,45 @@ TEST(Allocator, BuffersAreAlignedAndUsable) {
   }
 }
 
-// Huge buffers are mapped from the kernel: zeros without a memset, and again after a reuse.
+// Buffers from 2 MiB up are mapped from the kernel, 2 MiB-aligned (for huge pages): zeros
+// without a memset, and again after a reuse; every byte is usable, also past the last whole
+// 2 MiB (the tail the mapping keeps on small pages).
 TEST(Allocator, HugeBuffersAreFreshZeros) {
-  const std::size_t bytes = std::size_t{32} << 20;
-  for (int round = 0; round < 2; ++round) {
-    bool zeroed = false;
-    auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+  for (std::size_t bytes : {std::size_t{2} << 20, (std::size_t{2} << 20) + 4096 + 100,
+                            (std::size_t{5} << 20) + 64, std::size_t{32} << 20}) {
+    for (int round = 0; round < 2; ++round) {
+      bool zeroed = false;
+      auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
 #if defined(__SANITIZE_ADDRESS__)
-    EXPECT_FALSE(zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
+      EXPECT_FALSE(zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
 #else
-    EXPECT_TRUE(zeroed);
+      EXPECT_TRUE(zeroed) << bytes;
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u) << bytes;
 #endif
-    if (zeroed) {
-      for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0) << i;
-      EXPECT_EQ(p[bytes - 1], 0);
+      if (zeroed) {
+        for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0) << i;
+        EXPECT_EQ(p[bytes - 1], 0);
+      }
+      std::memset(p, 0xAB, bytes);
+      detail::free_buffer(p, bytes);
     }
-    std::memset(p, 0xAB, bytes);
-    detail::free_buffer(p, bytes);
   }
   Tensor t = empty({(int64_t{32} << 20) / 4 + 16});  // a Storage over such a buffer: zeros
   EXPECT_EQ(t.sum().item(), 0.0);
+}
+
+// A size no machine has is a null pointer (Storage turns it into an ember::Error), not a
+// mapping of a wrapped-around small size.
+TEST(Allocator, ImpossibleSizesAreNull) {
+  for (std::size_t bytes :
+       {std::numeric_limits<std::size_t>::max() - 64,
+        std::numeric_limits<std::size_t>::max() / 2 + 1, std::size_t{1} << 60}) {
+    void* p = detail::allocate_buffer(bytes);
+    EXPECT_EQ(p, nullptr) << bytes;
+    detail::free_buffer(p, bytes);
+  }
 }
 
 TEST(Allocator, ReusedBufferStartsAsZeros) {
