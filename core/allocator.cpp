@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <new>
 #include <vector>
 
 namespace ember::detail {
@@ -33,12 +34,33 @@ int size_class(std::size_t bytes) {  // bytes <= kMaxCachedBytes
   return std::countr_zero(rounded) - std::countr_zero(kAlignment);
 }
 
+// Small objects: classes of 16 bytes up to 1 KiB, each an intrusive list (the link lives in
+// the free object itself), holding at most 256 KiB per class.
+constexpr std::size_t kGranule = 16;
+constexpr std::size_t kMaxObjectBytes = 1024;
+constexpr std::size_t kMaxObjectListBytes = std::size_t{256} << 10;
+struct FreeObject {
+  FreeObject* next;
+};
+struct ObjectList {
+  FreeObject* head = nullptr;
+  std::size_t count = 0;
+};
+
 struct Cache {
   std::array<std::vector<void*>, kClasses> free_lists;
+  std::array<ObjectList, kMaxObjectBytes / kGranule> objects;
   ~Cache() {
     alive = false;
     for (auto& list : free_lists)
       for (void* p : list) std::free(p);
+    for (ObjectList& list : objects) {
+      while (list.head != nullptr) {
+        FreeObject* next = list.head->next;
+        ::operator delete(list.head);
+        list.head = next;
+      }
+    }
   }
   static thread_local bool alive;
 };
@@ -111,6 +133,37 @@ void free_buffer(void* data, std::size_t bytes) {
     return;
   }
   list.push_back(data);
+}
+
+void* allocate_object(std::size_t bytes) {
+  if (!kCache || bytes == 0 || bytes > kMaxObjectBytes || !Cache::alive) {
+    return ::operator new(bytes);
+  }
+  const std::size_t c = (bytes - 1) / kGranule;
+  ObjectList& list = cache().objects[c];
+  if (list.head != nullptr) {
+    FreeObject* object = list.head;
+    list.head = object->next;
+    --list.count;
+    return object;
+  }
+  return ::operator new((c + 1) * kGranule);  // the whole class, so any object of it fits
+}
+
+void free_object(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (!kCache || bytes == 0 || bytes > kMaxObjectBytes || !Cache::alive) {
+    ::operator delete(p);
+    return;
+  }
+  const std::size_t c = (bytes - 1) / kGranule;
+  ObjectList& list = cache().objects[c];
+  if (list.count * (c + 1) * kGranule >= kMaxObjectListBytes) {
+    ::operator delete(p);
+    return;
+  }
+  list.head = ::new (p) FreeObject{list.head};
+  ++list.count;
 }
 
 }  // namespace ember::detail

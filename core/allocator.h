@@ -6,13 +6,24 @@
 // Buffers up to kMaxCachedBytes are rounded up to a power of two and, when freed, kept in the
 // freeing thread's list for their size (at most kMaxCachedPerSize each); a thread's lists are
 // returned to the system when it exits. Larger buffers go straight to aligned_alloc / free,
-// except huge ones (32 MiB and more, which glibc would map anyway): those are mapped from the
-// kernel directly, so they are known to be zeros and Storage need not clear them (the 163M
-// parameters of GPT-124M are 650 MB of buffers a model's construction writes right away).
+// except big ones (2 MiB and more): those are mapped from the kernel directly, 2 MiB-aligned and
+// on transparent huge pages where the kernel has them, so they are known to be zeros and Storage
+// need not clear them (the 163M parameters of GPT-124M are 650 MB of buffers a model's
+// construction writes right away).
+//
+// The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread
+// free lists too (allocate_object, ObjectAllocator for std::allocate_shared): a graph is built
+// and freed as a whole, dozens of objects of one size at a time, more than glibc's per-thread
+// cache keeps (7 per size), and its slow path was a fifth of the book-size module's
+// instructions.
+//
 // Under AddressSanitizer nothing is cached or mapped, so a use after free is still caught.
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <new>
+#include <vector>
 
 namespace ember::detail {
 
@@ -22,5 +33,33 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed = nullptr);
 
 // Gives back a buffer from allocate_buffer(bytes) (the same `bytes`).
 void free_buffer(void* data, std::size_t bytes);
+
+// `bytes` (> 0) of memory aligned as operator new's; throws std::bad_alloc when there is none.
+void* allocate_object(std::size_t bytes);
+// Gives back memory from allocate_object(bytes) (the same `bytes`).
+void free_object(void* p, std::size_t bytes) noexcept;
+
+// A standard allocator over allocate_object, for std::allocate_shared and the small vectors of
+// graph nodes (ObjectVector).
+template <typename T>
+struct ObjectAllocator {
+  using value_type = T;
+  ObjectAllocator() = default;
+  template <typename U>
+  ObjectAllocator(const ObjectAllocator<U>&) {}  // NOLINT: rebinding is implicit
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(allocate_object(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { free_object(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const ObjectAllocator<U>&) const {
+    return true;
+  }
+};
+
+template <typename T>
+using ObjectVector = std::vector<T, ObjectAllocator<T>>;
 
 }  // namespace ember::detail

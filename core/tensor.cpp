@@ -19,8 +19,9 @@ namespace {
 
 Tensor make_contiguous_tensor(const Shape& shape, DType dtype, const char* op = "empty") {
   const int64_t nbytes = storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), op);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(nbytes));
+  auto impl = std::allocate_shared<TensorImpl>(detail::ObjectAllocator<TensorImpl>());
+  impl->storage = std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(),
+                                                static_cast<std::size_t>(nbytes));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -534,7 +535,7 @@ Tensor make_view(const Tensor& t, Shape&& shape, Shape&& strides, int64_t offset
       }
     }
   }
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(detail::ObjectAllocator<TensorImpl>());
   impl->storage = t.storage();
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);

@@ -24,7 +24,7 @@ namespace autograd {
 // (residual stacks): the recursion is never deeper than one level, whatever the graph.
 Node::~Node() {
   if (next_functions.empty()) return;  // (the nodes freed below were emptied by this loop)
-  std::vector<std::shared_ptr<Node>> stack;
+  ember::detail::ObjectVector<std::shared_ptr<Node>> stack;
   stack.reserve(32);  // one allocation for most graphs, not one per doubling
   for (auto& edge : next_functions) {
     if (edge) stack.push_back(std::move(edge));
@@ -138,7 +138,8 @@ void fail_undefined_input(const char* node_name) {
   ember::detail::fail_undefined(op_name(node_name).c_str());
 }
 
-void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output) {
+void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
+             Tensor& output) {
   node->next_functions.reserve(inputs.size());
   node->input_shapes.reserve(inputs.size());
   node->input_dtypes.reserve(inputs.size());

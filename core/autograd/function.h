@@ -79,9 +79,10 @@ class FunctionNode : public Node {
 };
 
 namespace detail {
-inline void collect_tensors(std::vector<Tensor>&) {}
+inline void collect_tensors(ember::detail::ObjectVector<Tensor>&) {}
 template <typename First, typename... Rest>
-void collect_tensors(std::vector<Tensor>& out, const First& first, const Rest&... rest) {
+void collect_tensors(ember::detail::ObjectVector<Tensor>& out, const First& first,
+                     const Rest&... rest) {
   if constexpr (std::is_same_v<std::decay_t<First>, Tensor>) {
     out.push_back(first);
   } else if constexpr (std::is_same_v<std::decay_t<First>, std::vector<Tensor>>) {
@@ -117,7 +118,8 @@ constexpr bool allows_undefined_inputs() {
   }
 }
 // Hooks the node into the graph: edges to the inputs, grad_fn of the output.
-void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, Tensor& output);
+void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
+             Tensor& output);
 }  // namespace detail
 
 // Runs Op on the arguments (Tensors, vectors of Tensors, and plain values, in Op::forward's
@@ -145,13 +147,14 @@ Tensor apply(const Args&... args) {
     NoGradGuard no_grad;
     return op.forward(args...);
   }
-  auto node = std::make_shared<FunctionNode<Op>>();
+  auto node =
+      std::allocate_shared<FunctionNode<Op>>(ember::detail::ObjectAllocator<FunctionNode<Op>>());
   Tensor output;
   {
     NoGradGuard no_grad;
     output = node->op.forward(args...);
   }
-  std::vector<Tensor> inputs;
+  ember::detail::ObjectVector<Tensor> inputs;
   std::size_t tensors = 0;
   detail::for_each_tensor([&tensors](const Tensor&) { ++tensors; }, args...);
   inputs.reserve(tensors);  // one allocation, not one per push_back that outgrows the last

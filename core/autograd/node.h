@@ -33,9 +33,10 @@ class Node {
   virtual class AccumulateGrad* as_accumulate_grad() { return nullptr; }
 
   // One entry per input: the Node its gradient flows to (null where none is needed).
-  std::vector<std::shared_ptr<Node>> next_functions;
-  std::vector<Shape> input_shapes;
-  std::vector<DType> input_dtypes;
+  // (Vectors whose memory comes from core/allocator.h's per-thread lists, as the node's own.)
+  ember::detail::ObjectVector<std::shared_ptr<Node>> next_functions;
+  ember::detail::ObjectVector<Shape> input_shapes;
+  ember::detail::ObjectVector<DType> input_dtypes;
   // Hooks registered on the tensor this node produced (register_hook on a non-leaf): they see,
   // and may replace, the gradient of that output before apply(). They stay with the node, as in
   // PyTorch: after an in-place op rebases the tensor, they still see the old version's gradient.

@@ -54,10 +54,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <memory>
+#include <cstring>
 #include <new>
-#include <vector>
 
+#include "core/allocator.h"
 #include "core/kernels/cascade_sum.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
@@ -93,23 +93,26 @@ T padded_row_sum(const T* y, int64_t valid, int64_t n) {
 int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads() : 1; }
 
 // A 64-byte aligned array (packed GEMM panels are read with aligned loads), allocated before a
-// parallel region so that a failure is an exception on the calling thread.
+// parallel region so that a failure is an exception on the calling thread. Its memory comes from
+// the tensor buffers' per-thread cache (core/allocator.h): at the book's sizes a call's scratch
+// is a few hundred bytes, and malloc's path for it cost more than the arithmetic.
 template <typename T>
 class Aligned {
  public:
-  explicit Aligned(int64_t n) {
-    const std::size_t bytes =
-        (sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1)) + 63) / 64 * 64;
-    data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    if (!data_) throw std::bad_alloc();
+  explicit Aligned(int64_t n, bool zero = false)
+      : bytes_(sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1))),
+        data_(static_cast<T*>(ember::detail::allocate_buffer(bytes_))) {
+    if (data_ == nullptr) throw std::bad_alloc();
+    if (zero) std::memset(static_cast<void*>(data_), 0, bytes_);
   }
-  T* get() const { return data_.get(); }
+  ~Aligned() { ember::detail::free_buffer(data_, bytes_); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  T* get() const { return data_; }
 
  private:
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<T, Free> data_;
+  std::size_t bytes_;
+  T* data_;
 };
 
 // Elements of one packed [rows, cols] operand, rounded up to whole 64-byte lines.
@@ -140,7 +143,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
       std::min<int64_t>(threads_for(double(heads) * n * n * d.head_dim), heads * blocks));
   // One [kQueryBlock, T] tile per thread, allocated here (not inside the parallel region), and
   // every head's K^T and V packed once for the products of all its blocks.
-  std::vector<T> tiles(static_cast<std::size_t>(threads * kQueryBlock * n));
+  const Aligned<T> tiles(threads * kQueryBlock * n, /*zero=*/true);
   const int64_t kt_size = panels_size<T>(d.head_dim, n), v_size = panels_size<T>(n, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
   parallel_for(heads, threads, [&](int64_t bh, int) {
@@ -154,7 +157,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     const int64_t bh = task / blocks, b = bh / d.heads, h = bh % d.heads;
     const int64_t block = blocks - 1 - task % blocks;  // the widest tiles first
     const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
-    T* s = tiles.data() + thread * kQueryBlock * n;
+    T* s = tiles.get() + thread * kQueryBlock * n;
 
     const T* kt = packed.get() + bh * (kt_size + v_size);
     scores(d, q.at(b, h), q.row_stride, kt, i0, i1, s);
@@ -190,7 +193,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       static_cast<int>(std::min<int64_t>(threads_for(double(heads) * n * n * hd), heads));
   // Per thread: W and W~ (or dW~ then dS) of a tile ([kQueryBlock, T]), and one row of n.
   const int64_t tile = kQueryBlock * n;
-  std::vector<T> scratch(static_cast<std::size_t>(threads * (2 * tile + n)));
+  const Aligned<T> scratch(threads * (2 * tile + n), /*zero=*/true);
   // Per thread, the head's K^T, K, V^T and V packed once for all its blocks, and a block's dO and
   // Q (each packed once for its two products).
   const int64_t wide = panels_size<T>(hd, n), tall = panels_size<T>(n, hd),
@@ -200,9 +203,9 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
 
   parallel_for(heads, threads, [&](int64_t bh, int thread) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
-    T* w = scratch.data() + thread * (2 * tile + n);  // W, then kept for dA
-    T* wd = w + tile;                                 // W~ (with dropout), then dW~, dW, dS
-    T* prod = wd + tile;                              // dW * W over a full row of n
+    T* w = scratch.get() + thread * (2 * tile + n);  // W, then kept for dA
+    T* wd = w + tile;                                // W~ (with dropout), then dW~, dW, dS
+    T* prod = wd + tile;                             // dW * W over a full row of n
     const T* qh = q.at(b, h);
     const T* kh = k.at(b, h);
     const T* vh = v.at(b, h);  // only through its packed V^T

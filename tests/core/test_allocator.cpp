@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/ops/shape.h"
 #include "core/tensor.h"
 #include "tests/test_helpers.h"
 
@@ -83,6 +85,62 @@ TEST(Allocator, ManyLiveBuffersOfOneSize) {
   live.clear();
   for (int i = 0; i < 100; ++i) live.push_back(zeros({4, 4}));
   for (const Tensor& t : live) EXPECT_EQ(test::values(t), std::vector<double>(16, 0.0));
+}
+
+// Small objects (core/allocator.h's allocate_object): every size up to the pooled limit and past
+// it is usable in full, live objects never share memory, and a freed one is handed out again.
+TEST(Allocator, SmallObjectsAreDistinctAndReused) {
+  for (std::size_t bytes : {1, 8, 16, 17, 200, 1023, 1024, 1025, 5000}) {
+    std::vector<unsigned char*> live;
+    for (int i = 0; i < 50; ++i) {
+      auto* p = static_cast<unsigned char*>(detail::allocate_object(bytes));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % __STDCPP_DEFAULT_NEW_ALIGNMENT__, 0u);
+      std::memset(p, i, bytes);
+      live.push_back(p);
+    }
+    for (int i = 0; i < 50; ++i) {
+      for (std::size_t b = 0; b < bytes; ++b) ASSERT_EQ(live[i][b], i) << bytes << " " << b;
+    }
+    for (unsigned char* p : live) detail::free_object(p, bytes);
+    void* again = detail::allocate_object(bytes);
+#if !defined(__SANITIZE_ADDRESS__)
+    if (bytes <= 1024) {
+      EXPECT_EQ(again, live.back()) << bytes;  // the last freed, first reused
+    }
+#endif
+    detail::free_object(again, bytes);
+  }
+}
+
+// An object may die on another thread than the one that made it (a tensor handed to a worker);
+// it then joins that thread's lists, which go back to the system when the thread exits.
+TEST(Allocator, ObjectsFreedOnAnotherThread) {
+  std::vector<Tensor> made;
+  for (int i = 0; i < 200; ++i)
+    made.push_back(full({2, 3}, static_cast<double>(i)).requires_grad_());
+  std::vector<Tensor> sums(made.size());
+  std::thread worker([&] {
+    for (std::size_t i = 0; i < made.size(); ++i) sums[i] = (made[i] * 2.0).sum();
+    made.clear();  // the handles, storages and nodes made on the main thread die here
+  });
+  worker.join();
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    EXPECT_EQ(sums[i].item(), 12.0 * static_cast<double>(i));
+    sums[i].backward();  // the graph made on the worker runs (and dies) on this thread
+  }
+}
+
+// Graph nodes keep their edges in ObjectVector: a node with many inputs (past the pooled size)
+// works as one with two.
+TEST(Allocator, NodesWithManyInputs) {
+  std::vector<Tensor> parts;
+  for (int i = 0; i < 300; ++i) parts.push_back(full({1}, 1.0).requires_grad_());
+  Tensor total = cat(parts, 0).sum();
+  ASSERT_EQ(total.grad_fn()->next_functions.size(), 1u);
+  EXPECT_EQ(total.grad_fn()->next_functions[0]->next_functions.size(), 300u);
+  total.backward();
+  for (const Tensor& p : parts) EXPECT_EQ(p.grad().item(), 1.0);
 }
 
 }  // namespace
