@@ -83,14 +83,18 @@ double read_as_double(const Tensor& t, int64_t storage_offset) {
 const Shape& Tensor::shape() const { return checked_impl("shape").shape; }
 int64_t Tensor::size(int64_t d) const {
   const Shape& shape = checked_impl("size").shape;
-  return shape[wrap_dim_no_scalar(d, static_cast<int64_t>(shape.size()), "size")];
+  const auto n = static_cast<int64_t>(shape.size());
+  if (d >= 0 && d < n) return shape[d];  // the common case, without a call
+  return shape[wrap_dim_no_scalar(d, n, "size")];
 }
 int64_t Tensor::dim() const { return static_cast<int64_t>(checked_impl("dim").shape.size()); }
 int64_t Tensor::numel() const { return numel_of(checked_impl("numel").shape); }
 const Shape& Tensor::strides() const { return checked_impl("strides").strides; }
 int64_t Tensor::stride(int64_t d) const {
   const TensorImpl& impl = checked_impl("stride");
-  return impl.strides[wrap_dim_no_scalar(d, static_cast<int64_t>(impl.shape.size()), "stride")];
+  const auto n = static_cast<int64_t>(impl.shape.size());
+  if (d >= 0 && d < n) return impl.strides[d];  // the common case, without a call
+  return impl.strides[wrap_dim_no_scalar(d, n, "stride")];
 }
 int64_t Tensor::offset() const { return checked_impl("offset").offset; }
 DType Tensor::dtype() const { return checked_impl("dtype").dtype; }

@@ -54,7 +54,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 
 #include "core/allocator.h"
@@ -99,11 +98,10 @@ int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads(
 template <typename T>
 class Aligned {
  public:
-  explicit Aligned(int64_t n, bool zero = false)
+  explicit Aligned(int64_t n)
       : bytes_(sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1))),
         data_(static_cast<T*>(ember::detail::allocate_buffer(bytes_))) {
     if (data_ == nullptr) throw std::bad_alloc();
-    if (zero) std::memset(static_cast<void*>(data_), 0, bytes_);
   }
   ~Aligned() { ember::detail::free_buffer(data_, bytes_); }
   Aligned(const Aligned&) = delete;
@@ -143,7 +141,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
       std::min<int64_t>(threads_for(double(heads) * n * n * d.head_dim), heads * blocks));
   // One [kQueryBlock, T] tile per thread, allocated here (not inside the parallel region), and
   // every head's K^T and V packed once for the products of all its blocks.
-  const Aligned<T> tiles(threads * kQueryBlock * n, /*zero=*/true);
+  const Aligned<T> tiles(threads * kQueryBlock * n);  // each tile is written before it is read
   const int64_t kt_size = panels_size<T>(d.head_dim, n), v_size = panels_size<T>(n, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
   parallel_for(heads, threads, [&](int64_t bh, int) {
@@ -193,7 +191,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       static_cast<int>(std::min<int64_t>(threads_for(double(heads) * n * n * hd), heads));
   // Per thread: W and W~ (or dW~ then dS) of a tile ([kQueryBlock, T]), and one row of n.
   const int64_t tile = kQueryBlock * n;
-  const Aligned<T> scratch(threads * (2 * tile + n), /*zero=*/true);
+  const Aligned<T> scratch(threads * (2 * tile + n));  // all written before read
   // Per thread, the head's K^T, K, V^T and V packed once for all its blocks, and a block's dO and
   // Q (each packed once for its two products).
   const int64_t wide = panels_size<T>(hd, n), tall = panels_size<T>(n, hd),
