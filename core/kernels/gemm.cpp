@@ -611,9 +611,16 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
 // 2-core Zen 3 VM this was written on (noisy): ~1.5-2 G elements of W per second inside gemm
 // (6-8 GB/s), 2.5-3.3 G/s for the bare loop on a block of W in L2, while one core streams
 // ~16 GB/s from memory; so the out_head shape is not at the memory bound yet, and where the
-// rest goes is not established. Software prefetching of the NJ streams of W measured no gain;
-// a prototype reading W in 8 x 4 blocks transposed in registers, with A pre-broadcast as the
-// fmas' memory operands, ran slower than this loop.
+// rest goes is not established. Software prefetching of the NJ streams of W measured no gain
+// there; a prototype reading W in 8 x 4 blocks transposed in registers, with A pre-broadcast as
+// the fmas' memory operands, ran slower than this loop.
+//
+// On a 2-core Xeon VM with AVX-512 (one core streams ~11 GB/s), the same loop read W at ~8 GB/s,
+// and prefetching the next tile's NJ rows of W into L2 while this tile runs (one line per row
+// for every 16 k, _MM_HINT_T1) brought a stand-alone copy of the loop to ~11.6 GB/s, the
+// streaming rate: the hardware prefetcher does not start the next rows' streams early enough
+// by itself. In gemm, the out_head shape went from 35.7 to 60 GFLOP/s (bench_gemm, W in the
+// VM's large L3) and the 124M GPT's forward from 62 to 51 ms. So the W^T kernel prefetches.
 //
 // Threads split N into blocks of whole column groups: a column's chain never depends on the
 // split, so 1 and 2 threads give the same bits.
@@ -636,15 +643,25 @@ void skinny_kernel_f32(int64_t K, const float* a, const float* b, int64_t bk, in
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) acc[j][r] = _mm256_loadu_ps(t + (j * R + r) * 8);
   }
-  for (int64_t k = 0; k < K; ++k) {
-    __m256 av[R];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
+  for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    if constexpr (kColumnsContiguous) {
+      // The next tile's rows of W, one line (16 floats) per row for each 16 k of this one: in
+      // L2 by the time it starts (see the note above skinny_kernel_f32).
 #pragma GCC unroll 8
-    for (int j = 0; j < NJ; ++j) {
-      const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
+      for (int j = 0; j < NJ; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(col[j] + NJ * bj + k0), _MM_HINT_T1);
+    }
+    const int64_t k1 = std::min(K, k0 + 16);
+    for (int64_t k = k0; k < k1; ++k) {
+      __m256 av[R];
 #pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
+      for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
+#pragma GCC unroll 8
+      for (int j = 0; j < NJ; ++j) {
+        const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
+      }
     }
   }
 #pragma GCC unroll 8
