@@ -264,6 +264,41 @@ __attribute__((target("avx512f"))) void kernel_avx512_f32(int64_t kc, const floa
 #endif
 
 #ifdef EMBER_GEMM_X86
+// AVX-512, float, for gemm_packed_b: a 6 x 32 tile over two adjacent 16-wide panels of a packed
+// B (b0, b1: row p of each at b0 + 16 p, b1 + 16 p), A read in place, element (i, p) at
+// a[i * rs + p] (kRows: a tile of rows) or a[i + p * ks] (columns). Each C[i, j] gets the same
+// chain of fmas, in the same order, as from two calls of the 6 x 16 AVX2 kernels above, so
+// the bits do not depend on which one ran; this one does twice the work per instruction.
+template <bool kRows>
+__attribute__((target("avx512f"))) void kernel_avx512_f32_a_pair(int64_t kc, const float* a,
+                                                                 int64_t rs, int64_t ks,
+                                                                 const float* b0, const float* b1,
+                                                                 float* c, int64_t ldc, bool load) {
+  __m512 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    acc[i][0] = load ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+    acc[i][1] = load ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+  }
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 x0 = _mm512_loadu_ps(b0 + p * 16), x1 = _mm512_loadu_ps(b1 + p * 16);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m512 ai = _mm512_set1_ps(kRows ? a[i * rs + p] : a[i + p * ks]);
+      acc[i][0] = _mm512_fmadd_ps(ai, x0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, x1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+  }
+}
+#endif
+
+#ifdef EMBER_GEMM_X86
 // Rows r[0..7] of an 8 x 8 block of floats become its columns (r[i] = column i).
 inline void transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -956,6 +991,9 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
     return;
   }
   const int64_t full_rows = M - M % MR;
+#ifdef EMBER_GEMM_X86
+  const bool pairs = std::is_same_v<T, float> && cpu_has_avx512();
+#endif
   alignas(64) T edge_a[MR * KC];  // the last, partial row tile, packed
   alignas(64) T edge_c[MR * W];   // a partial tile of C
   for (int64_t pc = 0; pc < k; pc += KC) {
@@ -972,7 +1010,42 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
     for (int64_t jr = 0; jr < N; jr += W) {
       const int64_t cols = std::min(W, N - jr);
       const T* b = Bp + jr * K_packed + pc * W;  // panel jr / W, row pc
-      for (int64_t ir = 0; ir < M; ir += MR) {
+      int64_t ir = 0;
+#ifdef EMBER_GEMM_X86
+      if constexpr (std::is_same_v<T, float>) {
+        // With AVX-512, the full row tiles of two whole panels at once (same bits, see
+        // kernel_avx512_f32_a_pair); their partial row tile, one panel at a time below.
+        if (pairs && jr + 2 * W <= N) {
+          const float* b1 = b + W * K_packed;
+          for (; ir < full_rows; ir += MR) {
+            const float* a = A + ir * lda_row + pc * lda_col;
+            float* c = C + ir * ldc + jr;
+            if (lda_row == 1) {
+              kernel_avx512_f32_a_pair<false>(kc, a, 1, lda_col, b, b1, c, ldc, load);
+            } else {
+              kernel_avx512_f32_a_pair<true>(kc, a, lda_row, 1, b, b1, c, ldc, load);
+            }
+          }
+          for (int64_t second = 0; second < 2; ++second) {
+            const int64_t j = jr + second * W;
+            const T* bj = b + second * W * K_packed;
+            for (int64_t i = full_rows; i < M; i += MR) {
+              const int64_t rows = M - i;  // < MR: the packed edge rows
+              if (load) {
+                for (int64_t r = 0; r < rows; ++r)
+                  std::copy_n(C + (i + r) * ldc + j, W, edge_c + r * W);
+              }
+              tile_a_strided<T>(kc, edge_a, 1, MR, bj, edge_c, W, load);
+              for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(edge_c + r * W, W, C + (i + r) * ldc + j);
+            }
+          }
+          jr += W;  // (and the loop's own step: two panels)
+          continue;
+        }
+      }
+#endif
+      for (; ir < M; ir += MR) {
         const int64_t rows = std::min(MR, M - ir);
         const bool packed = ir >= full_rows;
         const T* a = packed ? edge_a : A + ir * lda_row + pc * lda_col;
