@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace ember::detail {
@@ -94,11 +96,54 @@ void* map_huge(std::size_t bytes) {
   return p;
 }
 
+// Freed mapped buffers, kept for a later buffer of the same size (at most kMaxKeptBytes in all,
+// shared by the threads): a training or inference loop allocates the same activation sizes on
+// every step, and mapping them afresh each time cost a page fault per 2 MiB (4 KiB where the
+// kernel has no huge page to give) plus the kernel's zeroing, serialized on the process's page
+// tables when two threads fault at once. The chapter's MultiHeadAttention at T = 1024 spent a
+// tenth of its 2-thread forward + backward there (perf: clear_page_erms, exc_page_fault). A
+// kept buffer is not known to be zeros, so Storage clears it as any reused buffer. Like glibc,
+// which keeps up to 64 MiB of freed heap below its mmap threshold.
+constexpr std::size_t kMaxKeptBytes = std::size_t{64} << 20;
+struct KeptBuffers {
+  std::mutex mutex;
+  std::vector<std::pair<void*, std::size_t>> buffers;  // (data, bytes)
+  std::size_t total = 0;
+};
+KeptBuffers& kept() {
+  static KeptBuffers* k = new KeptBuffers;  // never destroyed: frees may come after exit starts
+  return *k;
+}
+
+void* take_kept(std::size_t bytes) {
+  KeptBuffers& k = kept();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  for (std::size_t i = k.buffers.size(); i-- > 0;) {  // the most recently freed first
+    if (k.buffers[i].second == bytes) {
+      void* p = k.buffers[i].first;
+      k.buffers.erase(k.buffers.begin() + static_cast<std::ptrdiff_t>(i));
+      k.total -= bytes;
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+bool keep(void* data, std::size_t bytes) {
+  KeptBuffers& k = kept();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  if (bytes > kMaxKeptBytes - k.total) return false;
+  k.buffers.emplace_back(data, bytes);
+  k.total += bytes;
+  return true;
+}
+
 }  // namespace
 
 void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   if (zeroed != nullptr) *zeroed = false;
   if (kMap && bytes >= kMapBytes) {
+    if (void* p = take_kept(bytes)) return p;  // not zeros: Storage clears it
     void* p = map_huge(bytes);
     if (p == nullptr) return nullptr;
     if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
@@ -120,7 +165,7 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
 void free_buffer(void* data, std::size_t bytes) {
   if (data == nullptr) return;
   if (kMap && bytes >= kMapBytes) {
-    munmap(data, bytes);
+    if (!keep(data, bytes)) munmap(data, bytes);
     return;
   }
   if (!kCache || bytes > kMaxCachedBytes || !Cache::alive) {

@@ -26,12 +26,14 @@ TEST(Allocator, BuffersAreAlignedAndUsable) {
   }
 }
 
-// Buffers from 2 MiB up are mapped from the kernel, 2 MiB-aligned (for huge pages): zeros
-// without a memset, and again after a reuse; every byte is usable, also past the last whole
-// 2 MiB (the tail the mapping keeps on small pages).
-TEST(Allocator, HugeBuffersAreFreshZeros) {
+// Buffers from 2 MiB up are mapped from the kernel, 2 MiB-aligned (for huge pages). A fresh
+// mapping is zeros without a memset; a freed one is kept (up to 64 MiB in all) and handed out
+// again for the same size, no longer zeros, so Storage clears it. Every byte is usable, also past
+// the last whole 2 MiB (the tail the mapping keeps on small pages).
+TEST(Allocator, BigBuffersAreMappedThenKept) {
   for (std::size_t bytes : {std::size_t{2} << 20, (std::size_t{2} << 20) + 4096 + 100,
                             (std::size_t{5} << 20) + 64, std::size_t{32} << 20}) {
+    void* first = nullptr;
     for (int round = 0; round < 2; ++round) {
       bool zeroed = false;
       auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
@@ -40,8 +42,13 @@ TEST(Allocator, HugeBuffersAreFreshZeros) {
 #if defined(__SANITIZE_ADDRESS__)
       EXPECT_FALSE(zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
 #else
-      EXPECT_TRUE(zeroed) << bytes;
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u) << bytes;
+      if (round == 0) first = p;
+      if (round == 1) {
+        EXPECT_EQ(p, first) << bytes;  // the buffer just freed, kept
+        EXPECT_FALSE(zeroed) << bytes;
+        EXPECT_EQ(p[0], 0xAB);  // what the last owner wrote: Storage must clear it
+      }
 #endif
       if (zeroed) {
         for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0) << i;
@@ -51,8 +58,26 @@ TEST(Allocator, HugeBuffersAreFreshZeros) {
       detail::free_buffer(p, bytes);
     }
   }
-  Tensor t = empty({(int64_t{32} << 20) / 4 + 16});  // a Storage over such a buffer: zeros
+  // A Storage over a kept buffer (the one just filled with 0xAB) reads zeros.
+  Tensor t = empty({(int64_t{32} << 20) / 4});
   EXPECT_EQ(t.sum().item(), 0.0);
+  EXPECT_EQ(t.abs().sum().item(), 0.0);  // (0xABABABAB is a negative float)
+}
+
+// More than the kept total is never kept: such a buffer is mapped afresh (zeros) every time.
+TEST(Allocator, BuffersPastTheKeptLimitGoBackToTheSystem) {
+  const std::size_t bytes = std::size_t{96} << 20;
+  for (int round = 0; round < 2; ++round) {
+    bool zeroed = false;
+    auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
+    ASSERT_NE(p, nullptr);
+#if !defined(__SANITIZE_ADDRESS__)
+    EXPECT_TRUE(zeroed) << round;
+#endif
+    p[0] = 1;
+    p[bytes - 1] = 1;
+    detail::free_buffer(p, bytes);
+  }
 }
 
 // A size no machine has is a null pointer (Storage turns it into an ember::Error), not a
