@@ -9,7 +9,9 @@
 // except big ones (2 MiB and more): those are mapped from the kernel directly, 2 MiB-aligned and
 // on transparent huge pages where the kernel has them, so they are known to be zeros and Storage
 // need not clear them (the 163M parameters of GPT-124M are 650 MB of buffers a model's
-// construction writes right away).
+// construction writes right away). Freed, a big buffer is kept for the next one of its size (64
+// MiB in all; not zeros then, so Storage clears it): a loop's activations do not fault in fresh
+// pages on every step.
 //
 // The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread
 // free lists too (allocate_object, ObjectAllocator for std::allocate_shared): a graph is built
