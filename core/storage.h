@@ -21,17 +21,12 @@ class Storage {
 
   // A buffer that cannot be had is an ember::Error (as PyTorch's "DefaultCPUAllocator: not enough
   // memory"), never std::bad_alloc or a null pointer used later.
-  explicit Storage(std::size_t nbytes) : nbytes_(nbytes) {
-    check(
-        nbytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - kAlignment,
-        "Storage: cannot allocate ", nbytes, " bytes (larger than the address space)");
-    bool zeroed = false;
-    data_ = detail::allocate_buffer(allocated_bytes(nbytes), &zeroed);  // core/allocator.h
-    check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
-          nbytes, " bytes.");
-    // No uninitialised reads, ever (a huge buffer fresh from the kernel is zeros already).
-    if (!zeroed) std::memset(data_, 0, allocated_bytes(nbytes));
-  }
+  explicit Storage(std::size_t nbytes) : Storage(nbytes, true) {}
+  // A buffer that is not cleared: only for an op that writes every byte of it before any other
+  // code can see it (a matrix product's output, a contiguous copy). A reused big buffer then
+  // skips a pass over memory that the op overwrites anyway (detail::empty_for_overwrite).
+  struct Uninitialized {};
+  Storage(std::size_t nbytes, Uninitialized) : Storage(nbytes, false) {}
   ~Storage() { detail::free_buffer(data_, allocated_bytes(nbytes_)); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -44,6 +39,21 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  Storage(std::size_t nbytes, bool clear) : nbytes_(nbytes) {
+    check(
+        nbytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - kAlignment,
+        "Storage: cannot allocate ", nbytes, " bytes (larger than the address space)");
+    bool zeroed = false;
+    data_ = detail::allocate_buffer(allocated_bytes(nbytes), &zeroed);  // core/allocator.h
+    check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
+          nbytes, " bytes.");
+    // No uninitialised reads, ever (a big buffer fresh from the kernel is zeros already).
+    if (!zeroed) {
+      const std::size_t from = clear ? 0 : nbytes;  // uncleared: still the padding past nbytes
+      std::memset(static_cast<char*>(data_) + from, 0, allocated_bytes(nbytes) - from);
+    }
+  }
+
   // nbytes rounded up to whole cache lines (one line for an empty storage).
   static std::size_t allocated_bytes(std::size_t nbytes) {
     return nbytes == 0 ? kAlignment : (nbytes + kAlignment - 1) / kAlignment * kAlignment;

@@ -17,11 +17,14 @@ namespace ember {
 
 namespace {
 
-Tensor make_contiguous_tensor(const Shape& shape, DType dtype, const char* op = "empty") {
+Tensor make_contiguous_tensor(const Shape& shape, DType dtype, const char* op = "empty",
+                              bool clear = true) {
   const int64_t nbytes = storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), op);
   auto impl = std::allocate_shared<TensorImpl>(detail::ObjectAllocator<TensorImpl>());
-  impl->storage = std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(),
-                                                static_cast<std::size_t>(nbytes));
+  const auto bytes = static_cast<std::size_t>(nbytes);
+  impl->storage = clear ? std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes)
+                        : std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes,
+                                                        Storage::Uninitialized{});
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -159,7 +162,8 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 // A strided copy into a new contiguous tensor of `dtype` (no autograd).
 static Tensor copy_to_contiguous(const Tensor& src, DType dtype) {
-  Tensor out = make_contiguous_tensor(src.shape(), dtype);
+  // unary_map writes every element (or throws, and `out` is never seen).
+  Tensor out = make_contiguous_tensor(src.shape(), dtype, "empty", /*clear=*/false);
   dispatch(src.dtype(), [&](auto stag) {
     using S = decltype(stag);
     dispatch(dtype, [&](auto dtag) {
@@ -340,6 +344,11 @@ void Tensor::register_hook(GradHook hook) const {
 
 // ---- factories ----
 Tensor empty(const Shape& shape, DType dtype) { return make_contiguous_tensor(shape, dtype); }
+namespace detail {
+Tensor empty_for_overwrite(const Shape& shape, DType dtype) {
+  return make_contiguous_tensor(shape, dtype, "empty", /*clear=*/false);
+}
+}  // namespace detail
 Tensor zeros(const Shape& shape, DType dtype) {
   return make_contiguous_tensor(shape, dtype, "zeros");
 }

@@ -262,6 +262,9 @@ inline void check_defined(const Tensor& t, const char* op) {
 Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset);
 // The same, taking over shape and strides a view op has just computed (no copies).
 Tensor make_view(const Tensor& t, Shape&& shape, Shape&& strides, int64_t offset);
+// A new contiguous tensor whose buffer is not cleared first: only for an op that writes every
+// element before it returns it (empty() is zeros, so no one ever reads memory nobody wrote).
+Tensor empty_for_overwrite(const Shape& shape, DType dtype);
 // Refuses in-place writes PyTorch refuses (incl. a destination with internal overlap, unless
 // every element gets the same value); bumps the storage version.
 void check_inplace(const Tensor& t, const char* op, bool allow_internal_overlap = false);

@@ -58,7 +58,8 @@ struct MatrixBatch {
 // out[b] = a[b] @ b[b] for every b, returned as a new contiguous tensor of shape `out_shape`
 // (which must hold batch * a.rows * b.cols elements).
 Tensor product(const MatrixBatch& a, const MatrixBatch& b, const Shape& out_shape) {
-  Tensor out = empty(out_shape, a.t.dtype());
+  // gemm_batched writes every element of C (accumulate = false; zeros when the depth is 0).
+  Tensor out = detail::empty_for_overwrite(out_shape, a.t.dtype());
   // Nothing to compute; and with an empty batch, rows * cols may be a product of huge sizes.
   if (out.numel() == 0) return out;
   dispatch(a.t.dtype(), [&](auto tag) {

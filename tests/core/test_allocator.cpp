@@ -2,6 +2,7 @@
 // (a new tensor is zeros even when its buffer held something), sizes across the cache limit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/ops/linalg.h"
 #include "core/ops/shape.h"
 #include "core/tensor.h"
 #include "tests/test_helpers.h"
@@ -78,6 +80,23 @@ TEST(Allocator, BuffersPastTheKeptLimitGoBackToTheSystem) {
     p[bytes - 1] = 1;
     detail::free_buffer(p, bytes);
   }
+}
+
+// Ops that write every element of their output skip clearing its buffer
+// (detail::empty_for_overwrite). Over a kept big buffer still full of an earlier tensor's NaNs,
+// a product (also of depth 0) and a contiguous copy still give exactly their values.
+TEST(Allocator, OverwrittenOutputsShowNothingOfAReusedBuffer) {
+  const int64_t rows = 1024, cols = 512;  // 2 MiB of float32: a kept buffer
+  for (int64_t depth : {3, 0}) {
+    { Tensor dirty = full({rows, cols}, std::nan("")); }
+    Tensor c = matmul(ones({rows, depth}), ones({depth, cols}));
+    EXPECT_EQ(c.sum().item(), static_cast<double>(rows * cols * depth)) << depth;
+  }
+  { Tensor dirty = full({rows, cols}, std::nan("")); }
+  Tensor source = arange(static_cast<double>(rows * cols)).reshape({cols, rows});
+  Tensor copy = source.t().contiguous();
+  EXPECT_EQ(copy.sum().item(), source.sum().item());
+  EXPECT_EQ(copy.index({3, 5}).item(), source.index({5, 3}).item());
 }
 
 // A size no machine has is a null pointer (Storage turns it into an ember::Error), not a
