@@ -134,8 +134,10 @@ inline __m256 exp8(__m256 x) {
 // cannot see through, as broadcasts.
 // (GCC 12 warns that its own _mm512_undefined_* placeholders "may be used uninitialized" in
 // these intrinsics' expansions: a known false positive, silenced for this block only.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 struct Exp512Constants {
   alignas(64) uint64_t table[32];
   double inv_ln2_n, shift, c0, c1, c2, one;
@@ -227,7 +229,9 @@ __attribute__((target("avx512f"), noinline)) void exp_row_avx512(const float* x,
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f");
