@@ -86,7 +86,8 @@ template <typename T, typename R, typename F>
 Tensor binary_loops(const Tensor& a, const Tensor& b, const char* op, F f) {
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor x = a.to(dtype_of<T>()), y = b.to(dtype_of<T>());
-  Tensor out = empty(shape, dtype_of<R>());
+  // binary_map writes every element of `out` (or throws, and `out` is never seen).
+  Tensor out = detail::empty_for_overwrite(shape, dtype_of<R>());
   Shape xs = broadcast_strides(x.shape(), x.strides(), shape);
   Shape ys = broadcast_strides(y.shape(), y.strides(), shape);
   kernels::binary_map(out.data_ptr<R>(), x.data_ptr<T>(), xs, y.data_ptr<T>(), ys, shape,
@@ -113,7 +114,7 @@ Tensor unary_kernel(const Tensor& t, DType compute, F f) {
         "with .to(float32) first (shape ",
         t.shape(), ")");
   Tensor x = t.to(compute);
-  Tensor out = empty(x.shape(), compute);
+  Tensor out = detail::empty_for_overwrite(x.shape(), compute);  // unary_map writes it all
   auto run = [&](auto tag) {
     using T = decltype(tag);
     kernels::unary_map(out.data_ptr<T>(), x.data_ptr<T>(), x.shape(), x.strides(),
