@@ -424,6 +424,24 @@ inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
 template <typename T>
 void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
             T* out) {
+  if (op.lda_row == 1 && op.lda_col > 1) {
+    // A^T (columns of A contiguous): each stored row (a column of A) is read once, in order,
+    // its MR-long pieces going to their panels, as pack_b does for a row-major B.
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* col = op.A + i0 + (p0 + p) * op.lda_col;
+      for (int64_t ir = 0; ir < mc; ir += MR) {
+        const int64_t rows = std::min(MR, mc - ir);
+        T* dst = out + ir * kc + p * MR;  // panel ir / MR, row p
+        if (rows == MR) {
+          copy_row(dst, col + ir, MR);
+        } else {
+          std::memcpy(dst, col + ir, sizeof(T) * rows);
+          std::fill(dst + rows, dst + MR, T(0));
+        }
+      }
+    }
+    return;
+  }
   for (int64_t ir = 0; ir < mc; ir += MR, out += kc * MR) {
     const int64_t rows = std::min(MR, mc - ir);
     const T* a = op.A + (i0 + ir) * op.lda_row + p0 * op.lda_col;
@@ -456,6 +474,25 @@ void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc
 template <typename T>
 void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
             T* out) {
+  if (op.ldb_col == 1) {
+    // Rows of B contiguous: each row of the block is read once, in order (a stream the hardware
+    // prefetcher follows), its NR-wide pieces going to their panels. Walking panel by panel
+    // instead read B down a column of lines a row stride apart, and stalled on every one.
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* row = op.B + (p0 + p) * op.ldb_row + j0;
+      for (int64_t jr = 0; jr < nc; jr += NR) {
+        const int64_t cols = std::min(NR, nc - jr);
+        T* dst = out + jr * kc + p * NR;  // panel jr / NR, row p
+        if (cols == NR) {
+          copy_row(dst, row + jr, NR);
+        } else {
+          std::memcpy(dst, row + jr, sizeof(T) * cols);
+          std::fill(dst + cols, dst + NR, T(0));
+        }
+      }
+    }
+    return;
+  }
   for (int64_t jr = 0; jr < nc; jr += NR, out += kc * NR) {
     const int64_t cols = std::min(NR, nc - jr);
     const T* b = op.B + p0 * op.ldb_row + (j0 + jr) * op.ldb_col;
