@@ -60,10 +60,11 @@ void expect_same_as_reference(int64_t M, int64_t N, int64_t K, bool a_t, bool b_
 template <typename T>
 void sweep_shapes() {
   // Micro-tile edges (6 x 16 / 6 x 8 / 6 x 32), K past one K block (256), M past one M block,
-  // N past one N block (4096 floats, 2048 doubles), and vectors.
-  const int64_t shapes[][3] = {{7, 33, 5},   {6, 16, 40},  {13, 17, 300}, {150, 40, 70},
-                               {1, 70, 80},  {90, 1, 100}, {8, 4200, 20}, {64, 64, 64},
-                               {5, 2100, 9}, {31, 29, 513}};
+  // N past one N block (4096 floats, 2048 doubles), vectors, and a C over 1 MiB (the blocks that
+  // prefetch the next tile of C, also when two threads split it) with partial tiles at both edges.
+  const int64_t shapes[][3] = {{7, 33, 5},   {6, 16, 40},   {13, 17, 300},  {150, 40, 70},
+                               {1, 70, 80},  {90, 1, 100},  {8, 4200, 20},  {64, 64, 64},
+                               {5, 2100, 9}, {31, 29, 513}, {301, 2000, 21}};
   for (const auto& s : shapes) {
     for (int layout = 0; layout < 4; ++layout) {
       expect_same_as_reference<T>(s[0], s[1], s[2], layout & 1, layout & 2, layout == 3);
