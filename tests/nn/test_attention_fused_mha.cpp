@@ -83,5 +83,62 @@ TEST(MultiHeadAttentionFused, KeepTraceUsesTheComposite) {
   EXPECT_EQ(m.trace.attn_weights.shape(), (Shape{2, 2, 6, 6}));
 }
 
+// The fused kernel is causal by construction, so forward() takes it only for a mask whose used
+// block [:n, :n] is exactly the causal one (0 on and below the diagonal, 1 above), contiguous
+// or strided; any other mask runs the composite, which applies it as the book does. Each
+// mask below gives the same bits with fused_attention on and off, and the changed ones give
+// something else than the causal mask.
+TEST(MultiHeadAttentionFused, OnlyTheCausalMaskTakesTheFusedKernel) {
+  constexpr int64_t context = 9, n = 7;
+  manual_seed(123);
+  nn::MultiHeadAttention m(4, 4, context, 0.0, 2);
+  m.eval();
+  Generator gen(5);
+  const Tensor x = randn({2, n, 4}, DType::Float32, &gen);
+  auto output = [&](const Tensor& mask, bool fused) {
+    m.mask = mask;
+    m.fused_attention = fused;
+    NoGradGuard no_grad;
+    return test::values(m.forward(x));
+  };
+  const Tensor causal = triu(ones({context, context}), 1);
+  const std::vector<double> expected = output(causal, false);
+  auto with = [&](int64_t i, int64_t j, double value) {
+    Tensor mask = causal.clone();
+    mask.index({i, j}).fill_(value);
+    return mask;
+  };
+  struct Case {
+    std::string name;
+    Tensor mask;
+    bool same_as_causal;
+  };
+  const std::vector<Case> cases = {
+      {"causal", causal, true},
+      {"causal, stored transposed", tril(ones({context, context}), -1).t(), true},
+      {"changed past the used block", with(n, 0, 1.0), true},
+      {"first row sees none", with(0, 0, 1.0), false},
+      {"first row sees the second token", with(0, 1, 0.0), false},
+      {"last row hides itself", with(n - 1, n - 1, 1.0), false},
+      {"last row hides the first token", with(n - 1, 0, 1.0), false},
+      {"a row sees the next token", with(3, 4, 0.0), false},
+      {"2 instead of 1 above the diagonal", with(2, 5, 2.0), true},
+      {"looser: each token sees the next", triu(ones({context, context}), 2), false},
+      {"strided and looser", tril(ones({context, context}), -2).t(), false},
+  };
+  // Equal values, NaN matching NaN (a row that sees no token is NaN, as in PyTorch).
+  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](double u, double v) {
+      return u == v || (std::isnan(u) && std::isnan(v));
+    });
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<double> fused = output(c.mask, true), composite = output(c.mask, false);
+    EXPECT_TRUE(same(fused, composite));
+    EXPECT_EQ(same(composite, expected), c.same_as_causal);
+  }
+}
+
 }  // namespace
 }  // namespace ember
