@@ -149,16 +149,21 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
     if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
     return p;
   }
-  if (!kCache || bytes > kMaxCachedBytes || !Cache::alive) {
+  if (!kCache || bytes > kMaxCachedBytes) {
     return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   }
   const int c = size_class(bytes);
-  auto& list = cache().free_lists[c];
-  if (!list.empty()) {
-    void* p = list.back();
-    list.pop_back();
-    return p;
+  if (Cache::alive) {
+    auto& list = cache().free_lists[c];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      return p;
+    }
   }
+  // The whole class, also on a thread whose cache is gone (its exit): the buffer may be freed
+  // on another thread into that thread's list of this class, and handed out again as any size
+  // of the class.
   return std::aligned_alloc(kAlignment, kAlignment << c);
 }
 
@@ -181,18 +186,20 @@ void free_buffer(void* data, std::size_t bytes) {
 }
 
 void* allocate_object(std::size_t bytes) {
-  if (!kCache || bytes == 0 || bytes > kMaxObjectBytes || !Cache::alive) {
-    return ::operator new(bytes);
-  }
+  if (!kCache || bytes == 0 || bytes > kMaxObjectBytes) return ::operator new(bytes);
   const std::size_t c = (bytes - 1) / kGranule;
-  ObjectList& list = cache().objects[c];
-  if (list.head != nullptr) {
-    FreeObject* object = list.head;
-    list.head = object->next;
-    --list.count;
-    return object;
+  if (Cache::alive) {
+    ObjectList& list = cache().objects[c];
+    if (list.head != nullptr) {
+      FreeObject* object = list.head;
+      list.head = object->next;
+      --list.count;
+      return object;
+    }
   }
-  return ::operator new((c + 1) * kGranule);  // the whole class, so any object of it fits
+  // The whole class, so any object of it fits: also on a thread whose cache is gone (as for
+  // buffers above, another thread may free it into its list of this class).
+  return ::operator new((c + 1) * kGranule);
 }
 
 void free_object(void* p, std::size_t bytes) noexcept {
