@@ -139,5 +139,35 @@ TEST(Threads, ConcurrentTeardownOfASharedGraph) {
   SUCCEED();
 }
 
+// Short-lived threads that make tensors, small (from per-thread lists) and big (mapped, kept
+// for reuse in a list shared by all threads), and hand half of them to this thread, which frees
+// them after the threads have exited; at the same time the other half die on their own
+// threads. Each tensor keeps its values until it dies, and nothing is freed twice.
+TEST(Threads, TensorsOutliveTheThreadsThatMadeThem) {
+  for (int round = 0; round < 10; ++round) {
+    std::vector<std::vector<Tensor>> handed(kThreads);
+    run_threads([&](int t) {
+      std::vector<Tensor> mine;
+      for (int i = 0; i < 20; ++i) {
+        const double v = t * 100 + i;
+        mine.push_back(full({3, 4}, v) + 1.0);                 // small: thread-local lists
+        if (i % 5 == 0) mine.push_back(full({1024, 520}, v));  // > 2 MiB: mapped and kept
+      }
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        if (i % 2 == 0) handed[t].push_back(mine[i]);
+      }
+      mine.clear();  // the other half dies here, on its own thread
+    });
+    for (int t = 0; t < kThreads; ++t) {
+      for (const Tensor& x : handed[t]) {
+        const double first = x.reshape({-1}).index({0}).item();
+        EXPECT_GE(first, t * 100.0);
+        EXPECT_EQ(max(x).item(), first);
+        EXPECT_EQ(min(x).item(), first);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember
