@@ -27,8 +27,11 @@ constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 20;  // 1 MiB
 constexpr std::size_t kMaxCachedPerSize = 32;
 constexpr int kClasses = 15;  // 64 B, 128 B, ..., 1 MiB
-// From here on buffers are mapped (and unmapped) directly, on huge pages (map_huge).
-constexpr std::size_t kMapBytes = std::size_t{2} << 20;
+// Past the caches' largest class buffers are mapped (and unmapped) directly, on huge pages where
+// they have a whole 2 MiB (map_huge), and kept when freed. (Until 2026-11-25 only buffers of 2
+// MiB and more were; those between 1 and 2 MiB went to glibc, which maps and unmaps them or
+// trims its heap under them: the toy GPT's evaluation faulted in fresh pages for every one.)
+constexpr std::size_t kMapBytes = kMaxCachedBytes + 1;
 constexpr bool kMap = kCache;  // not under AddressSanitizer
 
 int size_class(std::size_t bytes) {  // bytes <= kMaxCachedBytes
@@ -79,24 +82,30 @@ Cache& cache() {
 // Measured on the 124M GPT (bench_gpt): construction 0.39 s -> 0.22 s; forward unchanged.
 constexpr std::size_t kHuge = std::size_t{2} << 20;
 
-void* map_huge(std::size_t bytes) {
-  if (bytes > std::numeric_limits<std::size_t>::max() / 2) return nullptr;  // no wrap below
-  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+// A mapping of `size` bytes (a whole number of 2 MiB) for a buffer of `bytes` <= size: huge
+// pages are asked for the buffer's whole 2 MiB only, so its tail, and the rest of the mapping
+// that only a later, larger buffer of the same class may use, stay on small pages.
+void* map_huge(std::size_t size, std::size_t bytes) {
   void* raw =
-      mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto begin = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t end = begin + bytes + kHuge;
+  const std::uintptr_t end = begin + size + kHuge;
   const std::uintptr_t aligned = (begin + kHuge - 1) / kHuge * kHuge;
-  const std::uintptr_t used_end = (aligned + bytes + page - 1) / page * page;
   if (aligned > begin) munmap(raw, aligned - begin);
-  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
   void* p = reinterpret_cast<void*>(aligned);
   madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // a hint: without THP, small pages
   return p;
 }
 
-// Freed mapped buffers, kept for a later buffer of the same size (at most kMaxKeptBytes in all,
+// The size class of a mapped buffer: its bytes rounded up to a whole 2 MiB, so that buffers a
+// little apart in size (a sequence one token longer at each step of a generation) reuse each
+// other's kept mapping instead of mapping, faulting in and zeroing fresh pages every time.
+// Requests this large never wrap (allocate_buffer turns away anything past half the range).
+std::size_t mapped_size(std::size_t bytes) { return (bytes + kHuge - 1) / kHuge * kHuge; }
+
+// Freed mapped buffers, kept for a later buffer of the same class (at most kMaxKeptBytes in all,
 // shared by the threads): a training or inference loop allocates the same activation sizes on
 // every step, and mapping them afresh each time cost a page fault per 2 MiB (4 KiB where the
 // kernel has no huge page to give) plus the kernel's zeroing, serialized on the process's page
@@ -143,8 +152,15 @@ bool keep(void* data, std::size_t bytes) {
 void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   if (zeroed != nullptr) *zeroed = false;
   if (kMap && bytes >= kMapBytes) {
-    if (void* p = take_kept(bytes)) return p;  // not zeros: Storage clears it
-    void* p = map_huge(bytes);
+    if (bytes > std::numeric_limits<std::size_t>::max() / 2) return nullptr;  // no wrap below
+    const std::size_t size = mapped_size(bytes);
+    if (void* p = take_kept(size)) {  // not zeros: Storage clears it
+      // Huge pages for this buffer's whole 2 MiB too, where an earlier, smaller one of the
+      // class left small pages (those not yet touched).
+      madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);
+      return p;
+    }
+    void* p = map_huge(size, bytes);
     if (p == nullptr) return nullptr;
     if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
     return p;
@@ -170,7 +186,8 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
 void free_buffer(void* data, std::size_t bytes) {
   if (data == nullptr) return;
   if (kMap && bytes >= kMapBytes) {
-    if (!keep(data, bytes)) munmap(data, bytes);
+    const std::size_t size = mapped_size(bytes);
+    if (!keep(data, size)) munmap(data, size);
     return;
   }
   if (!kCache || bytes > kMaxCachedBytes || !Cache::alive) {

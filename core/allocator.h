@@ -5,13 +5,13 @@
 //
 // Buffers up to kMaxCachedBytes are rounded up to a power of two and, when freed, kept in the
 // freeing thread's list for their size (at most kMaxCachedPerSize each); a thread's lists are
-// returned to the system when it exits. Larger buffers go straight to aligned_alloc / free,
-// except big ones (2 MiB and more): those are mapped from the kernel directly, 2 MiB-aligned and
-// on transparent huge pages where the kernel has them, so they are known to be zeros and Storage
-// need not clear them (the 163M parameters of GPT-124M are 650 MB of buffers a model's
-// construction writes right away). Freed, a big buffer is kept for the next one of its size (64
-// MiB in all; not zeros then, so Storage clears it): a loop's activations do not fault in fresh
-// pages on every step.
+// returned to the system when it exits. Larger buffers are mapped from the kernel directly,
+// 2 MiB-aligned and on transparent huge pages where the kernel has them (for each whole 2 MiB
+// of the buffer), so they are known to be zeros and Storage need not clear them (the 163M
+// parameters of GPT-124M are 650 MB of buffers a model's construction writes right away). Freed, a
+// big buffer is kept for the next one of its class, its size rounded up to a whole 2 MiB (64 MiB in
+// all; not zeros then, so Storage clears it): a loop's activations do not fault in fresh pages on
+// every step, nor do those of a generation whose sequence grows by a token at each step.
 //
 // The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread
 // free lists too (allocate_object, ObjectAllocator for std::allocate_shared): a graph is built

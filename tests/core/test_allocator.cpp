@@ -67,6 +67,36 @@ TEST(Allocator, BigBuffersAreMappedThenKept) {
   EXPECT_EQ(t.abs().sum().item(), 0.0);  // (0xABABABAB is a negative float)
 }
 
+// A kept buffer serves any later size of its class (sizes rounded up to a whole 2 MiB): a
+// generation's activations grow by a token at each step and still reuse the last step's. Past
+// the per-thread caches (1 MiB) every buffer is mapped and kept so.
+TEST(Allocator, KeptBuffersServeEverySizeOfTheirClass) {
+  const std::size_t mib = std::size_t{1} << 20;
+  const std::vector<std::vector<std::size_t>> classes = {
+      {5 * mib + 64, 5 * mib + 4096 * 7, 6 * mib, 4 * mib + 1},  // the class of 6 MiB
+      {mib + mib / 2, mib + 64, 2 * mib, mib + 1}};              // of 2 MiB
+  for (const auto& sizes : classes) {
+    void* first = detail::allocate_buffer(sizes[0]);
+    ASSERT_NE(first, nullptr);
+    std::memset(first, 0x11, sizes[0]);
+    detail::free_buffer(first, sizes[0]);
+    for (std::size_t bytes : sizes) {
+      bool zeroed = true;
+      auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
+      ASSERT_NE(p, nullptr);
+#if !defined(__SANITIZE_ADDRESS__)
+      EXPECT_EQ(p, first) << bytes;  // the same mapping each time
+      EXPECT_FALSE(zeroed) << bytes;
+#endif
+      std::memset(p, 0x22, bytes);  // all of the size asked for is usable
+      detail::free_buffer(p, bytes);
+    }
+  }
+  // A tensor over it reads zeros, whatever size of the class it has.
+  Tensor t = empty({static_cast<int64_t>(5 * mib / 4 + 1000)});
+  EXPECT_EQ(t.abs().sum().item(), 0.0);
+}
+
 // More than the kept total is never kept: such a buffer is mapped afresh (zeros) every time.
 TEST(Allocator, BuffersPastTheKeptLimitGoBackToTheSystem) {
   const std::size_t bytes = std::size_t{96} << 20;
