@@ -163,7 +163,7 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 // A strided copy into a new contiguous tensor of `dtype` (no autograd).
 static Tensor copy_to_contiguous(const Tensor& src, DType dtype) {
   // unary_map writes every element (or throws, and `out` is never seen).
-  Tensor out = make_contiguous_tensor(src.shape(), dtype, "empty", /*clear=*/false);
+  Tensor out = detail::empty_for_overwrite(src.shape(), dtype);
   dispatch(src.dtype(), [&](auto stag) {
     using S = decltype(stag);
     dispatch(dtype, [&](auto dtag) {

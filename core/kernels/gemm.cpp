@@ -420,26 +420,34 @@ inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
   }
 }
 
+// kc stored lines of `len` contiguous values (line p at src + p * stride) as ceil(len / width)
+// panels of kc x width, columns past len zeros: each line is read once, in order (a stream the
+// hardware prefetcher follows), its width-long pieces going to their panels. Walking panel by
+// panel instead read the lines down a column of cache lines a stride apart, and stalled on every
+// one. For a row-major B (lines are rows of B) and an A^T (lines are columns of A).
+template <typename T>
+void pack_lines(const T* src, int64_t stride, int64_t kc, int64_t len, int64_t width, T* out) {
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* line = src + p * stride;
+    for (int64_t j = 0; j < len; j += width) {
+      const int64_t n = std::min(width, len - j);
+      T* dst = out + j * kc + p * width;  // panel j / width, row p
+      if (n == width) {
+        copy_row(dst, line + j, width);
+      } else {
+        std::memcpy(dst, line + j, sizeof(T) * n);
+        std::fill(dst + n, dst + width, T(0));
+      }
+    }
+  }
+}
+
 // A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
 template <typename T>
 void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
             T* out) {
-  if (op.lda_row == 1 && op.lda_col > 1) {
-    // A^T (columns of A contiguous): each stored row (a column of A) is read once, in order,
-    // its MR-long pieces going to their panels, as pack_b does for a row-major B.
-    for (int64_t p = 0; p < kc; ++p) {
-      const T* col = op.A + i0 + (p0 + p) * op.lda_col;
-      for (int64_t ir = 0; ir < mc; ir += MR) {
-        const int64_t rows = std::min(MR, mc - ir);
-        T* dst = out + ir * kc + p * MR;  // panel ir / MR, row p
-        if (rows == MR) {
-          copy_row(dst, col + ir, MR);
-        } else {
-          std::memcpy(dst, col + ir, sizeof(T) * rows);
-          std::fill(dst + rows, dst + MR, T(0));
-        }
-      }
-    }
+  if (op.lda_row == 1 && op.lda_col > 1) {  // A^T: columns of A contiguous
+    pack_lines(op.A + i0 + p0 * op.lda_col, op.lda_col, kc, mc, MR, out);
     return;
   }
   for (int64_t ir = 0; ir < mc; ir += MR, out += kc * MR) {
@@ -456,9 +464,7 @@ void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc
         const T* src = a + r * op.lda_row;
         for (int64_t p = done; p < kc; ++p) out[p * MR + r] = src[p * op.lda_col];
       }
-    } else if (op.lda_row == 1 && rows == MR) {  // A^T: MR adjacent values per k
-      for (int64_t p = 0; p < kc; ++p) copy_row(out + p * MR, a + p * op.lda_col, MR);
-    } else {  // A transposed: its columns are contiguous, walk along rows per k
+    } else {  // columns of A closer than its rows: walk along rows per k
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = a + p * op.lda_col;
         for (int64_t r = 0; r < rows; ++r) out[p * MR + r] = src[r * op.lda_row];
@@ -474,37 +480,15 @@ void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc
 template <typename T>
 void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
             T* out) {
-  if (op.ldb_col == 1) {
-    // Rows of B contiguous: each row of the block is read once, in order (a stream the hardware
-    // prefetcher follows), its NR-wide pieces going to their panels. Walking panel by panel
-    // instead read B down a column of lines a row stride apart, and stalled on every one.
-    for (int64_t p = 0; p < kc; ++p) {
-      const T* row = op.B + (p0 + p) * op.ldb_row + j0;
-      for (int64_t jr = 0; jr < nc; jr += NR) {
-        const int64_t cols = std::min(NR, nc - jr);
-        T* dst = out + jr * kc + p * NR;  // panel jr / NR, row p
-        if (cols == NR) {
-          copy_row(dst, row + jr, NR);
-        } else {
-          std::memcpy(dst, row + jr, sizeof(T) * cols);
-          std::fill(dst + cols, dst + NR, T(0));
-        }
-      }
-    }
+  if (op.ldb_col == 1) {  // rows of B contiguous
+    pack_lines(op.B + p0 * op.ldb_row + j0, op.ldb_row, kc, nc, NR, out);
     return;
   }
   for (int64_t jr = 0; jr < nc; jr += NR, out += kc * NR) {
     const int64_t cols = std::min(NR, nc - jr);
     const T* b = op.B + p0 * op.ldb_row + (j0 + jr) * op.ldb_col;
-    if (op.ldb_col == 1 && cols == NR) {  // rows of B contiguous: copy NR values per k
-      for (int64_t p = 0; p < kc; ++p) copy_row(out + p * NR, b + p * op.ldb_row, NR);
-    } else if (op.ldb_col == 1) {
-      for (int64_t p = 0; p < kc; ++p) {
-        std::memcpy(out + p * NR, b + p * op.ldb_row, sizeof(T) * cols);
-        std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
-      }
-    } else if (op.ldb_row <= op.ldb_col) {  // B transposed (W^T): walk down each column
-      int64_t done = 0;                     // rows p already packed by a SIMD path
+    if (op.ldb_row <= op.ldb_col) {  // B transposed (W^T): walk down each column
+      int64_t done = 0;              // rows p already packed by a SIMD path
 #ifdef EMBER_GEMM_X86
       if constexpr (std::is_same_v<T, float>) {
         if (op.ldb_row == 1 && cols == NR && NR % 8 == 0) {
@@ -609,11 +593,13 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
             T* c = op.C + (ic + ir) * op.ldc + jc + jr;
             // The next tile of C on its way while this one runs: the next rows, or after the
             // last rows the first rows of the next panel's columns.
-            if (prefetch_c && ir + MR < mc) {
-              prefetch_tile(c + MR * op.ldc, std::min(MR, mc - ir - MR), cols, op.ldc);
-            } else if (prefetch_c && jr + NR < nc) {
-              prefetch_tile(op.C + ic * op.ldc + jc + jr + NR, std::min(MR, mc),
-                            std::min(NR, nc - jr - NR), op.ldc);
+            if (prefetch_c) {
+              if (ir + MR < mc) {
+                prefetch_tile(c + MR * op.ldc, std::min(MR, mc - ir - MR), cols, op.ldc);
+              } else if (jr + NR < nc) {
+                prefetch_tile(op.C + ic * op.ldc + jc + jr + NR, std::min(MR, mc),
+                              std::min(NR, nc - jr - NR), op.ldc);
+              }
             }
             if (rows == MR && cols == NR) {
               cfg.kernel(kc, a_panel, b_panel, c, op.ldc, load);
@@ -1067,6 +1053,15 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
   for (int64_t pc = 0; pc < k; pc += KC) {
     const int64_t kc = std::min(KC, k - pc);
     const bool load = pc > 0 || accumulate;  // continue the chain of each C[i, j]
+    // A partial tile (rows x cols of C): the full tile runs on a copy, the valid part is kept.
+    auto edge_tile = [&](const T* a, int64_t rs, int64_t ks, const T* bj, T* c, int64_t rows,
+                         int64_t cols) {
+      if (load) {
+        for (int64_t r = 0; r < rows; ++r) copy_partial_row(edge_c + r * W, c + r * ldc, cols);
+      }
+      tile_a_strided<T>(kc, a, rs, ks, bj, edge_c, W, load);
+      for (int64_t r = 0; r < rows; ++r) copy_partial_row(c + r * ldc, edge_c + r * W, cols);
+    };
     if (full_rows < M) {
       const T* a = A + full_rows * lda_row + pc * lda_col;
       for (int64_t p = 0; p < kc; ++p) {
@@ -1094,19 +1089,10 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
               kernel_avx512_f32_a_pair<true>(kc, a, lda_row, 1, b, b1, c, ldc, load);
             }
           }
-          for (int64_t second = 0; second < 2; ++second) {
-            const int64_t j = jr + second * W;
-            const T* bj = b + second * W * K_packed;
-            for (int64_t i = full_rows; i < M; i += MR) {
-              const int64_t rows = M - i;  // < MR: the packed edge rows
-              if (load) {
-                for (int64_t r = 0; r < rows; ++r)
-                  std::copy_n(C + (i + r) * ldc + j, W, edge_c + r * W);
-              }
-              tile_a_strided<T>(kc, edge_a, 1, MR, bj, edge_c, W, load);
-              for (int64_t r = 0; r < rows; ++r)
-                std::copy_n(edge_c + r * W, W, C + (i + r) * ldc + j);
-            }
+          if (full_rows < M) {  // the packed edge rows, under each of the two panels
+            T* c = C + full_rows * ldc + jr;
+            edge_tile(edge_a, 1, MR, b, c, M - full_rows, W);
+            edge_tile(edge_a, 1, MR, b1, c + W, M - full_rows, W);
           }
           jr += W;  // (and the loop's own step: two panels)
           continue;
@@ -1123,11 +1109,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
           tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load);
           continue;
         }
-        if (load) {
-          for (int64_t r = 0; r < rows; ++r) copy_partial_row(edge_c + r * W, c + r * ldc, cols);
-        }
-        tile_a_strided<T>(kc, a, rs, ks, b, edge_c, W, load);
-        for (int64_t r = 0; r < rows; ++r) copy_partial_row(c + r * ldc, edge_c + r * W, cols);
+        edge_tile(a, rs, ks, b, c, rows, cols);
       }
     }
   }
