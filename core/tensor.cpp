@@ -1,7 +1,7 @@
 // Tensor itself: metadata, element access, fill_, the autograd flags, views' bookkeeping and the
-// in-place checks. The factories are in core/factories.cpp, views in core/ops/view.cpp, copies
-// and conversions (to, clone, copy_) in core/ops/copy.cpp, printing in core/ops/print.cpp,
-// backward() with the engine in core/autograd/engine.cpp (the layers: core/README.md).
+// in-place checks. Elsewhere: the factories in core/factories.cpp, views in core/ops/view.cpp,
+// to / clone / copy_ in core/ops/copy.cpp, printing in core/ops/print.cpp, equal and allclose
+// in core/ops/compare.cpp, backward() in core/autograd/engine.cpp (the layers: core/README.md).
 #include "core/tensor.h"
 
 #include <cmath>
