@@ -13,7 +13,7 @@
 //   target   tokens[1 .. 2n]     the loss counts only the n positions that predict the output
 // Held-out sequences (the validation set) never appear in training.
 //
-//   build/release/bin/train_toy                      # defaults: about half a minute on 2 cores
+//   build/release/bin/train_toy                      # defaults: about 4 s of CPU (one thread)
 //   build/release/bin/train_toy --steps 300 --out /tmp/toy
 #include <CLI/CLI.hpp>
 #include <algorithm>
