@@ -1,17 +1,15 @@
-// The C++ reader of the fixture format that scripts/fixtures/fixture_io.py writes: one tensor
-// per line,
+// The C++ reader of the fixture format that scripts/fixtures/fixture_io.py writes, one entry per
+// line:
 //
-//   <name> <dtype> <shape> = all <patterns>                           (at most 64 elements)
-//   <name> <dtype> <shape> = head <16 patterns> tail <16 patterns> fnv <hash>   (more)
+//   <name> <dtype> <shape> = all <patterns>                       a tensor, every element
+//   <name> <dtype> <shape> = head <16> tail <16> fnv <hash>       a large tensor, summarised
+//   <name> keys = <k1> <k2> ...                                   a list of names
+//   <name> str = <text>                                           a string (\\ and \n escaped)
 //
-//   <name> keys = <k1> <k2> ...                                      a list of names
-//   <name> str = <text>                      a string ("\\" and newlines written as \\ and \n)
-//
-// dtype is f32, f64, i64 or b8 (also written "bool"); shape is "2x3" ("-" for a 0-d tensor); each
-// pattern is an element's bit pattern in hex, row-major (8 digits for f32, 16 for f64 and i64, 2
-// for b8); the hash is FNV-1a (64 bits) of all the elements' little-endian bytes. Lines starting
-// with '#' and empty lines are comments; a line in another form is an error (the file is not one of
-// this format).
+// dtype is f32, f64, i64 or b8 (also written "bool"); shape is "2x3" ("-" for a 0-d tensor);
+// each pattern is an element's bit pattern in hex, row-major (8 digits for f32, 16 for f64 and
+// i64, 2 for b8); the hash is FNV-1a (64 bits) of all the elements' little-endian bytes. Lines
+// starting with '#' and empty lines are comments; a line in another form is an error.
 //
 //   const test::Fixture& f = test::fixture_file("sampling.txt");   // read once, then cached
 //   Tensor t = f.tensor("randint_0_10");                           // a fresh copy

@@ -4,7 +4,9 @@
 // One table, one parametrized test: each row names a case, builds its inputs from a seeded
 // generator and says what to compute. Rows cover broadcasting ([2, 3] with [3], [2, 1] with
 // [1, 3]), non-contiguous inputs (transposed, sliced with a step, expanded with stride 0) and
-// negative dims. Then a few plain tests show that gradcheck itself catches wrong backwards.
+// negative dims. Every case is also run against PyTorch's output and input gradients
+// (tests/fixtures/op_grads.txt, below). Then a few plain tests show that gradcheck itself catches
+// wrong backwards.
 #include "core/autograd/gradcheck.h"
 
 #include <gtest/gtest.h>
