@@ -10,7 +10,7 @@
 #include "core/autograd/function.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/parallel_for.h"
-#include "core/kernels/reduce.h"
+#include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/parallel.h"

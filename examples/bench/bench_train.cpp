@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "examples/bench/bench_util.h"
+#include "examples/common/bench_util.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "optim/optim.h"
