@@ -8,6 +8,7 @@
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
+#include "core/autograd/profiler.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"

@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", s.top_k, "sample among the k likeliest characters")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  s.add_profile(app);
   CLI11_PARSE(app, argc, argv);
   s.apply();
   std::string text;
@@ -231,7 +232,9 @@ int main(int argc, char** argv) {
   examples::Stopwatch clock;
   model.train();
   double loss_value = 0, val = 0;
+  examples::StepProfiler profiler(s.profile, start + 1, last);  // --profile
   for (int64_t step = start + 1; step <= last; ++step) {
+    profiler.before_step(step);
     // This step's batch and dropout masks depend only on (seed, step).
     std::mt19937_64 rng(s.seed * 1000003 + static_cast<uint64_t>(step));
     manual_seed(s.seed * 7919 + static_cast<uint64_t>(step));
@@ -253,6 +256,7 @@ int main(int argc, char** argv) {
                     std::to_string(s.top_k) + "): " + sample(step));
     }
     progress.update(step, loss_value, "validation " + svg::num(val, 4), s.batch * s.context);
+    profiler.after_step(step, progress);
   }
   const double seconds = clock.seconds();
 

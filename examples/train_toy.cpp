@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   s.add_print_every(app);
+  s.add_profile(app);
   CLI11_PARSE(app, argc, argv);
   s.apply();
   const int64_t n = s.digits;
@@ -283,7 +284,9 @@ int main(int argc, char** argv) {
                 svg::num(100 * last_eval.token_accuracy, 3) + "%");
   snapshots.push_back(snapshot_attention(model, watched_x, 0));
   double train_loss = 0;
+  examples::StepProfiler profiler(s.profile, 1, s.steps);  // --profile
   for (int64_t step = 1; step <= s.steps; ++step) {
+    profiler.before_step(step);
     auto [x, y] = task.batch(task.train_digits(s.batch));
     Tensor logits = output_logits(model, x, n);
     train_loss =
@@ -303,6 +306,7 @@ int main(int argc, char** argv) {
                     "held-out loss " + svg::num(last_eval.loss, 3) + ", acc " +
                         svg::num(100 * last_eval.token_accuracy, 4) + "%",
                     s.batch * 2 * n);
+    profiler.after_step(step, progress);
   }
   const double train_seconds = clock.seconds();
 

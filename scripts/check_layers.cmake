@@ -21,8 +21,10 @@ function(layer_of path out)
   set(layer "")
   if(path MATCHES "^core/kernels/")
     set(layer kernels)
-  elseif(path MATCHES "^core/autograd/(node\\.h|function\\.h|function\\.cpp|grad_mode\\.h)$")
-    set(layer graph)  # the graph's nodes, Function<Op> and apply: what ops are written with
+  elseif(path MATCHES
+         "^core/autograd/(node\\.h|function\\.h|function\\.cpp|grad_mode\\.h|profiler\\.h|profiler\\.cpp)$")
+    set(layer graph)  # the graph's nodes, Function<Op> and apply: what ops are written with (and
+                      # the profiler's hook, which apply calls)
   elseif(path MATCHES "^core/autograd/")
     set(layer engine)  # backward, grad, gradcheck: they run ops (add, sum_to) on gradients
   elseif(path MATCHES "^core/ops/")

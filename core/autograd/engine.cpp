@@ -13,11 +13,13 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
 
 #include "core/autograd/function.h"
+#include "core/autograd/profiler.h"
 #include "core/log.h"
 #include "core/ops/elementwise.h"  // add: gradients arriving by several edges are summed
 #include "core/ops/reduce.h"       // sum_to: a broadcast input gets its gradient summed back
@@ -204,6 +206,14 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       }
     }
     std::vector<Tensor> input_grads;
+    // The profiler's hook: the node's backward, and the sums of its gradients into the buffers
+    // below, timed as one event named after the node ("MmBackward0"); when nothing records, a
+    // relaxed load and a branch.
+    std::optional<profiler::RecordFunction> record;
+    if (profiler::is_recording() && grad.defined()) [[unlikely]] {
+      record.emplace(node->name(), profiler::EventKind::kBackward,
+                     std::vector<Shape>{grad.shape()});
+    }
     if (!grad.defined()) {
       // Nothing to propagate; still release the nodes below it.
     } else if (auto* acc = node->as_accumulate_grad()) {

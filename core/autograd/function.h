@@ -16,15 +16,18 @@
 //
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
 // wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors.
+// apply is also where autograd::profiler times every op's forward (profiler.h).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/autograd/profiler.h"
 
 namespace ember::autograd {
 
@@ -122,6 +125,20 @@ constexpr bool allows_undefined_inputs() {
     return false;
   }
 }
+// The profiler's name for Op's forward: "ember::mm" for MmBackward0 (as PyTorch's "aten::mm").
+template <typename Op>
+const std::string& forward_event_name() {
+  static const std::string name = "ember::" + op_name(Op::name);
+  return name;
+}
+// The shapes of the tensor arguments, in order ([] for an undefined one), for the profiler.
+template <typename... Args>
+std::vector<Shape> tensor_shapes(const Args&... args) {
+  std::vector<Shape> shapes;
+  for_each_tensor(
+      [&shapes](const Tensor& t) { shapes.push_back(t.defined() ? t.shape() : Shape{}); }, args...);
+  return shapes;
+}
 // Hooks the node into the graph: edges to the inputs, grad_fn of the output.
 void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
              Tensor& output);
@@ -131,6 +148,12 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 // order) and records it in the graph when a tensor argument requires grad.
 template <typename Op, typename... Args>
 Tensor apply(const Args&... args) {
+  // The profiler's hook: when nothing records, one relaxed load and a branch (profiler.h).
+  std::optional<profiler::RecordFunction> record;
+  if (profiler::is_recording()) [[unlikely]] {
+    record.emplace(detail::forward_event_name<Op>(), profiler::EventKind::kOp,
+                   detail::tensor_shapes(args...));
+  }
   bool any_undefined = false, any_requires_grad = false;
   detail::for_each_tensor(
       [&](const Tensor& t) {

@@ -13,9 +13,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/autograd/profiler.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "examples/common/svg.h"
@@ -33,6 +35,7 @@ struct TrainingFlags {
   int threads = 1;
   std::string out;
   int64_t print_every = 25;
+  bool profile = false;
 
   // Adds --seed, --steps, --lr, --batch, --threads and --out to app; seed_help, steps_help and
   // out_help say what the program does with them.
@@ -58,6 +61,13 @@ struct TrainingFlags {
                    "steps between progress lines when stdout is not a terminal")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+  }
+
+  // Adds --profile (see StepProfiler).
+  void add_profile(CLI::App& app) {
+    app.add_flag("--profile", profile,
+                 "record steps 2-6 with autograd::profiler and print its table (sorted by self "
+                 "time)");
   }
 
   // After parsing: the kernels' threads, and the output directory made.
@@ -180,6 +190,31 @@ struct LossHistory {
     if (!val_steps.empty()) chart.series.push_back({"validation", val_steps, val_loss});
     return svg::line_chart(chart);
   }
+};
+
+// --profile: autograd::profiler records the run's steps 2-6 (after one warm-up step, whose first
+// allocations are not the loop's), then prints the table of key_averages() sorted by self time,
+// as a learner would print prof.key_averages().table(sort_by="self_cpu_time_total").
+class StepProfiler {
+ public:
+  StepProfiler(bool on, int64_t first_step, int64_t last_step)
+      : on_(on), first_(first_step + 1), last_(std::min(first_step + 5, last_step)) {}
+  void before_step(int64_t step) {
+    if (on_ && step == first_) profile_.emplace();
+  }
+  void after_step(int64_t step, Progress& progress) {
+    if (!profile_ || step != last_) return;
+    profile_->stop();
+    progress.note("autograd::profiler, steps " + std::to_string(first_) + "-" +
+                  std::to_string(last_) + ":\n" +
+                  profile_->key_averages().table("self_cpu_time_total", 25));
+    profile_.reset();
+  }
+
+ private:
+  bool on_;
+  int64_t first_, last_;
+  std::optional<autograd::profiler::Profile> profile_;
 };
 
 }  // namespace ember::examples

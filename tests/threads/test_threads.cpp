@@ -9,9 +9,11 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "core/autograd/profiler.h"
 #include "core/ember.h"
 
 namespace ember {
@@ -200,6 +202,35 @@ TEST(Threads, EmptyCacheWhileOtherThreadsAllocate) {
   });
   empty_cache();
   EXPECT_EQ(memory_stats().mapped_kept, 0u);
+}
+
+// The profiler records every thread's ops into that thread's own buffer and merges them: each
+// thread's forward and backward are all there, with its own thread id, while the main thread
+// reads the profile as the workers still record.
+TEST(Threads, ProfilerRecordsEveryThread) {
+  constexpr int kSteps = 20;
+  autograd::profiler::Profile prof;
+  std::atomic<int> done{0};
+  std::thread reader([&] {
+    while (done.load() < kThreads) (void)prof.key_averages();  // a read during recording
+  });
+  run_threads([&](int t) {
+    autograd::profiler::RecordFunction label("worker");
+    const Tensor w = full({4, 4}, 0.5 + t).requires_grad_(true);
+    for (int i = 0; i < kSteps; ++i) tanh(mm(w, w)).sum().backward();
+    done.fetch_add(1);
+  });
+  reader.join();
+  prof.stop();
+  const autograd::profiler::KeyAverages averages = prof.key_averages();
+  ASSERT_NE(averages.find("TanhBackward0"), nullptr);
+  EXPECT_EQ(averages.find("TanhBackward0")->count, kThreads * kSteps);
+  EXPECT_EQ(averages.find("ember::tanh")->count, kThreads * kSteps);
+  EXPECT_EQ(averages.find("worker")->count, kThreads);
+  std::set<uint64_t> threads;
+  for (const auto& e : prof.events())
+    if (e.name == "worker") threads.insert(e.thread);
+  EXPECT_EQ(threads.size(), static_cast<std::size_t>(kThreads));
 }
 
 }  // namespace
