@@ -115,11 +115,12 @@ void load_gpt2_weights(GPTModel& model, const NamedTensorList& tensors) {
   // What else the file may hold: the causal masks (buffers, not weights) and a tied lm_head.
   for (const auto& [name, t] : file) {
     if (used.count(name)) continue;
-    const auto dot = name.rfind('.');
-    const std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
-    const bool mask = name.rfind("h.", 0) == 0 &&
-                      (name.size() > 10 && (name.find(".attn.bias") != std::string::npos ||
-                                            name.find(".attn.masked_bias") != std::string::npos));
+    auto ends_with = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const bool mask =
+        name.rfind("h.", 0) == 0 && (ends_with(".attn.bias") || ends_with(".attn.masked_bias"));
     if (mask) continue;
     if (name == "lm_head.weight") {
       const Tensor& wte = file.at("wte.weight");
@@ -134,8 +135,7 @@ void load_gpt2_weights(GPTModel& model, const NamedTensorList& tensors) {
     }
     // A layer beyond the config's, or a name GPT-2 does not have.
     fail("load_gpt2_weights: the file's tensor ", name, " (shape ", t.shape(),
-         ") has no place in a GPTModel of ", cfg.n_layers, " layers and emb_dim ", E, " (", last,
-         ")");
+         ") has no place in a GPTModel of ", cfg.n_layers, " layers and emb_dim ", E);
   }
 
   NoGradGuard no_grad;
