@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 
@@ -45,6 +46,54 @@ Generator& Generator::operator=(const Generator& other) {
   left_ = other.left_;
   next_ = other.next_;
   return *this;
+}
+
+std::vector<int64_t> Generator::get_state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<int64_t> out(state_.begin(), state_.end());
+  out.push_back(left_);
+  out.push_back(next_);
+  out.push_back(static_cast<int64_t>(initial_seed_));
+  double d = next_double_normal_sample.value_or(0.0);
+  float f = next_float_normal_sample.value_or(0.0f);
+  int64_t d_bits = 0;
+  int32_t f_bits = 0;
+  std::memcpy(&d_bits, &d, sizeof d);
+  std::memcpy(&f_bits, &f, sizeof f);
+  out.push_back(next_double_normal_sample.has_value());
+  out.push_back(d_bits);
+  out.push_back(next_float_normal_sample.has_value());
+  out.push_back(f_bits);
+  out.push_back(0);  // a version for future layouts
+  return out;
+}
+
+void Generator::set_state(const std::vector<int64_t>& state) {
+  constexpr std::size_t kSize = kStateSize + 8;
+  check(state.size() == kSize, "Generator::set_state: expected ", kSize, " values, got ",
+        state.size());
+  for (int i = 0; i < kStateSize; ++i)
+    check(state[static_cast<std::size_t>(i)] >= 0 &&
+              state[static_cast<std::size_t>(i)] <= 0xFFFFFFFFLL,
+          "Generator::set_state: word ", i, " is not a 32-bit value");
+  const int64_t left = state[kStateSize], next = state[kStateSize + 1];
+  check(left >= 1 && left <= kStateSize + 1 && next >= 0 && next <= kStateSize &&
+            state[kSize - 1] == 0,
+        "Generator::set_state: not a state from get_state (position ", left, ", ", next, ")");
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < kStateSize; ++i)
+    state_[static_cast<std::size_t>(i)] = static_cast<uint32_t>(state[static_cast<std::size_t>(i)]);
+  left_ = static_cast<int>(left);
+  next_ = static_cast<int>(next);
+  initial_seed_ = static_cast<uint64_t>(state[kStateSize + 2]);
+  double d = 0;
+  float f = 0;
+  const int64_t d_bits = state[kStateSize + 4];
+  const auto f_bits = static_cast<int32_t>(state[kStateSize + 6]);
+  std::memcpy(&d, &d_bits, sizeof d);
+  std::memcpy(&f, &f_bits, sizeof f);
+  next_double_normal_sample = state[kStateSize + 3] ? std::optional<double>(d) : std::nullopt;
+  next_float_normal_sample = state[kStateSize + 5] ? std::optional<float>(f) : std::nullopt;
 }
 
 void Generator::manual_seed(uint64_t seed) {

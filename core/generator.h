@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace ember {
 
@@ -39,6 +40,13 @@ class Generator {
   // torch.manual_seed(-1) corresponds to manual_seed(0xFFFFFFFFFFFFFFFF).
   void manual_seed(uint64_t seed);
   uint64_t initial_seed() const { return initial_seed_; }
+
+  // torch.Generator.get_state()/set_state(): the whole state as 632 int64 values (the 624
+  // words, the position, the seed and the normal caches; Ember's own layout, not PyTorch's
+  // byte tensor), so a checkpoint can resume the stream exactly. set_state checks the size and
+  // ranges (an ember::Error otherwise).
+  std::vector<int64_t> get_state() const;
+  void set_state(const std::vector<int64_t>& state);
 
   // Held by every fill (and manual_seed) for its whole duration.
   std::mutex& mutex() const { return mutex_; }

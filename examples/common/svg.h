@@ -18,6 +18,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -314,7 +315,15 @@ struct LineChart {
   double width = 640, height = 400;
 };
 
-inline std::string line_chart(const LineChart& chart) {
+// A second x axis along the top (matplotlib's twiny), linear in x: `at_xmin` and `at_xmax` are
+// its values at the data's smallest and largest x (the book's "Tokens seen" over "Epochs").
+struct TopAxis {
+  std::string label;
+  double at_xmin = 0, at_xmax = 1;
+};
+
+inline std::string line_chart(const LineChart& chart,
+                              const std::optional<TopAxis>& top_axis = std::nullopt) {
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const Series& s : chart.series) {
     if (s.x.size() != s.y.size()) {
@@ -353,7 +362,7 @@ inline std::string line_chart(const LineChart& chart) {
   const double xlo = std::min(xmin, xticks.front()), xhi = std::max(xmax, xticks.back());
 
   const double W = chart.width, H = chart.height;
-  const double left = 70, right = 20, top = 40, bottom = 55;
+  const double left = 70, right = 20, top = top_axis ? 80 : 40, bottom = 55;
   const double pw = W - left - right, ph = H - top - bottom;
   auto X = [&](double v) { return left + (v - xlo) / (xhi - xlo) * pw; };
   auto Y = [&](double v) { return top + ph - (ty(v) - ylo) / (yhi - ylo) * ph; };
@@ -387,6 +396,21 @@ inline std::string line_chart(const LineChart& chart) {
   s << "<text font-size=\"13\" text-anchor=\"middle\" transform=\"translate(18 " << px(top + ph / 2)
     << ") rotate(-90)\">" << escape(chart.y_label + (chart.log_y ? " (log scale)" : ""))
     << "</text>\n";
+  if (top_axis && xmax > xmin && top_axis->at_xmax != top_axis->at_xmin) {
+    const auto& t = *top_axis;
+    const double per_x = (t.at_xmax - t.at_xmin) / (xmax - xmin);
+    auto to_x = [&](double v) { return xmin + (v - t.at_xmin) / per_x; };
+    const double vlo = t.at_xmin + (xlo - xmin) * per_x, vhi = t.at_xmin + (xhi - xmin) * per_x;
+    for (double v : nice_ticks(std::min(vlo, vhi), std::max(vlo, vhi), 6)) {
+      const double x = X(to_x(v));
+      if (x < left - 0.5 || x > left + pw + 0.5) continue;
+      s << "<line x1=\"" << px(x) << "\" y1=\"" << px(top) << "\" x2=\"" << px(x) << "\" y2=\""
+        << px(top - 5) << "\" stroke=\"#333\"/><text x=\"" << px(x) << "\" y=\"" << px(top - 8)
+        << "\" font-size=\"11\" text-anchor=\"middle\">" << num(v, 6) << "</text>\n";
+    }
+    s << "<text x=\"" << px(left + pw / 2) << "\" y=\"" << px(top - 26)
+      << "\" font-size=\"13\" text-anchor=\"middle\">" << escape(t.label) << "</text>\n";
+  }
   // The series.
   for (std::size_t k = 0; k < chart.series.size(); ++k) {
     const Series& ser = chart.series[k];

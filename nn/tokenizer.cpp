@@ -1,0 +1,348 @@
+#include "nn/tokenizer.h"
+
+#include <openssl/evp.h>
+#include <unicode/uchar.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember::nn {
+
+std::string default_gpt2_dir() {
+  if (const char* dir = std::getenv("EMBER_GPT2_DIR"); dir != nullptr && *dir != '\0') return dir;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/ember/gpt2";
+}
+
+namespace {
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  check(static_cast<bool>(in), what, ": cannot read ", path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string md5_hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  check(EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_md5(), nullptr) == 1,
+        "file_md5: OpenSSL's MD5 failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
+}
+
+// The length of the well-formed UTF-8 sequence at s[i], or 0 when it is not one; `bad` is then
+// the length of the maximal invalid subpart (at least 1), the bytes one U+FFFD replaces.
+// Well-formed sequences (Unicode's table 3-7): 00-7F | C2-DF 80-BF | E0 A0-BF 80-BF |
+// E1-EC 80-BF 80-BF | ED 80-9F 80-BF | EE-EF 80-BF 80-BF | F0 90-BF 80-BF 80-BF |
+// F1-F3 80-BF 80-BF 80-BF | F4 80-8F 80-BF 80-BF.
+std::size_t utf8_sequence(std::string_view s, std::size_t i, std::size_t& bad, char32_t& cp) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    cp = b0;
+    return 1;
+  }
+  std::size_t need = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    need = 1;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    need = 2;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    need = 3;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    bad = 1;
+    return 0;
+  }
+  char32_t value = b0 & (need == 1 ? 0x1F : need == 2 ? 0x0F : 0x07);
+  for (std::size_t k = 1; k <= need; ++k) {
+    if (i + k >= s.size()) {
+      bad = k;
+      return 0;
+    }
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
+    if (b < l || b > h) {
+      bad = k;
+      return 0;
+    }
+    value = (value << 6) | (b & 0x3F);
+  }
+  cp = value;
+  return need + 1;
+}
+
+struct CodePoint {
+  char32_t cp;
+  std::size_t offset;  // of its first byte
+};
+
+std::vector<CodePoint> decode_strict(std::string_view text) {
+  std::vector<CodePoint> out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t bad = 0;
+    char32_t cp = 0;
+    const std::size_t n = utf8_sequence(text, i, bad, cp);
+    if (n == 0) {
+      std::ostringstream bytes;
+      for (std::size_t k = i; k < i + bad; ++k)
+        bytes << (k > i ? " " : "") << "0x" << std::hex
+              << static_cast<int>(static_cast<unsigned char>(text[k]));
+      fail("GPT2Tokenizer::encode: the text is not valid UTF-8: byte offset ", i, " (", bytes.str(),
+           ") does not start a well-formed sequence");
+    }
+    out.push_back({cp, i});
+    i += n;
+  }
+  return out;
+}
+
+// GPT-2's classes, from ICU: \p{L}, \p{N} and \s (Unicode's White_Space property).
+bool is_letter(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_L_MASK) != 0; }
+bool is_number(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
+bool is_space(char32_t c) {
+  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
+}
+bool is_other(char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); }
+
+}  // namespace
+
+std::string file_md5(const std::string& path) { return md5_hex(read_file(path, "file_md5")); }
+
+std::string utf8_replace_invalid(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    std::size_t bad = 0;
+    char32_t cp = 0;
+    const std::size_t n = utf8_sequence(bytes, i, bad, cp);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += bad;
+    } else {
+      out.append(bytes.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
+  const std::vector<CodePoint> cps = decode_strict(text);
+  const std::size_t n = cps.size();
+  auto offset = [&](std::size_t k) { return k < n ? cps[k].offset : text.size(); };
+  std::vector<std::string_view> pieces;
+  std::size_t i = 0;
+  auto take = [&](std::size_t end) {  // the piece of code points [i, end)
+    pieces.push_back(text.substr(offset(i), offset(end) - offset(i)));
+    i = end;
+  };
+  // A run of code points of one class from k on: the end of the run.
+  auto run = [&](std::size_t k, bool (*cls)(char32_t)) {
+    while (k < n && cls(cps[k].cp)) ++k;
+    return k;
+  };
+  while (i < n) {
+    const char32_t c = cps[i].cp;
+    // 's|'t|'re|'ve|'m|'ll|'d
+    if (c == U'\'' && i + 1 < n) {
+      const char32_t c1 = cps[i + 1].cp, c2 = i + 2 < n ? cps[i + 2].cp : 0;
+      if (c1 == U's' || c1 == U't' || c1 == U'm' || c1 == U'd') {
+        take(i + 2);
+        continue;
+      }
+      if ((c1 == U'r' && c2 == U'e') || (c1 == U'v' && c2 == U'e') || (c1 == U'l' && c2 == U'l')) {
+        take(i + 3);
+        continue;
+      }
+    }
+    // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': one class's run, with one leading space
+    bool matched = false;
+    for (bool (*cls)(char32_t) : {is_letter, is_number, is_other}) {
+      if (cls(c)) {
+        take(run(i, cls));
+      } else if (c == U' ' && i + 1 < n && cls(cps[i + 1].cp)) {
+        take(run(i + 1, cls));
+      } else {
+        continue;
+      }
+      matched = true;
+      break;
+    }
+    if (matched) continue;
+    // '\s+(?!\S)|\s+': c is whitespace (nothing else is left). A run reaching the end is one
+    // piece; otherwise the run's last character is left for the word that follows, unless the
+    // run is that one character.
+    const std::size_t end = run(i, is_space);
+    take(end == n || end - i == 1 ? end : end - 1);
+  }
+  return pieces;
+}
+
+GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
+  const std::string encoder_path = dir + "/encoder.json", vocab_path = dir + "/vocab.bpe";
+  auto load = [](const std::string& path, const char* md5) {
+    std::ifstream in(path, std::ios::binary);
+    check(static_cast<bool>(in), "GPT2Tokenizer: cannot read ", path,
+          " (expected GPT-2's file with MD5 ", md5, "; scripts/setup fetches it into ",
+          "$EMBER_GPT2_DIR, default ~/.cache/ember/gpt2)");
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string got = md5_hex(bytes);
+    check(got == md5, "GPT2Tokenizer: ", path, " has MD5 ", got, ", expected ", md5,
+          " (a corrupt or different file; scripts/setup fetches GPT-2's)");
+    return bytes;
+  };
+  const std::string encoder_text = load(encoder_path, kGPT2EncoderJsonMd5);
+  const std::string vocab_text = load(vocab_path, kGPT2VocabBpeMd5);
+
+  // GPT-2 writes bytes as printable characters: the 188 printable bytes stand for themselves
+  // (as code points), the other 68 for U+0100 onwards, in byte order (bytes_to_unicode).
+  std::unordered_map<char32_t, unsigned char> byte_of;
+  {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      byte_of[printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++)] =
+          static_cast<unsigned char>(b);
+    }
+  }
+  auto to_bytes = [&](std::string_view mapped, const std::string& path) {
+    std::string out;
+    for (const CodePoint& cp : decode_strict(mapped)) {
+      const auto it = byte_of.find(cp.cp);
+      check(it != byte_of.end(), "GPT2Tokenizer: ", path, ": the token '", mapped,
+            "' has a character outside GPT-2's byte alphabet");
+      out += static_cast<char>(it->second);
+    }
+    return out;
+  };
+
+  nlohmann::json encoder;
+  try {
+    encoder = nlohmann::json::parse(encoder_text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("GPT2Tokenizer: ", encoder_path, " is not valid JSON: ", e.what());
+  }
+  check(encoder.is_object(), "GPT2Tokenizer: ", encoder_path, " is not a JSON object");
+  id_to_bytes_.resize(encoder.size());
+  for (const auto& [token, id_json] : encoder.items()) {
+    check(id_json.is_number_integer(), "GPT2Tokenizer: ", encoder_path, ": the id of '", token,
+          "' is not an integer");
+    const auto id = id_json.get<int64_t>();
+    check(id >= 0 && id < static_cast<int64_t>(encoder.size()), "GPT2Tokenizer: ", encoder_path,
+          ": id ", id, " out of range");
+    // The special token is written as itself (its characters are all printable ASCII).
+    const std::string bytes = to_bytes(token, encoder_path);
+    id_to_bytes_[static_cast<std::size_t>(id)] = bytes;
+    if (id != kEndOfText) bytes_to_id_.emplace(bytes, id);
+  }
+  check(n_vocab() == kEndOfText + 1, "GPT2Tokenizer: ", encoder_path, " has ", n_vocab(),
+        " tokens, expected ", kEndOfText + 1);
+
+  // vocab.bpe: "#version: 0.2", then one merge "left right" per line, in rank order. tiktoken
+  // ranks a pair by the id of its concatenation (GPT-2's ids are 256 + the merge's line), so the
+  // merges only confirm that: each result must be the token 256 + its rank.
+  std::istringstream lines(vocab_text);
+  std::string line;
+  std::getline(lines, line);
+  int64_t rank = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    const auto space = line.find(' ');
+    check(space != std::string::npos, "GPT2Tokenizer: ", vocab_path, ": merge line ", rank + 2,
+          " is not 'left right'");
+    const std::string merged =
+        to_bytes(line.substr(0, space), vocab_path) + to_bytes(line.substr(space + 1), vocab_path);
+    const auto it = bytes_to_id_.find(merged);
+    check(it != bytes_to_id_.end() && it->second == 256 + rank, "GPT2Tokenizer: ", vocab_path,
+          ": merge ", rank, " ('", line, "') does not give token ", 256 + rank);
+    ++rank;
+  }
+  check(rank == kEndOfText - 256, "GPT2Tokenizer: ", vocab_path, " has ", rank,
+        " merges, expected ", kEndOfText - 256);
+}
+
+// tiktoken's byte_pair_merge: start from one part per byte; repeatedly merge the adjacent pair
+// whose concatenation has the lowest id (the leftmost on a tie) until no concatenation is a token.
+void GPT2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& out) const {
+  if (const auto it = bytes_to_id_.find(std::string(piece)); it != bytes_to_id_.end()) {
+    out.push_back(it->second);
+    return;
+  }
+  std::vector<std::size_t> starts(piece.size() + 1);  // part k is [starts[k], starts[k + 1])
+  for (std::size_t k = 0; k <= piece.size(); ++k) starts[k] = k;
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  auto pair_rank = [&](std::size_t k) -> int64_t {  // parts k and k + 1 merged
+    if (k + 2 >= starts.size()) return kNone;
+    const auto it =
+        bytes_to_id_.find(std::string(piece.substr(starts[k], starts[k + 2] - starts[k])));
+    return it == bytes_to_id_.end() ? kNone : it->second;
+  };
+  std::vector<int64_t> ranks(starts.size());
+  for (std::size_t k = 0; k < ranks.size(); ++k) ranks[k] = pair_rank(k);
+  while (starts.size() > 2) {
+    std::size_t best = 0;
+    for (std::size_t k = 1; k + 2 < starts.size(); ++k)
+      if (ranks[k] < ranks[best]) best = k;
+    if (ranks[best] == kNone) break;
+    starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    ranks[best] = pair_rank(best);
+    if (best > 0) ranks[best - 1] = pair_rank(best - 1);
+  }
+  for (std::size_t k = 0; k + 1 < starts.size(); ++k)
+    out.push_back(bytes_to_id_.at(std::string(piece.substr(starts[k], starts[k + 1] - starts[k]))));
+}
+
+std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text, bool allow_endoftext) const {
+  std::vector<int64_t> ids;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t special = text.find(kEndOfTextStr, start);
+    const std::string_view part = text.substr(
+        start, special == std::string_view::npos ? std::string_view::npos : special - start);
+    if (special != std::string_view::npos) {
+      check(allow_endoftext, "GPT2Tokenizer::encode: the text contains the special token ",
+            kEndOfTextStr, " at byte offset ", special,
+            " and it is not allowed (pass allow_endoftext = true to encode it as id ", kEndOfText,
+            ")");
+    }
+    for (std::string_view piece : gpt2_pretokenize(part)) encode_piece(piece, ids);
+    if (special == std::string_view::npos) break;
+    ids.push_back(kEndOfText);
+    start = special + kEndOfTextStr.size();
+  }
+  return ids;
+}
+
+std::string GPT2Tokenizer::decode_bytes(const std::vector<int64_t>& ids) const {
+  std::string out;
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    check(ids[k] >= 0 && ids[k] < n_vocab(), "GPT2Tokenizer::decode: id ", ids[k], " at position ",
+          k, " is outside the vocabulary [0, ", n_vocab(), ")");
+    out += id_to_bytes_[static_cast<std::size_t>(ids[k])];
+  }
+  return out;
+}
+
+std::string GPT2Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  return utf8_replace_invalid(decode_bytes(ids));
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,187 @@
+// OpenAI's GPT-2 weights into nn::GPTModel (nn/gpt_weights.h): a tiny GPT-2 written in exactly
+// the Hugging Face model.safetensors layout (tests/fixtures/gpt2_tiny.safetensors) gives the
+// logits the book's load_weights_into_gpt gives in PyTorch (tests/fixtures/gpt2_weights.txt;
+// both from scripts/fixtures/gen_gpt2_weights.py), and files that do not fit are errors.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "nn/gpt.h"
+#include "nn/gpt_weights.h"
+
+namespace ember::nn {
+namespace {
+
+const std::string kDir = EMBER_FIXTURES_DIR;
+
+std::map<std::string, std::string> fixture() {
+  std::ifstream in(kDir + "/gpt2_weights.txt");
+  EXPECT_TRUE(in) << "tests/fixtures/gpt2_weights.txt";
+  std::map<std::string, std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    const auto space = line.find(' ');
+    out[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::istringstream in(text);
+  for (std::string id; std::getline(in, id, ',');) ids.push_back(std::stoll(id));
+  return ids;
+}
+
+GPTConfig tiny_config() {
+  std::istringstream in(fixture().at("config"));
+  GPTConfig cfg;
+  in >> cfg.vocab_size >> cfg.context_length >> cfg.emb_dim >> cfg.n_heads >> cfg.n_layers;
+  cfg.drop_rate = 0.1;
+  cfg.qkv_bias = true;
+  return cfg;
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(GPT2Weights, LogitsAreTheBooksLoadWeightsIntoGpt) {
+  const auto f = fixture();
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  model.eval();
+  load_gpt2_weights(model, kDir + "/gpt2_tiny.safetensors");
+  const std::vector<int64_t> input = parse_ids(f.at("input"));
+  const Tensor x = from_vector(input, {1, static_cast<int64_t>(input.size())});
+  const Tensor logits = model.forward(x);
+  std::istringstream expected(f.at("logits"));
+  std::string shape;
+  expected >> shape;
+  EXPECT_EQ(shape, "1x8x96");
+  const std::vector<float> got = logits.contiguous().to_vector<float>();
+  std::size_t i = 0;
+  double max_err = 0;
+  for (std::string hex; expected >> hex; ++i) {
+    ASSERT_LT(i, got.size());
+    const float want = std::bit_cast<float>(static_cast<uint32_t>(std::stoul(hex, nullptr, 16)));
+    max_err =
+        std::max(max_err, std::abs(static_cast<double>(got[i]) - want) / (1 + std::abs(want)));
+  }
+  EXPECT_EQ(i, got.size());
+  EXPECT_LT(max_err, 2e-6);  // float32 sums in another order
+  // Greedy decoding from the loaded model.
+  const Tensor out = generate_text_simple(model, x, 6, model.cfg.context_length);
+  EXPECT_EQ(out.contiguous().to_vector<int64_t>(), parse_ids(f.at("generate")));
+  // out_head is tied to wte, as the book assigns it.
+  EXPECT_EQ(model.out_head->weight.to_vector<float>(), model.tok_emb->weight.to_vector<float>());
+}
+
+TEST(GPT2Weights, TransformerPrefixAndTiedLmHeadAreAccepted) {
+  const SafetensorsFile file = load_safetensors(kDir + "/gpt2_tiny.safetensors");
+  NamedTensorList prefixed;
+  Tensor wte;
+  for (const auto& [name, t] : file.tensors) {
+    prefixed.emplace_back("transformer." + name, t);
+    if (name == "wte.weight") wte = t;
+  }
+  prefixed.emplace_back("lm_head.weight", wte);
+  manual_seed(123);
+  GPTModel a(tiny_config()), b(tiny_config());
+  load_gpt2_weights(a, file.tensors);
+  load_gpt2_weights(b, prefixed);
+  for (const auto& [name, t] : a.state_dict())
+    EXPECT_EQ(t.to_vector<float>(), b.state_dict().find(name)->to_vector<float>()) << name;
+}
+
+TEST(GPT2Weights, TheFourConfigsAreTheBooks) {
+  struct Row {
+    const char* name;
+    int64_t emb, layers, heads;
+  };
+  for (const Row& r :
+       {Row{"gpt2-small (124M)", 768, 12, 12}, Row{"gpt2-medium (355M)", 1024, 24, 16},
+        Row{"gpt2-large (774M)", 1280, 36, 20}, Row{"gpt2-xl (1558M)", 1600, 48, 25},
+        Row{"124M", 768, 12, 12}, Row{"355M", 1024, 24, 16}, Row{"774M", 1280, 36, 20},
+        Row{"1558M", 1600, 48, 25}}) {
+    const GPTConfig cfg = gpt2_config(r.name);
+    EXPECT_EQ(cfg.emb_dim, r.emb) << r.name;
+    EXPECT_EQ(cfg.n_layers, r.layers) << r.name;
+    EXPECT_EQ(cfg.n_heads, r.heads) << r.name;
+    EXPECT_EQ(cfg.vocab_size, 50257);
+    EXPECT_EQ(cfg.context_length, 1024);
+    EXPECT_TRUE(cfg.qkv_bias);
+  }
+  expect_error([] { gpt2_config("gpt3"); }, {"unknown model 'gpt3'"});
+}
+
+TEST(GPT2Weights, FilesThatDoNotFitAreErrorsNamingTensorAndShapes) {
+  const NamedTensorList good = load_safetensors(kDir + "/gpt2_tiny.safetensors").tensors;
+  auto with = [&](const std::string& name, std::optional<Tensor> replacement) {
+    NamedTensorList out;
+    for (const auto& [n, t] : good) {
+      if (n != name)
+        out.emplace_back(n, t);
+      else if (replacement)
+        out.emplace_back(n, *replacement);
+    }
+    return out;
+  };
+  manual_seed(123);
+  GPTModel model(tiny_config());
+  const auto before = model.state_dict().find("tok_emb.weight")->to_vector<float>();
+  // A transposed c_attn weight (the shape of nn::Linear's, not Conv1D's).
+  expect_error(
+      [&] {
+        load_gpt2_weights(model, with("h.1.attn.c_attn.weight", zeros({36, 12})));
+      },
+      {"h.1.attn.c_attn.weight has shape [36, 12], expected [12, 36]"});
+  // A missing tensor.
+  expect_error([&] { load_gpt2_weights(model, with("ln_f.bias", std::nullopt)); },
+               {"no tensor ln_f.bias", "expected shape [12]"});
+  // Another vocabulary.
+  expect_error(
+      [&] {
+        load_gpt2_weights(model, with("wte.weight", zeros({50257, 12})));
+      },
+      {"wte.weight has shape [50257, 12], expected [96, 12]"});
+  // A layer the config does not have (a deeper model's file).
+  NamedTensorList deeper = good;
+  deeper.emplace_back("h.2.ln_1.weight", ones({12}));
+  expect_error([&] { load_gpt2_weights(model, deeper); },
+               {"h.2.ln_1.weight (shape [12])", "2 layers"});
+  // An lm_head that is not wte.
+  NamedTensorList untied = good;
+  untied.emplace_back("lm_head.weight", zeros({96, 12}));
+  expect_error([&] { load_gpt2_weights(model, untied); },
+               {"lm_head.weight differs from wte.weight"});
+  // Nothing was changed by the failed loads.
+  EXPECT_EQ(model.state_dict().find("tok_emb.weight")->to_vector<float>(), before);
+  // No qkv bias in the config.
+  GPTConfig no_bias = tiny_config();
+  no_bias.qkv_bias = false;
+  GPTModel plain(no_bias);
+  expect_error([&] { load_gpt2_weights(plain, good); }, {"qkv_bias = true"});
+  // A model of other sizes (the 124M config's emb_dim against the tiny file).
+  GPTConfig wider = tiny_config();
+  wider.emb_dim = 24;
+  GPTModel w(wider);
+  expect_error([&] { load_gpt2_weights(w, good); },
+               {"wte.weight has shape [96, 12], expected [96, 24]"});
+}
+
+}  // namespace
+}  // namespace ember::nn
