@@ -15,10 +15,12 @@
 // (as written in core/ops/elementwise.cpp, where unary_kernel maps a function over a tensor).
 //
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
-// wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors.
+// wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors,
+// except under create_graph (see SavedTensors and core/autograd/engine.cpp).
 // apply is also where autograd::profiler times every op's forward (profiler.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,13 +35,28 @@ namespace ember::autograd {
 
 // Saved tensors: detached handles (no ownership cycle with the output) plus the storage version
 // they were saved at, so an in-place change before backward is caught.
+//
+// Higher-order gradients (PyTorch's SavedVariable): a backward run with create_graph records its
+// own graph, so what it reads from here must keep its autograd identity. After forward, `bind`
+// tells which saved tensors are inputs of the op (their gradient edge is kept: the same Node the
+// op's next_functions already hold, so no new ownership) and which is the op's own output (a weak
+// pointer to the node: the output's grad_fn is this node, and a strong one would be a cycle).
+// `get` in grad mode (only inside a create_graph backward) hands out a handle with that identity;
+// in no-grad mode (every first-order backward) it returns the detached handle, as before.
+// Anything else saved (an intermediate such as layer_norm's rstd, or a mask) is a constant.
+class Node;
 class SavedTensors {
  public:
   void save(const std::vector<Tensor>& tensors);
+  // After forward and connect: finds the saved tensors that are the op's inputs or its output.
+  void bind(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
+            const Tensor& output);
   // The i-th saved tensor; throws if freed by an earlier backward or modified in place.
   Tensor get(std::size_t i, const std::string& node_name) const;
   void release() {
     tensors_.clear();
+    originals_.clear();
+    edges_.clear();
     released_ = true;
   }
   bool released() const { return released_; }
@@ -48,6 +65,13 @@ class SavedTensors {
  private:
   std::vector<Tensor> tensors_;
   std::vector<uint64_t> versions_;
+  // Per saved tensor, only between save and bind: the TensorImpl it was (for matching).
+  std::vector<const TensorImpl*> originals_;
+  // Per saved tensor, after bind (empty when nothing saved requires grad): the gradient edge of
+  // a saved input that requires grad; null otherwise.
+  std::vector<std::shared_ptr<Node>> edges_;
+  int output_index_ = -1;     // which saved tensor is the op's output, or -1
+  std::weak_ptr<Node> self_;  // the node, for the saved output's grad_fn
   bool released_ = false;
 };
 
@@ -66,6 +90,38 @@ struct Function {
   bool recording_ = true;
 };
 
+namespace detail {
+// An op whose backward may return a constant (zeros_like(grad): copy_'s old self, pow(x, 0))
+// says so with `static constexpr bool has_constant_gradients = true;`: check_differentiable
+// then lets such a gradient through without a graph, as PyTorch does.
+template <typename Op>
+constexpr bool has_constant_gradients() {
+  if constexpr (requires { Op::has_constant_gradients; }) {
+    return Op::has_constant_gradients;
+  } else {
+    return false;
+  }
+}
+// An op whose backward is a raw kernel with no double backward yet says so with
+// `static constexpr bool twice_differentiable = false;`: under create_graph every gradient it
+// returns gets the NotImplemented node below, even when the incoming gradient has no graph.
+template <typename Op>
+constexpr bool twice_differentiable() {
+  if constexpr (requires { Op::twice_differentiable; }) {
+    return Op::twice_differentiable;
+  } else {
+    return true;
+  }
+}
+// Under create_graph: a gradient that does not require grad although the incoming one does was
+// computed by a raw kernel, not by ops, so it has no graph and its derivative would silently be
+// zero. Such a gradient is handed on with a NotImplemented node as its grad_fn, which raises an
+// Error naming `op` if anything differentiates through it (PyTorch's "the derivative for ... is
+// not implemented"). Every op of Ember is twice differentiable; this is the safety net.
+void check_differentiable(const char* op, std::vector<Tensor>& grads, const Tensor& grad_output,
+                          const Node& node, bool always);
+}  // namespace detail
+
 template <typename Op>
 class FunctionNode : public Node {
  public:
@@ -78,8 +134,16 @@ class FunctionNode : public Node {
            "when you call backward() or autograd::grad(); specify retain_graph=true if you "
            "need to backward through the graph a second time.");
     }
-    NoGradGuard no_grad;
-    return op.backward(grad_output);
+    // Runs in the engine's grad mode: off, except in a backward with create_graph, where the
+    // formula's ops record the graph of the gradient (so it can be differentiated again).
+    std::vector<Tensor> grads = op.backward(grad_output);
+    if constexpr (!detail::has_constant_gradients<Op>()) {
+      if (GradMode::is_enabled()) {
+        detail::check_differentiable(Op::name, grads, grad_output, *this,
+                                     !detail::twice_differentiable<Op>());
+      }
+    }
+    return grads;
   }
   void release_saved() override {
     if (!op.saved_.empty()) op.saved_.release();
@@ -189,7 +253,33 @@ Tensor apply(const Args&... args) {
   inputs.reserve(tensors);  // one allocation, not one per push_back that outgrows the last
   detail::collect_tensors(inputs, args...);
   detail::connect(node, inputs, output);
+  if (!node->op.saved_.empty()) node->op.saved_.bind(node, inputs, output);
   return output;
+}
+
+// A backward that is linear in the incoming gradient and reads no input values (the backward of
+// select, slice, index_select, gather, embedding, where, masked_fill, max along a dim: it puts
+// grad's elements somewhere in zeros). The raw `compute(grad)` serves first-order backward as
+// before; under create_graph it runs as an op whose own backward is `adjoint(gg)` (the forward
+// op applied to gg, e.g. gg.index_select(dim, index) for index_select's scatter), so the
+// gradient is differentiable again, any number of times. Name: its node's name, as
+// "IndexSelectBackwardBackward0" (a struct with `static constexpr const char* name`).
+template <typename Name>
+struct LinearInGrad : Function<LinearInGrad<Name>> {
+  static constexpr const char* name = Name::name;
+  std::function<Tensor(const Tensor&)> adjoint;
+  Tensor forward(const Tensor& grad, const std::function<Tensor(const Tensor&)>& compute,
+                 const std::function<Tensor(const Tensor&)>& adjoint_) {
+    adjoint = adjoint_;
+    return compute(grad);
+  }
+  std::vector<Tensor> backward(const Tensor& gg) { return {adjoint(gg)}; }
+};
+template <typename Name, typename Compute, typename Adjoint>
+Tensor linear_in_grad(const Tensor& grad, Compute&& compute, Adjoint&& adjoint) {
+  if (!GradMode::is_enabled() || !grad.requires_grad()) return compute(grad);
+  return apply<LinearInGrad<Name>>(grad, std::function<Tensor(const Tensor&)>(compute),
+                                   std::function<Tensor(const Tensor&)>(adjoint));
 }
 
 }  // namespace ember::autograd
