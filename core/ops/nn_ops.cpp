@@ -274,6 +274,7 @@ struct GptLayerNorm : Function<GptLayerNorm> {
   static constexpr const char* name = "GptLayerNormBackward0";
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, scale_needs_grad = false, shift_needs_grad = false;
+  double eps_ = 0;
 
   Tensor forward(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps) {
     check(is_floating(x.dtype()), "gpt_layer_norm: expected a floating point input, got ",
@@ -292,6 +293,7 @@ struct GptLayerNorm : Function<GptLayerNorm> {
     x_needs_grad = x.requires_grad();
     scale_needs_grad = scale.requires_grad();
     shift_needs_grad = shift.requires_grad();
+    eps_ = eps;
     const Tensor input = x.contiguous(), w = scale.contiguous(), b = shift.contiguous();
     Tensor y = empty(x.shape(), x.dtype());
     Tensor mean = empty({rows}, x.dtype()), denom = empty({rows}, x.dtype());
@@ -301,14 +303,28 @@ struct GptLayerNorm : Function<GptLayerNorm> {
                                           y.data_ptr<T>(), mean.data_ptr<T>(), denom.data_ptr<T>(),
                                           rows, row_size, eps);
     });
-    save_for_backward({input, w, mean, denom});
+    // x and scale themselves (not their contiguous copies), so that under create_graph the
+    // backward below can be recorded from them.
+    save_for_backward({x, scale, mean, denom});
     return y;
   }
 
   //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
   //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
   std::vector<Tensor> backward(const Tensor& grad) {
-    const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
+    if (GradMode::is_enabled()) {
+      // create_graph: the same formulas written with ops (the book's composite's statistics),
+      // recorded so that the gradient can be differentiated again. The engine sums the scale's
+      // and shift's gradients back to their shapes.
+      const Tensor x = saved(0), w = saved(1);
+      const Tensor xc = x - x.mean({-1}, true);
+      const Tensor rstd = 1.0 / sqrt((xc * xc).mean({-1}, true) + eps_);
+      const Tensor xhat = xc * rstd, g = grad * w;
+      const Tensor dx = rstd * (g - g.mean({-1}, true) - xhat * (g * xhat).mean({-1}, true));
+      return {dx, grad * xhat, grad};
+    }
+    const Tensor input = saved(0).contiguous(), w = saved(1).contiguous(), mean = saved(2),
+                 denom = saved(3);
     const Tensor dy = grad.contiguous();
     Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
     Tensor dw = scale_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
