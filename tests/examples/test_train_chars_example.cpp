@@ -1,5 +1,7 @@
 // examples/train_chars, run briefly on its default corpus: the loss falls, and a run interrupted
 // at step 6 and resumed from its checkpoint prints the same losses as an uninterrupted run.
+#include "tests/examples/run_program.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -20,16 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string run(const std::string& args, int& exit_code) {
-  std::string output;
-  const std::string command = std::string("'") + EMBER_TRAIN_CHARS_BINARY + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return output;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  return ember::testing_examples::run_command(
+      std::string("'") + EMBER_TRAIN_CHARS_BINARY + "' " + args, exit_code);
 }
 
 // The "step N train loss X validation loss Y" lines, in order.

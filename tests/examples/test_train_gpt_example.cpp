@@ -8,6 +8,8 @@
 //    model);
 //  - bad input (a text too short for one window, weights that do not fit) is a message and exit
 //    code 2.
+#include "tests/examples/run_program.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -34,16 +36,8 @@ namespace fs = std::filesystem;
 const std::string kVerdict = std::string(EMBER_FIXTURES_DIR) + "/../../examples/the-verdict.txt";
 
 std::string run(const std::string& args, int& exit_code) {
-  std::string output;
-  const std::string command = std::string("'") + EMBER_TRAIN_GPT_BINARY + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return output;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  return ember::testing_examples::run_command(
+      std::string("'") + EMBER_TRAIN_GPT_BINARY + "' " + args, exit_code);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

@@ -1,5 +1,7 @@
 // examples/train_toy, run for a few seconds on a small task (4 digits, 60 steps): the held-out
 // loss must fall and the held-out accuracy rise, and the pictures must be written.
+#include "tests/examples/run_program.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -19,15 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string run(const std::string& command, int& exit_code) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return output;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  return ember::testing_examples::run_command(command, exit_code);
 }
 
 TEST(TrainToyExample, LossFallsAndAccuracyRises) {
