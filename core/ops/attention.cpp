@@ -67,6 +67,9 @@ kernels::AttentionDims dims_of(const Tensor& q) {
 
 struct CausalAttention : autograd::Function<CausalAttention> {
   static constexpr const char* name = "CausalAttentionBackward0";
+  static constexpr const char* formula =
+      "O = softmax(Q K^T / sqrt(d) + causal mask) V:  dV = P^T dO, dP = dO V^T, dS = P (dP - "
+      "rowsum(dP P)), dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d)";
   Tensor noise;
 
   Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Noise& n) {
