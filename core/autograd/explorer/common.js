@@ -53,13 +53,14 @@ function heatColor(v, m) {
 }
 
 // A heatmap of rows x cols values (row-major) on a canvas; the title shows the value under the
-// mouse. `positive` maps 0..max to white..red (attention weights).
+// mouse. Options: cell (px), max (the colour scale's top; default the largest magnitude),
+// rowLabels/colLabels (for the tooltip).
 function heatmap(values, rows, cols, opts) {
   const o = opts || {};
   const cell = o.cell || Math.max(4, Math.min(22, Math.floor(380 / Math.max(rows, cols))));
   const canvas = el('canvas', { width: cols * cell, height: rows * cell, class: 'heat' });
-  let m = 0;
-  for (const v of values) if (Number.isFinite(num(v))) m = Math.max(m, Math.abs(num(v)));
+  let m = o.max || 0;
+  if (!o.max) for (const v of values) if (Number.isFinite(num(v))) m = Math.max(m, Math.abs(num(v)));
   const ctx = canvas.getContext('2d');
   for (let r = 0; r < rows; ++r) {
     for (let c = 0; c < cols; ++c) {
@@ -69,7 +70,9 @@ function heatmap(values, rows, cols, opts) {
   }
   canvas.addEventListener('mousemove', (ev) => {
     const c = Math.floor(ev.offsetX / cell), r = Math.floor(ev.offsetY / cell);
-    if (r < rows && c < cols) canvas.title = `[${r}, ${c}] = ${fmt(values[r * cols + c])}`;
+    if (r >= rows || c >= cols) return;
+    const at = o.rowLabels ? `${o.rowLabels[r]} -> ${o.colLabels[c]}` : `[${r}, ${c}]`;
+    canvas.title = `${at} = ${fmt(values[r * cols + c])}`;
   });
   return canvas;
 }

@@ -189,6 +189,18 @@ function selftest() {
                            : `PASS ${nodes.length} nodes, ${data.order.length} steps, ${leaves.length} leaf gradients`);
 }
 
+// Fit a small graph to the window (up to 1.6x); a large one starts at its natural size.
+if (svg) {
+  const fit = Math.min(1.6, (graph.clientWidth - 20) / natural[0], (graph.clientHeight - 20) / natural[1]);
+  if (fit > 1) {
+    const zoom = document.getElementById('zoom');
+    zoom.value = Math.round(fit * 100);
+    zoom.dispatchEvent(new Event('input'));
+  }
+}
 paint();
 select(0);
+// #step=N opens the page N steps into the backward pass; #selftest runs the self-check.
+const at = /^#step=(\d+)$/.exec(location.hash);
+if (at) for (let k = 0; k < +at[1]; ++k) step();
 if (selftestRequested()) selftest();
