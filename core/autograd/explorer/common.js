@@ -92,9 +92,11 @@ function tensorView(t) {
     box.append(el('pre', {}, 'first values: ' + s.first.map(fmt).join(', ') + ', ...'));
     return box;
   }
-  if (t.text) box.append(el('pre', {}, t.text));
   const v = t.values;
-  if (!v || v.length < 2) return box;
+  if (!v || v.length < 2) {
+    if (t.text) box.append(el('pre', {}, t.text));
+    return box;
+  }
   const shape = t.shape;
   const cols = shape[shape.length - 1];
   const rows = shape.length >= 2 ? shape[shape.length - 2] : 1;
@@ -119,6 +121,7 @@ function tensorView(t) {
   }
   box.append(holder);
   show(0);
+  if (t.text) box.append(el('pre', {}, t.text));  // PyTorch's text format, under the heatmap
   return box;
 }
 

@@ -94,6 +94,14 @@ function select(id) {
   panel.replaceChildren(...parts);
 }
 
+// Scrolls the graph (not the page) so that node g is in view.
+function reveal(g) {
+  if (!g) return;
+  const r = g.getBoundingClientRect(), c = graph.getBoundingClientRect();
+  if (r.top < c.top || r.bottom > c.bottom) graph.scrollTop += r.top - c.top - c.height / 2;
+  if (r.left < c.left || r.right > c.right) graph.scrollLeft += r.left - c.left - c.width / 2;
+}
+
 // ---- play backward ----
 function paint() {
   for (const g of graph.querySelectorAll('g.node')) g.classList.remove('active', 'done');
@@ -110,8 +118,7 @@ function step() {
   ++played;
   paint();
   select(data.order[played - 1].node);
-  const g = gOf(data.order[played - 1].node);
-  if (g && g.scrollIntoView) g.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+  reveal(gOf(data.order[played - 1].node));
 }
 let timer = null;
 function stop() {
@@ -149,8 +156,7 @@ search.addEventListener('keydown', (e) => {
   const at = found.findIndex((n) => n.id === selected);
   const n = found[(at + 1) % found.length];
   select(n.id);
-  const g = gOf(n.id);
-  if (g && g.scrollIntoView) g.scrollIntoView({ block: 'center', inline: 'center' });
+  reveal(gOf(n.id));
 });
 
 // ---- the self-check (#selftest), run by the browser tests ----
@@ -189,14 +195,13 @@ function selftest() {
                            : `PASS ${nodes.length} nodes, ${data.order.length} steps, ${leaves.length} leaf gradients`);
 }
 
-// Fit a small graph to the window (up to 1.6x); a large one starts at its natural size.
+// Fit the graph to the window's width (between 0.6x and 1.6x; a tall graph scrolls).
 if (svg) {
-  const fit = Math.min(1.6, (graph.clientWidth - 20) / natural[0], (graph.clientHeight - 20) / natural[1]);
-  if (fit > 1) {
-    const zoom = document.getElementById('zoom');
-    zoom.value = Math.round(fit * 100);
-    zoom.dispatchEvent(new Event('input'));
-  }
+  const wide = (graph.clientWidth - 24) / natural[0], tall = (graph.clientHeight - 24) / natural[1];
+  const fit = Math.max(0.6, Math.min(1.6, wide, Math.max(tall, 0.75)));
+  const zoom = document.getElementById('zoom');
+  zoom.value = Math.round(fit * 100);
+  zoom.dispatchEvent(new Event('input'));
 }
 paint();
 select(0);
