@@ -13,8 +13,9 @@ using namespace ember;
 namespace F = ember::nn::functional;
 
 TEST(ExploreGpt, ATinyGptBlockPagePassesItsSelfCheck) {
-  nn::GPTConfig cfg{/*vocab_size=*/11, /*context_length=*/6, /*emb_dim=*/8, /*n_heads=*/2,
-                    /*n_layers=*/1, /*drop_rate=*/0.0, /*qkv_bias=*/false};
+  nn::GPTConfig cfg{/*vocab_size=*/11, /*context_length=*/6, /*emb_dim=*/8,
+                    /*n_heads=*/2,
+                    /*n_layers=*/1,    /*drop_rate=*/0.0,    /*qkv_bias=*/false};
   manual_seed(5);
   nn::GPTModel model(cfg);
   Tensor x = from_vector({1, 4, 2, 7, 3, 0}, {1, 6}, DType::Int64);
@@ -31,10 +32,9 @@ TEST(ExploreGpt, ATinyGptBlockPagePassesItsSelfCheck) {
   EXPECT_NE(data.find("\"name\":\"CrossEntropyLossBackward0\""), std::string::npos);
 
   EMBER_SKIP_WITHOUT_CHROMIUM();
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("ember_gpt_block_" + std::to_string(getpid()) +
-                                                 ".html"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ember_gpt_block_" + std::to_string(getpid()) + ".html"))
+                               .string();
   autograd::explore(loss, path, options);
   const std::string result = test::run_selftest(path);
   EXPECT_EQ(result.rfind("PASS ", 0), 0u) << result;
