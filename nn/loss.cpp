@@ -121,6 +121,8 @@ struct CrossEntropy : Function<CrossEntropy> {
   // Its backward is one fused loop: under create_graph its gradients raise if differentiated
   // again (the composite log_softmax + nll_loss is twice differentiable).
   static constexpr bool twice_differentiable = false;
+  static constexpr const char* formula =
+      "l = -sum_c q_c log softmax(x)_c:  dl/dx_c = Q softmax(x)_c - q_c";
   ClassLayout l;
   bool probabilities = false;
   Reduction reduction = Reduction::Mean;
@@ -328,6 +330,7 @@ struct CrossEntropy : Function<CrossEntropy> {
 struct NllLoss : Function<NllLoss> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "NllLossBackward0";
+  static constexpr const char* formula = "l_i = -w_t x[i, t]:  dl_i/dx[i, t] = -w_t";
   ClassLayout l;
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
@@ -414,6 +417,8 @@ Tensor clamped_log(const Tensor& t) { return maximum(log(t), scalar_tensor(-100.
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyBackward0";
+  static constexpr const char* formula =
+      "l = -w (y log x + (1 - y) log(1 - x)):  dl/dx = w (x - y) / ((1 - x) x)";
   Tensor forward(const Tensor& x, const Tensor& y, const Tensor& weight) {
     save_for_backward({x, y, weight});
     Tensor loss = -(y * clamped_log(x) + (1.0 - y) * clamped_log(1.0 - x));
@@ -437,6 +442,8 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyWithLogitsBackward0";
+  static constexpr const char* formula =
+      "l = -w (p y log s(x) + (1 - y) log(1 - s(x))):  dl/dx = w ((p y + 1 - y) s(x) - p y)";
   static Tensor neg_log_sigmoid(const Tensor& x) {  // log(1 + exp(-x)), stably
     Tensor m = maximum(-x, scalar_tensor(0.0, x.dtype()));
     return log(exp(-m) + exp(-x - m)) + m;

@@ -14,6 +14,12 @@ void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
 
 namespace autograd {
 
+namespace {
+thread_local bool keep_values_enabled = false;
+}
+bool KeepValuesGuard::is_enabled() { return keep_values_enabled; }
+void KeepValuesGuard::set_enabled(bool enabled) { keep_values_enabled = enabled; }
+
 // Without this, dropping the last handle to the output of a long chain destroys its node, which
 // destroys the next node from inside its destructor, and so on: one level of recursion per op.
 // Instead every edge is moved to a local stack. A node popped from it that the stack owns alone
