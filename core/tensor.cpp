@@ -315,7 +315,19 @@ Tensor& Tensor::requires_grad_(bool on) {
 
 bool Tensor::is_leaf() const { return checked_impl("is_leaf").grad_fn == nullptr; }
 Tensor Tensor::grad() const { return checked_impl("grad").grad; }
-void Tensor::set_grad(const Tensor& grad) { checked_impl("set_grad").grad = grad; }
+void Tensor::set_grad(const Tensor& grad) {
+  TensorImpl& impl = checked_impl("set_grad");
+  // PyTorch's checks on `x.grad = g`: a gradient of another type or size would be used by the
+  // optimizers and accumulated into by backward as if it fitted.
+  if (grad.defined()) {
+    check(grad.impl() != impl_.get(), "set_grad: can't assign Variable as its own grad");
+    check(grad.dtype() == impl.dtype, "set_grad: assigned grad has data of a different type (",
+          dtype_name(grad.dtype()), ", the tensor is ", dtype_name(impl.dtype), ")");
+    check(grad.shape() == impl.shape, "set_grad: assigned grad has data of a different size (",
+          grad.shape(), ", the tensor is ", impl.shape, ")");
+  }
+  impl.grad = grad;
+}
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return checked_impl("grad_fn").grad_fn; }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
@@ -331,15 +343,27 @@ void Tensor::retain_grad() const {
 
 bool Tensor::retains_grad() const { return checked_impl("retains_grad").retains_grad; }
 
-void Tensor::register_hook(GradHook hook) const {
+unsigned Tensor::register_hook(GradHook hook) const {
   detail::check_defined(*this, "register_hook");
   check(requires_grad(),
         "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  check(static_cast<bool>(hook), "register_hook: the hook is an empty function");
+  std::vector<GradHook>& hooks = is_leaf() ? impl_->hooks : impl_->grad_fn->pre_hooks;
+  hooks.push_back(std::move(hook));
+  return static_cast<unsigned>(hooks.size() - 1);
+}
+
+void Tensor::remove_hook(unsigned handle) const {
+  detail::check_defined(*this, "remove_hook");
+  std::vector<GradHook>* hooks = nullptr;
   if (is_leaf()) {
-    impl_->hooks.push_back(std::move(hook));
+    hooks = &impl_->hooks;
   } else {
-    impl_->grad_fn->pre_hooks.push_back(std::move(hook));
+    hooks = &impl_->grad_fn->pre_hooks;
   }
+  check(handle < hooks->size(), "remove_hook: invalid index, no hook at position ", handle,
+        " (this tensor has ", hooks->size(), ")");
+  (*hooks)[handle] = nullptr;  // the slot stays: the other handles keep their meaning
 }
 
 // ---- factories ----

@@ -6,7 +6,8 @@
 //    it a gradient has run; then it runs once, with the sum of what it received.
 // 3. Each gradient a node returns is summed back to its input's shape (undoing broadcasting)
 //    and added into the buffer of the input's node.
-// 4. Without retain_graph, each node frees its saved tensors once it has run.
+// 4. Without retain_graph, each node frees its saved tensors and its output's hooks once it has
+//    run.
 #include "core/autograd/engine.h"
 
 #include <spdlog/spdlog.h>
@@ -144,7 +145,14 @@ void accumulate(GraphTask& task, int slot, const Tensor& grad) {
 
 // The gradient of `node`'s output: its hooks may replace it; retain_grad keeps a copy.
 Tensor run_output_hooks(Node* node, Tensor grad) {
+  check(!node->hooks_released,
+        "Trying to backward through the graph a second time: the hooks "
+        "registered on the output of ",
+        node->name(),
+        " were released by the first backward. "
+        "Specify retain_graph=true if you need to backward through the graph a second time.");
   for (const GradHook& hook : node->pre_hooks) {
+    if (!hook) continue;  // removed
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
@@ -231,7 +239,17 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       grad = run_output_hooks(node, grad);
       input_grads = node->apply(grad);
       if (log_steps) logging::backward_step(node->name(), grad, input_grads);
-      if (!retain_graph) node->release_saved();
+      if (!retain_graph) {
+        node->release_saved();
+        // The hooks go with the saved tensors (each hook's captures freed, its slot kept so
+        // that a later remove_hook of its handle is still valid).
+        for (GradHook& hook : node->pre_hooks) {
+          if (hook) {
+            hook = nullptr;
+            node->hooks_released = true;
+          }
+        }
+      }
     }
 
     for (std::size_t i = 0; i < node->next_functions.size(); ++i) {

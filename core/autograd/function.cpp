@@ -90,6 +90,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
   Tensor grad = grad_output;
   for (const GradHook& hook : leaf->hooks) {
+    if (!hook) continue;  // removed
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),
