@@ -36,13 +36,18 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     if (params[i].grad().defined()) grads.push_back(params[i].grad());
   }
   if (grads.empty()) return 0.0;
-  const DType dtype = grads.front().dtype();
+  // torch.stack of the per-gradient norms promotes them to one type: float64 if any gradient is
+  // float64 (mixed float32/float64 gradients are not rounded to the first one's type).
+  DType dtype = DType::Float32;
+  for (const Tensor& g : grads) {
+    if (g.dtype() == DType::Float64) dtype = DType::Float64;
+  }
   // Each gradient's norm rounded to the gradients' type, then the norm of those norms, as
   // torch.norm(torch.stack([torch.norm(g, p) for g in grads]), p) computes it.
   std::vector<double> norms;
   for (const Tensor& g : grads) {
     const double n = norm_of(g.to_vector<double>(), norm_type);
-    norms.push_back(dtype == DType::Float32 ? static_cast<double>(static_cast<float>(n)) : n);
+    norms.push_back(g.dtype() == DType::Float32 ? static_cast<double>(static_cast<float>(n)) : n);
   }
   double total = norm_of(norms, norm_type);
   if (dtype == DType::Float32) total = static_cast<float>(total);
@@ -74,8 +79,10 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
       using T = decltype(tag);
       T* d = g.data_ptr<T>();
       const T lo = static_cast<T>(-clip_value), hi = static_cast<T>(clip_value);
+      const bool nan_bound = std::isnan(clip_value);
       kernels::parallel_ranges(g.numel(), g.numel(), [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) d[i] = std::min(std::max(d[i], lo), hi);
+        // torch.clamp: a nan bound (or value) gives nan; std::max/min would keep d[i].
+        for (int64_t i = i0; i < i1; ++i) d[i] = nan_bound ? hi : std::min(std::max(d[i], lo), hi);
       });
     });
     g.storage()->bump_version();
