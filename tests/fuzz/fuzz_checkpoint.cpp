@@ -68,10 +68,12 @@ struct Setup {
       case 1:
         lr_scheduler = std::make_unique<optim::StepLR>(*optimizer, 2, 0.5);
         break;
-      case 2:
-        lr_scheduler =
-            std::make_unique<optim::OneCycleLR>(*optimizer, optim::OneCycleLROptions(0.1, 20));
+      case 2: {
+        optim::OneCycleLROptions options(0.1, 20);
+        options.cycle_momentum = selector % kOptimizers != 5;  // Adagrad has no momentum
+        lr_scheduler = std::make_unique<optim::OneCycleLR>(*optimizer, options);
         break;
+      }
       case 3:
         warmup = std::make_unique<optim::LinearLR>(*optimizer, 0.1, 1.0, 3);
         cosine = std::make_unique<optim::CosineAnnealingLR>(*optimizer, 10);
