@@ -197,6 +197,13 @@ uint64_t checked_u64(const json& v, const std::string& what) {
 std::string serialize_safetensors(const NamedTensorList& tensors,
                                   const std::map<std::string, std::string>& metadata) {
   json header = json::object();
+  // Metadata alone over the header limit: refused before it is checked and dumped (the exact
+  // header size is checked below).
+  std::size_t metadata_bytes = 0;
+  for (const auto& [key, value] : metadata) metadata_bytes += key.size() + value.size();
+  check(metadata_bytes <= kSafetensorsMaxHeader, "save_safetensors: the header would be over ",
+        metadata_bytes, " bytes, more than the format's limit of ", kSafetensorsMaxHeader,
+        " (metadata too large)");
   for (const auto& [key, value] : metadata) {
     // The JSON writer would throw its own exception on text that is not UTF-8.
     if (const std::string problem = text_problem(key, false); !problem.empty())
