@@ -45,7 +45,7 @@ std::shared_ptr<Module> Sequential::operator[](int64_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor out = x;
-  for (const auto& module : modules_) out = module->forward(out);
+  for (const auto& module : modules_) out = (*module)(out);  // forward, seen by the profiler
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
@@ -31,6 +32,8 @@ Tensor GPTLayerNorm::forward(const Tensor& x) {
   detail::check_defined(x, "LayerNorm");
   check(x.dim() >= 1 && x.size(-1) == scale.size(0), "LayerNorm: expected input with last dim ",
         scale.size(0), ", got shape ", x.shape());
+  if (fused) return gpt_layer_norm(x, scale, shift, eps);
+  // The composite, the book's lines (fused = false), for study:
   Tensor mean = x.mean(-1, /*keepdim=*/true);
   Tensor var = ember::var(x, {-1}, Correction(0), /*keepdim=*/true);  // unbiased=False
   Tensor norm_x = (x - mean) / sqrt(var + eps);
@@ -43,6 +46,8 @@ GPTGELU::GPTGELU() : Module("GELU") {}
 
 Tensor GPTGELU::forward(const Tensor& x) {
   detail::check_defined(x, "GELU");
+  if (fused) return gpt_gelu(x);
+  // The composite, the book's line (fused = false), for study:
   // torch.sqrt(torch.tensor(2.0 / torch.pi)): a float32 value, as in the book.
   const double sqrt_2_over_pi = std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
   return 0.5 * x * (1 + tanh(sqrt_2_over_pi * (x + 0.044715 * pow(x, 3))));

@@ -17,7 +17,8 @@
 // The book writes its own LayerNorm (parameters `scale` and `shift`) and GELU (the tanh
 // approximation) from elementary ops, so a reader sees the formulas; here they are GPTLayerNorm
 // and GPTGELU (printed as LayerNorm() and GELU(), as PyTorch prints the book's classes), beside
-// the library's nn::LayerNorm and nn::GELU, which give the same numbers with one fused op.
+// the library's nn::LayerNorm and nn::GELU. Each runs as one fused op (gpt_layer_norm, gpt_gelu:
+// the composite's bits forward) unless its `fused` is set false, which runs the book's lines.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,9 @@ class GPTLayerNorm : public Module {
   const double eps = 1e-5;
   Tensor scale;  // [emb_dim], ones
   Tensor shift;  // [emb_dim], zeros
+  // One fused op (gpt_layer_norm: the composite's bits forward, an analytic backward) instead
+  // of the book's lines; set false to run the composite line by line, as the book writes it.
+  bool fused = true;
 };
 
 // The book's GELU, the tanh approximation GPT-2 was trained with:
@@ -65,6 +69,9 @@ class GPTGELU : public Module {
  public:
   GPTGELU();
   Tensor forward(const Tensor& x) override;
+  // One fused op (gpt_gelu: the composite's bits, forward and backward) instead of the book's
+  // line; set false to run the composite op by op, as the book writes it.
+  bool fused = true;
 };
 
 // Linear(emb_dim, 4 emb_dim), GELU, Linear(4 emb_dim, emb_dim), as `layers` (a Sequential).

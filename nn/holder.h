@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/autograd/profiler.h"
 #include "core/error.h"
 
 namespace ember::nn {
@@ -57,9 +58,15 @@ class ModuleHolder {
     return impl_;
   }
 
-  // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes.
+  // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes (timed
+  // as the module's event while autograd::profiler records, as Module::operator()).
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
+    if (autograd::profiler::is_recording()) [[unlikely]] {
+      autograd::profiler::RecordFunction record(get()->profiler_name(),
+                                                autograd::profiler::EventKind::kModule);
+      return get()->forward(std::forward<Args>(args)...);
+    }
     return get()->forward(std::forward<Args>(args)...);
   }
 

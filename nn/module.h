@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/profiler.h"
 #include "core/ordered_dict.h"
 #include "core/repr.h"
 #include "core/tensor.h"
@@ -78,7 +79,18 @@ class Module : public std::enable_shared_from_this<Module> {
   // The computation of the module on one input. Modules that take other arguments declare
   // their own forward (and operator()) instead; this one then throws, like PyTorch's.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x); while autograd::profiler records, timed as an event "nn.Module: Linear" whose
+  // name is also the module's step in the module path of the ops inside it.
+  Tensor operator()(const Tensor& x) {
+    if (autograd::profiler::is_recording()) [[unlikely]] {
+      autograd::profiler::RecordFunction record(profiler_name(),
+                                                autograd::profiler::EventKind::kModule);
+      return forward(x);
+    }
+    return forward(x);
+  }
+  // "nn.Module: " + type_name(): the profiler's event name for a call of this module.
+  std::string profiler_name() const { return "nn.Module: " + type_name(); }
 
   // ---- registering what the module owns ----
   // Names must be non-empty, hold no dot, and be new to this module (among its parameters,

@@ -4,25 +4,30 @@
 //   struct Exp : Function<Exp> {
 //     static constexpr const char* name = "ExpBackward0";
 //     Tensor forward(const Tensor& x) {
-//       Tensor y = kernels::exp(x);
-//       save_for_backward({y});           // d(e^x)/dx = e^x: keep the output
+//       Tensor y = unary_kernel(x, floating_type(x), [](auto v) { return std::exp(v); });
+//       save_for_backward({y});  // d(e^x)/dx = e^x: keep the output
 //       return y;
 //     }
 //     std::vector<Tensor> backward(const Tensor& grad) { return {grad * saved(0)}; }
 //   };
 //   Tensor exp(const Tensor& x) { return apply<Exp>(x); }
 //
+// (as written in core/ops/elementwise.cpp, where unary_kernel maps a function over a tensor).
+//
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
 // wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors.
+// apply is also where autograd::profiler times every op's forward (profiler.h).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/autograd/profiler.h"
 
 namespace ember::autograd {
 
@@ -51,8 +56,11 @@ struct Function {
   void save_for_backward(const std::vector<Tensor>& tensors) {
     if (recording_) saved_.save(tensors);
   }
-  Tensor saved(std::size_t i) const { return saved_.get(i, Derived::name); }
+  Tensor saved(std::size_t i) const { return saved_.get(i, node_name_); }
   SavedTensors saved_;
+  // The name its errors give: Op::name of the op apply ran (set by apply), which may derive from
+  // Derived (Minimum from MaxMin) and so have a name of its own.
+  const char* node_name_ = Derived::name;
   // Set by apply: false when the call is not recorded (no-grad mode, or no input requires grad),
   // so no backward will ever read what forward saves, and save_for_backward keeps nothing.
   bool recording_ = true;
@@ -117,6 +125,20 @@ constexpr bool allows_undefined_inputs() {
     return false;
   }
 }
+// The profiler's name for Op's forward: "ember::mm" for MmBackward0 (as PyTorch's "aten::mm").
+template <typename Op>
+const std::string& forward_event_name() {
+  static const std::string name = "ember::" + op_name(Op::name);
+  return name;
+}
+// The shapes of the tensor arguments, in order ([] for an undefined one), for the profiler.
+template <typename... Args>
+std::vector<Shape> tensor_shapes(const Args&... args) {
+  std::vector<Shape> shapes;
+  for_each_tensor(
+      [&shapes](const Tensor& t) { shapes.push_back(t.defined() ? t.shape() : Shape{}); }, args...);
+  return shapes;
+}
 // Hooks the node into the graph: edges to the inputs, grad_fn of the output.
 void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
              Tensor& output);
@@ -126,6 +148,12 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 // order) and records it in the graph when a tensor argument requires grad.
 template <typename Op, typename... Args>
 Tensor apply(const Args&... args) {
+  // The profiler's hook: when nothing records, one relaxed load and a branch (profiler.h).
+  std::optional<profiler::RecordFunction> record;
+  if (profiler::is_recording()) [[unlikely]] {
+    record.emplace(detail::forward_event_name<Op>(), profiler::EventKind::kOp,
+                   detail::tensor_shapes(args...));
+  }
   bool any_undefined = false, any_requires_grad = false;
   detail::for_each_tensor(
       [&](const Tensor& t) {
@@ -149,6 +177,7 @@ Tensor apply(const Args&... args) {
   }
   auto node =
       std::allocate_shared<FunctionNode<Op>>(ember::detail::ObjectAllocator<FunctionNode<Op>>());
+  node->op.node_name_ = Op::name;
   Tensor output;
   {
     NoGradGuard no_grad;

@@ -1,6 +1,6 @@
 // Elementwise ops. Each op is a struct with its forward and backward side by side; the
-// broadcasting of the forward is undone by the engine (autograd::sum_to), so a backward here
-// returns gradients of the broadcast (output) shape.
+// broadcasting of the forward is undone by the engine (with sum_to, core/ops/reduce.cpp), so a
+// backward here returns gradients of the broadcast (output) shape.
 #include "core/ops/elementwise.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/autograd/function.h"
+#include "core/kernels/gelu.h"
 #include "core/kernels/iterate.h"
 #include "core/kernels/tanh.h"
 #include "core/overlap.h"
@@ -153,10 +154,6 @@ Tensor wrap_scalar(Scalar scalar, const Tensor& like, const char* op = "scalar o
   return scalar_tensor(value, d);
 }
 
-void check_same_device_args(const Tensor& a, const Tensor& b, const char* op) {
-  check(a.defined() && b.defined(), op, ": called with an undefined tensor");
-}
-
 // ---------------------------------------------------------------------------------------------
 // Arithmetic
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +184,6 @@ struct Add : Function<Add> {
   static constexpr const char* name = "AddBackward0";
   double alpha = 1;
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
-    check_same_device_args(a, b, "add");
     alpha = alpha_.to_double();
     DType t = result_type(a, b);
     check_alpha(t, alpha_, "add");
@@ -211,7 +207,6 @@ struct Sub : Function<Sub> {
   static constexpr const char* name = "SubBackward0";
   double alpha = 1;
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
-    check_same_device_args(a, b, "sub");
     alpha = alpha_.to_double();
     DType t = result_type(a, b);
     check(t != DType::Bool,
@@ -238,7 +233,6 @@ struct Sub : Function<Sub> {
 struct Mul : Function<Mul> {
   static constexpr const char* name = "MulBackward0";
   Tensor forward(const Tensor& a, const Tensor& b) {
-    check_same_device_args(a, b, "mul");
     // Each operand is kept only if the other one needs a gradient (as PyTorch does): x.mul_(2.0)
     // overwrites x, which must not invalidate a saved x that no gradient needs.
     save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
@@ -257,7 +251,6 @@ struct Mul : Function<Mul> {
 struct Div : Function<Div> {
   static constexpr const char* name = "DivBackward0";
   Tensor forward(const Tensor& a, const Tensor& b) {
-    check_same_device_args(a, b, "div");
     save_for_backward({a, b});
     DType t = result_type(a, b);
     if (!is_floating(t)) t = kDefaultDType;  // true division, as torch.div
@@ -448,29 +441,62 @@ struct Relu : Function<Relu> {
   }
 };
 
+// The tanh GELU through its kernels, for both GELU ops: y for an undefined `grad`, else dL/dx
+// for dL/dy = grad (with the book composite's roundings when `book_chain`). k is sqrt(2/pi) as
+// the caller rounds it.
+Tensor gelu_tanh(const Tensor& x, double k, const Tensor& grad, bool book_chain = false) {
+  // Integer inputs compute in float32, as every math function here.
+  const Tensor input = x.to(floating_type(x)).contiguous();
+  Tensor out = detail::empty_for_overwrite(input.shape(), input.dtype());
+  const Tensor dy =
+      grad.defined() ? grad.to(input.dtype()).expand(input.shape()).contiguous() : Tensor();
+  dispatch_floating(input.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T kt = static_cast<T>(k);
+    if (!dy.defined()) {
+      kernels::gelu_tanh_forward<T>(input.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt);
+    } else {
+      kernels::gelu_tanh_backward<T>(
+          input.data_ptr<T>(), dy.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt,
+          book_chain ? kernels::GeluBackward::kBookChain : kernels::GeluBackward::kSlope);
+    }
+  });
+  return out;
+}
+
+// The book's GELU (nn::GPTGELU) as one op:
+//   0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3))))
+// with sqrt(2 / pi) as the book computes it, torch.sqrt(torch.tensor(2.0 / torch.pi)): 2/pi
+// rounded to float32 first, then its square root rounded again (0.7978845, one ulp below
+// gelu(approximate='tanh')'s 0.7978846). The forward has the composite's bits; so has the
+// backward (kernels::GeluBackward::kBookChain replays the composite's backward nodes).
+struct GptGelu : Function<GptGelu> {
+  static constexpr const char* name = "GptGeluBackward0";
+  static double book_sqrt_2_over_pi() {
+    return std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
+  }
+  Tensor forward(const Tensor& x) {
+    save_for_backward({x});
+    return gelu_tanh(x, book_sqrt_2_over_pi(), Tensor());
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    return {gelu_tanh(saved(0), book_sqrt_2_over_pi(), grad, /*book_chain=*/true)};
+  }
+};
+
 // Exact:  y = x Phi(x),  dy/dx = Phi(x) + x phi(x)   (Phi, phi: the standard normal cdf, pdf)
 // Tanh:   y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
 //         dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// The tanh form runs kernels::gelu_tanh_forward / gelu_tanh_backward (core/kernels/gelu.h): one
+// pass each, dx = dy * dy/dx computed element by element.
 struct Gelu : Function<Gelu> {
   static constexpr const char* name = "GeluBackward0";
-  static constexpr double kAlpha = 0.044715;
   bool tanh_approximation = false;
-  // u = sqrt(2/pi) (x + 0.044715 x^3), in x's type
-  static constexpr auto tanh_argument = [](auto v) {
-    using T = decltype(v);
-    const T k = static_cast<T>(std::sqrt(2.0 / std::numbers::pi));
-    return k * (v + static_cast<T>(kAlpha) * v * v * v);
-  };
 
   Tensor forward(const Tensor& x, bool use_tanh) {
     tanh_approximation = use_tanh;
     save_for_backward({x});
-    if (use_tanh) {
-      return map_with_tanh(x, tanh_argument, [](auto v, auto t) {
-        using T = decltype(v);
-        return T(0.5) * v * (T(1) + t);
-      });
-    }
+    if (use_tanh) return gelu_tanh(x, sqrt_2_over_pi(), /*grad=*/Tensor());
     return unary_kernel(x, floating_type(x), [](auto v) {
       using T = decltype(v);
       return v * T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
@@ -478,25 +504,18 @@ struct Gelu : Function<Gelu> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
-    Tensor slope;
-    if (tanh_approximation) {
-      slope = map_with_tanh(x, tanh_argument, [](auto v, auto t) {
-        using T = decltype(v);
-        const T k = static_cast<T>(std::sqrt(2.0 / std::numbers::pi));
-        return T(0.5) * (T(1) + t) +
-               T(0.5) * v * (T(1) - t * t) * k * (T(1) + T(3 * kAlpha) * v * v);
-      });
-    } else {
-      slope = unary_kernel(x, x.dtype(), [](auto v) {
-        using T = decltype(v);
-        T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
-        T pdf = std::exp(T(-0.5) * v * v) *
-                static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-        return cdf + v * pdf;
-      });
-    }
+    if (tanh_approximation) return {gelu_tanh(x, sqrt_2_over_pi(), grad)};
+    Tensor slope = unary_kernel(x, x.dtype(), [](auto v) {
+      using T = decltype(v);
+      T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+      T pdf = std::exp(T(-0.5) * v * v) *
+              static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+      return cdf + v * pdf;
+    });
     return {grad * slope};
   }
+  // sqrt(2/pi), rounded once to the element type: PyTorch's kBeta.
+  static double sqrt_2_over_pi() { return std::sqrt(2.0 / std::numbers::pi); }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -872,6 +891,11 @@ Tensor gelu(const Tensor& t, const std::string& approximate) {
   check(approximate == "none" || approximate == "tanh",
         "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
   return apply<Gelu>(t, approximate == "tanh");
+}
+
+Tensor gpt_gelu(const Tensor& x) {
+  detail::check_defined(x, "gpt_gelu");
+  return apply<GptGelu>(x);
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return apply<MaxMin>(a, b, true); }

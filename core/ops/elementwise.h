@@ -57,6 +57,10 @@ Tensor sigmoid(const Tensor& t);
 Tensor relu(const Tensor& t);
 // approximate: "none" (exact, with erf) or "tanh", as torch.nn.functional.gelu.
 Tensor gelu(const Tensor& t, const std::string& approximate = "none");
+// The book's GELU (nn::GPTGELU), 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with its
+// float32 sqrt(2/pi), as one fused op: the composite's bits, forward and backward
+// (kernels::gelu_tanh_forward / gelu_tanh_backward).                        (GptGeluBackward0)
+Tensor gpt_gelu(const Tensor& x);
 
 // Binary selections (differentiable).
 Tensor maximum(const Tensor& a, const Tensor& b);

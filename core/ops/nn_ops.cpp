@@ -10,6 +10,7 @@
 
 #include "core/autograd/function.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/layer_norm.h"
 #include "core/kernels/parallel_for.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
@@ -136,7 +137,9 @@ struct Embedding : Function<Embedding> {
 //   mean = sum_j x_j / N       var = sum_j (x_j - mean)^2 / N       rstd = 1 / sqrt(var + eps)
 //   xhat_j = (x_j - mean) * rstd                                    y_j = xhat_j * w_j + b_j
 //
-// Sums are taken in double; mean and rstd are kept (in x's dtype) for backward.
+// Sums are taken in double; mean and rstd are kept (in x's dtype) for backward. The loops are
+// kernels::layer_norm_forward and layer_norm_backward (core/kernels/layer_norm.h, with the
+// derivation of the backward).
 struct LayerNorm : Function<LayerNorm> {
   static constexpr const char* name = "NativeLayerNormBackward0";
   static constexpr bool allows_undefined_inputs = true;  // weight and bias are optional
@@ -159,36 +162,9 @@ struct LayerNorm : Function<LayerNorm> {
     Tensor mean = empty({rows}, x.dtype()), rstd = empty({rows}, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      const T* x0 = input.data_ptr<T>();
-      const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
-      const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
-      T* y0 = y.data_ptr<T>();
-      T* mean_p = mean.data_ptr<T>();
-      T* rstd_p = rstd.data_ptr<T>();
-      kernels::parallel_ranges(rows, rows * row_size, [&](int64_t first, int64_t last) {
-        for (int64_t r = first; r < last; ++r) {
-          const T* xr = x0 + r * row_size;
-          T* yr = y0 + r * row_size;
-          double sum = 0;
-          for (int64_t j = 0; j < row_size; ++j) sum += xr[j];
-          const double row_mean = sum / static_cast<double>(row_size);
-          double squares = 0;
-          for (int64_t j = 0; j < row_size; ++j) squares += (xr[j] - row_mean) * (xr[j] - row_mean);
-          const double row_var = squares / static_cast<double>(row_size);  // biased
-          const T m = static_cast<T>(row_mean);
-          const T s = static_cast<T>(1.0 / std::sqrt(row_var + eps));
-          mean_p[r] = m;
-          rstd_p[r] = s;
-          // As PyTorch's CPU kernel: xhat = x * rstd + (-rstd * mean), then * w + b.
-          const T shift = -s * m;
-          for (int64_t j = 0; j < row_size; ++j) {
-            T value = xr[j] * s + shift;
-            if (wp) value *= wp[j];
-            if (bp) value += bp[j];
-            yr[j] = value;
-          }
-        }
-      });
+      kernels::layer_norm_forward<T>(input.data_ptr<T>(), w.defined() ? w.data_ptr<T>() : nullptr,
+                                     b.defined() ? b.data_ptr<T>() : nullptr, y.data_ptr<T>(),
+                                     mean.data_ptr<T>(), rstd.data_ptr<T>(), rows, row_size, eps);
     });
     save_for_backward({input, w, mean, rstd});
     return y;
@@ -207,58 +183,10 @@ struct LayerNorm : Function<LayerNorm> {
     if (rows == 0) return {dx, dw, db};  // nothing flowed back (row_size may be huge)
     dispatch_floating(input.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      const T* x0 = input.data_ptr<T>();
-      const T* dy0 = dy.data_ptr<T>();
-      const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
-      const T* mean_p = mean.data_ptr<T>();
-      const T* rstd_p = rstd.data_ptr<T>();
-      const int64_t elements = rows * row_size;
-      // dx: rows are independent, shared out among threads.
-      if (x_needs_grad) {
-        T* dx0 = dx.data_ptr<T>();
-        kernels::parallel_ranges(rows, elements, [&](int64_t first, int64_t last) {
-          std::vector<double> xhat(row_size), g(row_size);
-          for (int64_t r = first; r < last; ++r) {
-            const T* xr = x0 + r * row_size;
-            const T* dyr = dy0 + r * row_size;
-            const double m = mean_p[r], s = rstd_p[r];
-            double g_sum = 0, g_xhat_sum = 0;
-            for (int64_t j = 0; j < row_size; ++j) {
-              xhat[j] = (xr[j] - m) * s;
-              g[j] = wp ? dyr[j] * static_cast<double>(wp[j]) : dyr[j];
-              g_sum += g[j];
-              g_xhat_sum += g[j] * xhat[j];
-            }
-            const double g_mean = g_sum / static_cast<double>(row_size);
-            const double g_xhat_mean = g_xhat_sum / static_cast<double>(row_size);
-            T* dxr = dx0 + r * row_size;
-            for (int64_t j = 0; j < row_size; ++j) {
-              dxr[j] = static_cast<T>(s * (g[j] - g_mean - xhat[j] * g_xhat_mean));
-            }
-          }
-        });
-      }
-      // dw, db: sums over rows, in row order, for each column; threads take ranges of columns.
-      if (weight_needs_grad || bias_needs_grad) {
-        T* dw0 = weight_needs_grad ? dw.data_ptr<T>() : nullptr;
-        T* db0 = bias_needs_grad ? db.data_ptr<T>() : nullptr;
-        kernels::parallel_ranges(row_size, elements, [&](int64_t j0, int64_t j1) {
-          std::vector<double> dw_sum(dw0 ? j1 - j0 : 0, 0.0), db_sum(db0 ? j1 - j0 : 0, 0.0);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* xr = x0 + r * row_size;
-            const T* dyr = dy0 + r * row_size;
-            const double m = mean_p[r], s = rstd_p[r];
-            for (int64_t j = j0; j < j1; ++j) {
-              if (dw0) dw_sum[j - j0] += dyr[j] * ((xr[j] - m) * s);
-              if (db0) db_sum[j - j0] += dyr[j];
-            }
-          }
-          for (int64_t j = j0; j < j1; ++j) {
-            if (dw0) dw0[j] = static_cast<T>(dw_sum[j - j0]);
-            if (db0) db0[j] = static_cast<T>(db_sum[j - j0]);
-          }
-        });
-      }
+      auto data = [](const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
+      kernels::layer_norm_backward<T>(data(input), data(w), data(dy), data(mean), data(rstd),
+                                      /*saved_denominator=*/false, data(dx), data(dw), data(db),
+                                      rows, row_size);
     });
     return {dx, dw, db};
   }
@@ -292,6 +220,71 @@ struct LayerNorm : Function<LayerNorm> {
       check(param->dtype() == x.dtype(), "layer_norm: expected ", which, " of dtype ",
             dtype_name(x.dtype()), ", got ", dtype_name(param->dtype()));
     }
+  }
+};
+
+// ---- the book's LayerNorm (nn::GPTLayerNorm) as one op ----
+//
+// The composite, over the last dim:
+//   mean = x.mean(-1, keepdim=True);  var = x.var(-1, keepdim=True, unbiased=False)
+//   norm_x = (x - mean) / torch.sqrt(var + eps);  y = scale * norm_x + shift
+// kernels::layer_norm_book_forward computes each row with the composite's float operations
+// (its mean and variance summed as x.mean and x.var sum them), so y has the composite's bits.
+// The backward is layer_norm's (layer_norm.h derives it), in double from the saved mean and
+// sqrt(var + eps): it differs from the composite's dozen backward nodes (each rounding to float)
+// in the last bits of the gradients only.
+struct GptLayerNorm : Function<GptLayerNorm> {
+  static constexpr const char* name = "GptLayerNormBackward0";
+  int64_t rows = 0, row_size = 0;
+  bool x_needs_grad = false, scale_needs_grad = false, shift_needs_grad = false;
+
+  Tensor forward(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps) {
+    check(is_floating(x.dtype()), "gpt_layer_norm: expected a floating point input, got ",
+          dtype_name(x.dtype()));
+    check(scale.dim() == 1 && shift.shape() == scale.shape(),
+          "gpt_layer_norm: expected 1-D scale and shift of one shape, got ", scale.shape(), " and ",
+          shift.shape());
+    check(x.dim() >= 1 && x.size(-1) == scale.size(0),
+          "gpt_layer_norm: expected input with last dim ", scale.size(0), ", got shape ",
+          x.shape());
+    check(scale.dtype() == x.dtype() && shift.dtype() == x.dtype(),
+          "gpt_layer_norm: expected scale and shift of the input's dtype ", dtype_name(x.dtype()),
+          ", got ", dtype_name(scale.dtype()), " and ", dtype_name(shift.dtype()));
+    row_size = scale.size(0);
+    rows = row_size == 0 ? 0 : x.numel() / row_size;
+    x_needs_grad = x.requires_grad();
+    scale_needs_grad = scale.requires_grad();
+    shift_needs_grad = shift.requires_grad();
+    const Tensor input = x.contiguous(), w = scale.contiguous(), b = shift.contiguous();
+    Tensor y = empty(x.shape(), x.dtype());
+    Tensor mean = empty({rows}, x.dtype()), denom = empty({rows}, x.dtype());
+    dispatch_floating(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      kernels::layer_norm_book_forward<T>(input.data_ptr<T>(), w.data_ptr<T>(), b.data_ptr<T>(),
+                                          y.data_ptr<T>(), mean.data_ptr<T>(), denom.data_ptr<T>(),
+                                          rows, row_size, eps);
+    });
+    save_for_backward({input, w, mean, denom});
+    return y;
+  }
+
+  //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
+  //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
+    const Tensor dy = grad.contiguous();
+    Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
+    Tensor dw = scale_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
+    Tensor db = shift_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
+    if (rows == 0) return {dx, dw, db};
+    dispatch_floating(input.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      auto data = [](const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
+      kernels::layer_norm_backward<T>(data(input), data(w), data(dy), data(mean), data(denom),
+                                      /*saved_denominator=*/true, data(dx), data(dw), data(db),
+                                      rows, row_size);
+    });
+    return {dx, dw, db};
   }
 };
 
@@ -333,6 +326,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps) {
   detail::check_defined(x, "layer_norm");
   return apply<LayerNorm>(x, normalized_shape, weight, bias, eps);
+}
+
+Tensor gpt_layer_norm(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps) {
+  detail::check_defined(x, "gpt_layer_norm");
+  detail::check_defined(scale, "gpt_layer_norm");
+  detail::check_defined(shift, "gpt_layer_norm");
+  return apply<GptLayerNorm>(x, scale, shift, eps);
 }
 
 }  // namespace ember

@@ -35,4 +35,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// The book's LayerNorm (nn::GPTLayerNorm) over the last dim as one op:
+//   scale * (x - x.mean(-1)) / sqrt(x.var(-1, unbiased=False) + eps) + shift
+// with the composite's bits forward (kernels::layer_norm_book_forward); the backward is
+// layer_norm's analytic one (last-bit differences from the composite's).  (GptLayerNormBackward0)
+Tensor gpt_layer_norm(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps = 1e-5);
+
 }  // namespace ember

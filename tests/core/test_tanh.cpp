@@ -98,12 +98,13 @@ TEST(TanhOps, VectorPathAndScalarLoopGiveTheSameBits) {
   ASSERT_FALSE(strided.is_contiguous());
   EXPECT_EQ(bits(tanh(base)), bits(tanh(strided)));
   EXPECT_EQ(bits(gelu(base, "tanh")), bits(gelu(strided, "tanh")));
-  // and against the scalar formula itself
+  // and against the scalar formula itself, PyTorch's order of operations (GeluKernel.cpp:
+  // x_cube = x * x * x; inner = kBeta * (x + kKappa * x_cube))
   const std::vector<float> v = base.to_vector<float>(), g = gelu(base, "tanh").to_vector<float>();
   const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
   for (std::size_t i = 0; i < v.size(); ++i) {
     const float want =
-        0.5f * v[i] * (1.0f + std::tanh(k * (v[i] + 0.044715f * v[i] * v[i] * v[i])));
+        0.5f * v[i] * (1.0f + std::tanh(k * (v[i] + 0.044715f * (v[i] * v[i] * v[i]))));
     EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(want)) << i;
   }
   // backward: d gelu / dx through both paths

@@ -1,14 +1,19 @@
-// Threads (issue 6, class 5): the contract of README "Threads and reference cycles". Separate
-// graphs in separate threads are fine; the generator is locked around every fill; gradient
-// accumulation into a leaf shared by several graphs is serialized. Run under ThreadSanitizer by
-// the tsan preset (scripts/test), and in the release and asan runs like every test.
+// Threads (defects from sharing tensors, graphs and the generator across threads): the contract of
+// README "Threads and reference cycles". Separate graphs in separate threads are fine; the
+// generator is locked around every fill; gradient accumulation into a leaf shared by several graphs
+// is serialized. Run under ThreadSanitizer by the tsan preset (scripts/test), and in the release
+// and asan runs like every test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "core/autograd/profiler.h"
 #include "core/ember.h"
 
 namespace ember {
@@ -124,19 +129,30 @@ TEST(Threads, GradModeIsThreadLocal) {
 
 // Threads dropping their handles to a shared graph at once: the teardown is not a double free.
 TEST(Threads, ConcurrentTeardownOfASharedGraph) {
+  // Two oracles: ThreadSanitizer (the tsan preset of scripts/test) sees any unsynchronised
+  // reference count; the assertions below see a wrong value or a graph that is never freed.
   for (int round = 0; round < 20; ++round) {
-    Tensor x = ones({2}).requires_grad_();
+    Tensor x = ones({2}, DType::Float64).requires_grad_();  // 2^200 x needs float64
     Tensor y = x;
-    for (int i = 0; i < 200; ++i) y = y * 1.0 + y;
+    for (int i = 0; i < 200; ++i) y = y * 1.0 + y;  // y = 2^200 x, exactly
+    const std::vector<double> single_thread = (y * 1.0).to_vector<double>();
+    ASSERT_EQ(single_thread, std::vector<double>(2, std::ldexp(1.0, 200)));
+    std::weak_ptr<autograd::Node> root = y.grad_fn();
+    ASSERT_FALSE(root.expired());
     std::vector<Tensor> copies(kThreads, y);
     y = Tensor();
+    std::vector<std::vector<double>> got(kThreads);
     run_threads([&](int t) {
       Tensor mine = copies[t] * 1.0;
+      got[t] = mine.to_vector<double>();
       copies[t] = Tensor();
       mine = Tensor();
     });
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(got[t], single_thread) << "thread " << t;
+    // The last thread to let go freed the whole chain of 400 nodes: nothing else holds it.
+    EXPECT_TRUE(root.expired());
+    EXPECT_FALSE(x.grad().defined());
   }
-  SUCCEED();
 }
 
 // Short-lived threads that make tensors, small (from per-thread lists) and big (mapped, kept
@@ -167,6 +183,54 @@ TEST(Threads, TensorsOutliveTheThreadsThatMadeThem) {
       }
     }
   }
+}
+
+// Threads making and freeing big tensors while others call empty_cache (core/allocator.h): a
+// kept buffer is either handed out or given back, never both, and live tensors keep their values.
+TEST(Threads, EmptyCacheWhileOtherThreadsAllocate) {
+  run_threads([&](int t) {
+    for (int i = 0; i < 30; ++i) {
+      const double v = t * 1000 + i;
+      Tensor a = full({1024, 700 + 64 * t}, v);  // 2.7 to 3.5 MiB: mapped
+      Tensor b = full({2048, 600}, v + 1);
+      if (i % 3 == t % 3) empty_cache();
+      EXPECT_EQ(max(a).item(), v);
+      EXPECT_EQ(min(a).item(), v);
+      EXPECT_EQ(max(b).item(), v + 1);
+      EXPECT_EQ(min(b).item(), v + 1);
+    }
+  });
+  empty_cache();
+  EXPECT_EQ(memory_stats().mapped_kept, 0u);
+}
+
+// The profiler records every thread's ops into that thread's own buffer and merges them: each
+// thread's forward and backward are all there, with its own thread id, while the main thread
+// reads the profile as the workers still record.
+TEST(Threads, ProfilerRecordsEveryThread) {
+  constexpr int kSteps = 20;
+  autograd::profiler::Profile prof;
+  std::atomic<int> done{0};
+  std::thread reader([&] {
+    while (done.load() < kThreads) (void)prof.key_averages();  // a read during recording
+  });
+  run_threads([&](int t) {
+    autograd::profiler::RecordFunction label("worker");
+    const Tensor w = full({4, 4}, 0.5 + t).requires_grad_(true);
+    for (int i = 0; i < kSteps; ++i) tanh(mm(w, w)).sum().backward();
+    done.fetch_add(1);
+  });
+  reader.join();
+  prof.stop();
+  const autograd::profiler::KeyAverages averages = prof.key_averages();
+  ASSERT_NE(averages.find("TanhBackward0"), nullptr);
+  EXPECT_EQ(averages.find("TanhBackward0")->count, kThreads * kSteps);
+  EXPECT_EQ(averages.find("ember::tanh")->count, kThreads * kSteps);
+  EXPECT_EQ(averages.find("worker")->count, kThreads);
+  std::set<uint64_t> threads;
+  for (const auto& e : prof.events())
+    if (e.name == "worker") threads.insert(e.thread);
+  EXPECT_EQ(threads.size(), static_cast<std::size_t>(kThreads));
 }
 
 }  // namespace
