@@ -157,8 +157,10 @@ struct CrossEntropy : Function<CrossEntropy> {
       const float* x = xs + i * l.c;
       const float m = kernels::max_row(x, l.c);
       row_max[i] = m;
-      if (std::isinf(m)) {  // all -inf (or one +inf): log sum exp is that value
-        losses[i] = weights[t] * (static_cast<double>(m) - static_cast<double>(x[t]));
+      if (std::isinf(m)) {  // as log_sum_exp: all -inf gives -inf, a +inf logit nan
+        const double lse =
+            m < 0 ? static_cast<double>(m) : std::numeric_limits<double>::quiet_NaN();
+        losses[i] = weights[t] * (lse - static_cast<double>(x[t]));
         return;
       }
       row_sum[i] = exp_sum(x, l.c, m, scratch[static_cast<std::size_t>(thread)].data());
@@ -180,7 +182,11 @@ struct CrossEntropy : Function<CrossEntropy> {
       const float* x = xs + i * l.c;
       const double a = g[i] * weights[t];
       const float m = static_cast<float>(row_max[i]);
-      if (std::isinf(m)) {  // p is nan (as exp(x - lse) is on the general road)
+      if (std::isinf(m)) {  // p as exp(x - lse) on the general road: nan everywhere for +inf
+        if (m > 0) {
+          std::fill(y, y + l.c, std::numeric_limits<float>::quiet_NaN());
+          return;
+        }
         for (int64_t k = 0; k < l.c; ++k) {
           const double p = std::exp(static_cast<double>(x[k]) - static_cast<double>(m));
           y[k] = static_cast<float>(a * (p - (k == t ? 1.0 : 0.0)));

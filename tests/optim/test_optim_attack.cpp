@@ -430,6 +430,17 @@ TEST(OptimAttack, CrossEntropyOfInfiniteLogitsAndNoClasses) {
     EXPECT_TRUE(std::isnan(loss[0])) << "target " << first;
     EXPECT_NEAR(loss[1], 1.4076058864593506, 1e-6);
   }
+  // The float32 road's backward too: PyTorch 1.13 gives nan for the whole +inf row and
+  // [0.0900, -0.7553, 0.6652] for the other (target 1).
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Tensor xg = x.to(dtype).detach().requires_grad_();
+    F::cross_entropy(xg, from_vector({1.0, 1.0}, {2}, DType::Int64), none).sum().backward();
+    const std::vector<double> g = xg.grad().to_vector<double>();
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(std::isnan(g[k])) << dtype_name(dtype) << " " << k;
+    EXPECT_NEAR(g[3], 0.0900, 1e-4);
+    EXPECT_NEAR(g[4], -0.7553, 1e-4);
+    EXPECT_NEAR(g[5], 0.6652, 1e-4);
+  }
   // -inf logits: inf at the -inf class, finite elsewhere (PyTorch: [inf], [1.31326162815094]).
   Tensor y = tensor({{-kInf, 0.0, 1.0}});
   EXPECT_EQ(F::cross_entropy(y, zeros({1}, DType::Int64), none).item(), kInf);
