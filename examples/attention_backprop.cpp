@@ -58,7 +58,7 @@ void save_attention_maps(const Tensor& weights, const std::string& path, const s
 
 // The autograd graph as Graphviz text, and as SVG when `dot` is installed.
 void save_graph(const Tensor& loss, const std::string& stem) {
-  std::ofstream(stem + ".dot") << autograd::to_dot(loss);
+  examples::svg::write_file(stem + ".dot", autograd::to_dot(loss));
   std::cout << "\nwrote " << stem << ".dot\n";
   if (std::system("command -v dot >/dev/null 2>&1") == 0 &&
       std::system(("dot -Tsvg " + stem + ".dot -o " + stem + ".svg").c_str()) == 0) {

@@ -162,8 +162,10 @@ struct CrossEntropy : Function<CrossEntropy> {
       const float* x = xs + i * l.c;
       const float m = kernels::max_row(x, l.c);
       row_max[i] = m;
-      if (std::isinf(m)) {  // all -inf (or one +inf): log sum exp is that value
-        losses[i] = weights[t] * (static_cast<double>(m) - static_cast<double>(x[t]));
+      if (std::isinf(m)) {  // as log_sum_exp: all -inf gives -inf, a +inf logit nan
+        const double lse =
+            m < 0 ? static_cast<double>(m) : std::numeric_limits<double>::quiet_NaN();
+        losses[i] = weights[t] * (lse - static_cast<double>(x[t]));
         return;
       }
       row_sum[i] = exp_sum(x, l.c, m, scratch[static_cast<std::size_t>(thread)].data());
@@ -185,7 +187,11 @@ struct CrossEntropy : Function<CrossEntropy> {
       const float* x = xs + i * l.c;
       const double a = g[i] * weights[t];
       const float m = static_cast<float>(row_max[i]);
-      if (std::isinf(m)) {  // p is nan (as exp(x - lse) is on the general road)
+      if (std::isinf(m)) {  // p as exp(x - lse) on the general road: nan everywhere for +inf
+        if (m > 0) {
+          std::fill(y, y + l.c, std::numeric_limits<float>::quiet_NaN());
+          return;
+        }
         for (int64_t k = 0; k < l.c; ++k) {
           const double p = std::exp(static_cast<double>(x[k]) - static_cast<double>(m));
           y[k] = static_cast<float>(a * (p - (k == t ? 1.0 : 0.0)));
@@ -220,7 +226,9 @@ struct CrossEntropy : Function<CrossEntropy> {
   static double log_sum_exp(const T* x, int64_t c, int64_t stride) {
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t k = 0; k < c; ++k) m = std::max(m, static_cast<double>(x[k * stride]));
-    if (std::isinf(m)) return m;  // all -inf (or one +inf): log sum exp is that value
+    // All -inf: -inf (every lse - x_k is then nan, as PyTorch's x - max). A +inf logit: nan, as
+    // PyTorch's log_softmax (x - max is inf - inf there), whatever the target.
+    if (std::isinf(m)) return m < 0 ? m : std::numeric_limits<double>::quiet_NaN();
     double sum = 0;
     for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - m);
     return m + std::log(sum);
@@ -260,7 +268,8 @@ struct CrossEntropy : Function<CrossEntropy> {
       check(ignore_index < 0, op, ": ignore_index (", ignore_index,
             ") is not supported for class probability targets");
       target_requires_grad = target.requires_grad();
-      denom = static_cast<double>(l.n * l.s);
+      // PyTorch divides by input.numel() / C: 0 / 0 (nan) when there are no classes.
+      denom = l.c == 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(l.n * l.s);
     } else {
       indices = class_indices(op, input, target, l, ignore_index);
       for (int64_t t : indices) denom += t == ignore_index ? 0.0 : weights[t];
@@ -492,6 +501,14 @@ void check_broadcastable(const char* op, const char* what, const Tensor& w, cons
         " of shape ", w.shape(), " cannot be broadcast to the input's shape ", input.shape());
 }
 
+// A Reduction made from an integer out of range (Reduction(7)) would act as some reduction.
+void check_reduction(const char* op, Reduction reduction) {
+  check(reduction == Reduction::None || reduction == Reduction::Mean || reduction == Reduction::Sum,
+        op, ": ", static_cast<int>(reduction),
+        " is not a valid value for reduction (None, Mean "
+        "or Sum)");
+}
+
 }  // namespace
 
 namespace functional {
@@ -499,16 +516,19 @@ namespace functional {
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options) {
   check_defined("cross_entropy", input, target);
+  check_reduction("cross_entropy", options.reduction());
   return apply<CrossEntropy>(input, target, options.weight(), options);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options) {
   check_defined("nll_loss", input, target);
+  check_reduction("nll_loss", options.reduction());
   return apply<NllLoss>(input, target, options.weight(), options);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options) {
   check_defined("mse_loss", input, target);
+  check_reduction("mse_loss", options.reduction());
   check(broadcast_shapes(target.shape(), input.shape(), "mse_loss") == input.shape(),
         "mse_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
         input.shape());
@@ -518,6 +538,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOpti
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& options) {
   check_defined("l1_loss", input, target);
+  check_reduction("l1_loss", options.reduction());
   check(broadcast_shapes(target.shape(), input.shape(), "l1_loss") == input.shape(),
         "l1_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
         input.shape());
@@ -527,6 +548,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOption
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const BinaryCrossEntropyFuncOptions& options) {
   const char* op = "binary_cross_entropy";
+  check_reduction(op, options.reduction());
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
   for (double v : input.to_vector<double>()) {
@@ -539,6 +561,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BinaryCrossEntropyWithLogitsFuncOptions& options) {
   const char* op = "binary_cross_entropy_with_logits";
+  check_reduction(op, options.reduction());
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
   check_broadcastable(op, "pos_weight", options.pos_weight(), input);

@@ -6,7 +6,8 @@
 //    it a gradient has run; then it runs once, with the sum of what it received.
 // 3. Each gradient a node returns is summed back to its input's shape (undoing broadcasting)
 //    and added into the buffer of the input's node.
-// 4. Without retain_graph, each node frees its saved tensors once it has run.
+// 4. Without retain_graph, each node frees its saved tensors and its output's hooks once it has
+//    run.
 //
 // The whole pass runs in no-grad mode, except with create_graph: then it runs in grad mode, so
 // every op the backward formulas (and the sums of steps 2-3) call records a graph of its own, and
@@ -132,7 +133,14 @@ void accumulate(GraphTask& task, int slot, const Tensor& grad) {
 
 // The gradient of `node`'s output: its hooks may replace it; retain_grad keeps a copy.
 Tensor run_output_hooks(Node* node, Tensor grad, bool observing) {
+  check(!node->hooks_released,
+        "Trying to backward through the graph a second time: the hooks "
+        "registered on the output of ",
+        node->name(),
+        " were released by the first backward. "
+        "Specify retain_graph=true if you need to backward through the graph a second time.");
   for (const GradHook& hook : node->pre_hooks) {
+    if (!hook) continue;  // removed
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
@@ -235,7 +243,17 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       grad = run_output_hooks(node, grad, observer != nullptr);
       input_grads = node->apply(grad);
       if (log_steps) logging::backward_step(node->name(), grad, input_grads);
-      if (!retain_graph) node->release_saved();
+      if (!retain_graph) {
+        node->release_saved();
+        // The hooks go with the saved tensors (each hook's captures freed, its slot kept so
+        // that a later remove_hook of its handle is still valid).
+        for (GradHook& hook : node->pre_hooks) {
+          if (hook) {
+            hook = nullptr;
+            node->hooks_released = true;
+          }
+        }
+      }
     }
 
     std::vector<Tensor> sent;  // what reached each input, for the observer
@@ -348,6 +366,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
   Tensor grad = grad_output;
   for (const GradHook& hook : leaf->hooks) {
+    if (!hook) continue;  // removed
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),

@@ -222,15 +222,27 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 }  // namespace autograd
 
 // A hook on a leaf runs in its AccumulateGrad; on any other tensor, before its node runs.
-void Tensor::register_hook(GradHook hook) const {
+unsigned Tensor::register_hook(GradHook hook) const {
   detail::check_defined(*this, "register_hook");
   check(requires_grad(),
         "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  check(static_cast<bool>(hook), "register_hook: the hook is an empty function");
+  std::vector<GradHook>& hooks = is_leaf() ? impl_->hooks : impl_->grad_fn->pre_hooks;
+  hooks.push_back(std::move(hook));
+  return static_cast<unsigned>(hooks.size() - 1);
+}
+
+void Tensor::remove_hook(unsigned handle) const {
+  detail::check_defined(*this, "remove_hook");
+  std::vector<GradHook>* hooks = nullptr;
   if (is_leaf()) {
-    impl_->hooks.push_back(std::move(hook));
+    hooks = &impl_->hooks;
   } else {
-    impl_->grad_fn->pre_hooks.push_back(std::move(hook));
+    hooks = &impl_->grad_fn->pre_hooks;
   }
+  check(handle < hooks->size(), "remove_hook: invalid index, no hook at position ", handle,
+        " (this tensor has ", hooks->size(), ")");
+  (*hooks)[handle] = nullptr;  // the slot stays: the other handles keep their meaning
 }
 
 }  // namespace ember
