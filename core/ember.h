@@ -5,6 +5,7 @@
 
 #include "core/allocator.h"
 #include "core/autograd/engine.h"
+#include "core/autograd/explore.h"
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"

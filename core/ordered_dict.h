@@ -7,6 +7,8 @@
 //   params.contains("mask"); params.keys(); params.values(); params.size();
 //   for (const auto& [name, tensor] : params) ...       // structured bindings, in order
 //   params[0].key(), params[0].value()                  // the first item (also .first/.second)
+//   params.erase("mask"); Tensor w = params.pop("w");   // edit (errors if the key is absent)
+//   params.update(other); params.clear();               // append another dict's items
 #pragma once
 
 #include <cstddef>
@@ -94,6 +96,35 @@ class OrderedDict {
   void clear() {
     items_.clear();
     index_.clear();
+  }
+  // Removes the item of `key` (the others keep their order); an error if there is none, as
+  // libtorch's.
+  void erase(const Key& key) { (void)pop(key); }
+  // Removes the item of `key` and returns its value (Python's dict.pop); an error if none.
+  Value pop(const Key& key) {
+    auto it = index_.find(key);
+    check(it != index_.end(), key_description_, " '", key, "' is not defined");
+    const std::size_t position = it->second;
+    Value value = std::move(items_[position].second);
+    index_.erase(it);
+    items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(position));
+    for (std::size_t i = position; i < items_.size(); ++i) index_[items_[i].first] = i;
+    return value;
+  }
+  // Appends every item of `other`, in its order; a key already here is an error (libtorch's
+  // rule: use insert_or_assign to replace), checked before anything changes.
+  void update(const OrderedDict& other) {
+    for (const Item& item : other.items_) {
+      check(!contains(item.first), key_description_, " '", item.first, "' already defined");
+    }
+    for (const Item& item : other.items_) insert(item.first, item.second);
+  }
+  void update(OrderedDict&& other) {
+    for (const Item& item : other.items_) {
+      check(!contains(item.first), key_description_, " '", item.first, "' already defined");
+    }
+    for (Item& item : other.items_) insert(std::move(item.first), std::move(item.second));
+    other.clear();
   }
 
   std::vector<Key> keys() const {

@@ -3,13 +3,21 @@
 // allocation, so a hostile file can only produce an ember::Error.
 #include "core/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -120,6 +128,64 @@ Tensor decode(const std::string& name, const std::string& dtype_name, const File
   return t;
 }
 
+// What is wrong with `text` as a tensor name or metadata string ("" if nothing): it must be
+// valid UTF-8 (shortest form, no surrogates, at most U+10FFFF) and, when `name` is set, hold no
+// control character (U+0000-U+001F, U+007F-U+009F).
+std::string text_problem(const std::string& text, bool name) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t size = text.size();
+  for (std::size_t i = 0; i < size;) {
+    const unsigned char c = s[i];
+    uint32_t cp;
+    std::size_t len;
+    if (c < 0x80) {
+      cp = c, len = 1;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      cp = c & 0x1fu, len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      cp = c & 0x0fu, len = 3;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      cp = c & 0x07u, len = 4;
+    } else {
+      return "is not valid UTF-8 (byte " + std::to_string(c) + " at offset " + std::to_string(i) +
+             ")";
+    }
+    if (i + len > size) return "is not valid UTF-8 (truncated sequence at the end)";
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xc0) != 0x80)
+        return "is not valid UTF-8 (bad continuation byte at offset " + std::to_string(i + k) + ")";
+      cp = cp << 6 | (s[i + k] & 0x3fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return "is not valid UTF-8 (overlong form, surrogate or code point past U+10FFFF at offset " +
+             std::to_string(i) + ")";
+    if (name && (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))) {
+      std::ostringstream message;
+      message << "holds the control character U+" << std::hex << std::uppercase << std::setfill('0')
+              << std::setw(4) << cp << std::dec << " at offset " << i;
+      return message.str();
+    }
+    i += len;
+  }
+  return "";
+}
+
+// `text` for an error message: control characters (a NUL would end the message) as \u00XX.
+std::string printable(const std::string& text) {
+  std::ostringstream out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out << "\\u" << std::hex << std::setfill('0') << std::setw(4) << static_cast<int>(byte)
+          << std::dec;
+    } else {
+      out << c;
+    }
+  }
+  return out.str();
+}
+
 uint64_t checked_u64(const json& v, const std::string& what) {
   check(v.is_number_unsigned(), "load_safetensors: ", what, " must be a non-negative integer, got ",
         v.dump());
@@ -131,6 +197,20 @@ uint64_t checked_u64(const json& v, const std::string& what) {
 std::string serialize_safetensors(const NamedTensorList& tensors,
                                   const std::map<std::string, std::string>& metadata) {
   json header = json::object();
+  // Metadata alone over the header limit: refused before it is checked and dumped (the exact
+  // header size is checked below).
+  std::size_t metadata_bytes = 0;
+  for (const auto& [key, value] : metadata) metadata_bytes += key.size() + value.size();
+  check(metadata_bytes <= kSafetensorsMaxHeader, "save_safetensors: the header would be over ",
+        metadata_bytes, " bytes, more than the format's limit of ", kSafetensorsMaxHeader,
+        " (metadata too large)");
+  for (const auto& [key, value] : metadata) {
+    // The JSON writer would throw its own exception on text that is not UTF-8.
+    if (const std::string problem = text_problem(key, false); !problem.empty())
+      fail("save_safetensors: the metadata key '", printable(key), "' ", problem);
+    if (const std::string problem = text_problem(value, false); !problem.empty())
+      fail("save_safetensors: the metadata value of '", key, "' ", problem);
+  }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> names;
   uint64_t offset = 0;
@@ -138,6 +218,8 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
   for (const auto& [name, t] : tensors) {
     check(!name.empty() && name != "__metadata__", "save_safetensors: invalid tensor name '", name,
           "'");
+    if (const std::string problem = text_problem(name, true); !problem.empty())
+      fail("save_safetensors: the tensor name '", printable(name), "' ", problem);
     check(names.insert(name).second, "save_safetensors: duplicate tensor name '", name, "'");
     check(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
@@ -149,6 +231,10 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  // Never write a file that the reader (and the Rust crate) would refuse.
+  check(text.size() <= kSafetensorsMaxHeader, "save_safetensors: the header would be ", text.size(),
+        " bytes, more than the format's limit of ", kSafetensorsMaxHeader,
+        " (too many tensors, or metadata too large)");
   std::string out(8, '\0');
   const uint64_t n = text.size();
   std::memcpy(out.data(), &n, 8);
@@ -162,47 +248,90 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
   return out;
 }
 
-SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size) {
+namespace {
+
+// One tensor's entry in the header, checked.
+struct Entry {
+  uint64_t begin, end;
+  std::string name, dtype_name;
+  FileDType fd;
+  Shape shape;
+  int64_t numel;
+};
+
+struct Header {
+  std::vector<Entry> entries;  // sorted by their data, which they tile from byte 0
+  std::map<std::string, std::string> metadata;
+  uint64_t data_size = 0;  // the bytes of data the entries cover
+};
+
+// The n bytes of the header (after its 8-byte size), checked against a data section of
+// buffer_size bytes (UINT64_MAX when it is not known yet: a stream).
+Header parse_header(const uint8_t* header_begin, uint64_t n, uint64_t buffer_size) {
   const char* op = "load_safetensors";
-  check(size >= 8, op, ": file of ", size, " bytes is too short for the 8-byte header size");
-  const uint64_t n = read_le<uint64_t>(data);
-  check(n <= kSafetensorsMaxHeader, op, ": header size ", n, " is larger than the limit of ",
-        kSafetensorsMaxHeader, " bytes");
-  check(n <= size - 8, op, ": header size ", n, " is larger than the file (", size - 8,
-        " bytes after the size)");
-  check(n >= 2 && data[8] == '{', op, ": the header must be a JSON object starting with '{'");
-  const uint8_t* buffer = data + 8 + n;
-  const uint64_t buffer_size = size - 8 - n;
+  check(n >= 2 && header_begin[0] == '{', op,
+        ": the header must be a JSON object starting with '{'");
+  const uint8_t* header_end = header_begin + n;
+  // The header is a JSON object followed by nothing but spaces (0x20), as the format says. A NUL
+  // byte is never valid in it (JSON strings escape control characters), and nlohmann's lexer
+  // would take one for the end of the input: `{...}\0garbage` must not load.
+  if (const auto* nul = std::find(header_begin, header_end, uint8_t{0}); nul != header_end) {
+    fail(op, ": the header holds a NUL byte at offset ", nul - header_begin,
+         " (only spaces may follow its JSON object)");
+  }
+  const auto* text_end = header_end;
+  while (text_end > header_begin && text_end[-1] == ' ') --text_end;
+  check(text_end > header_begin && text_end[-1] == '}', op,
+        ": the header must be a JSON object followed only by spaces (0x20); its last byte other "
+        "than a space is ",
+        static_cast<int>(text_end > header_begin ? text_end[-1] : 0), ", not '}'");
 
   // Parse, refusing what the format never has: nesting deeper than entry -> field -> list, and
-  // a name given twice (nlohmann would keep the last silently).
-  std::set<std::string> top_keys;
+  // a key given twice at any level (nlohmann would keep the last silently): a tensor name, a
+  // field of an entry ("dtype" twice), a key of __metadata__. keys[d] holds the keys seen so far
+  // in the object open at nesting level d; owner[d] is the key that object is the value of.
+  std::vector<std::set<std::string>> keys;
+  std::vector<std::string> owner;
+  std::string last_key;
   json header;
   try {
     header = json::parse(
-        data + 8, data + 8 + n, [&](int depth, json::parse_event_t event, json& parsed) {
+        header_begin, text_end, [&](int depth, json::parse_event_t event, json& parsed) {
           if (depth > 3) fail(op, ": the header nests deeper than the format allows");
-          if (event == json::parse_event_t::key && depth == 1) {
-            const std::string key = parsed.get<std::string>();
-            check(top_keys.insert(key).second, op, ": duplicate tensor name '", key, "'");
+          if (event == json::parse_event_t::object_start) {
+            keys.emplace_back();
+            owner.push_back(keys.size() == 1 ? std::string() : last_key);
+          } else if (event == json::parse_event_t::object_end) {
+            keys.pop_back();
+            owner.pop_back();
+          } else if (event == json::parse_event_t::key) {
+            last_key = parsed.get<std::string>();
+            if (!keys.back().insert(last_key).second) {
+              if (keys.size() == 1) fail(op, ": duplicate tensor name '", last_key, "'");
+              if (keys.size() == 2 && owner.back() == "__metadata__")
+                fail(op, ": duplicate key '", last_key, "' in __metadata__");
+              fail(op, ": entry '", owner.back(), "' has the field '", last_key, "' twice");
+            }
           }
           return true;
         });
+  } catch (const json::parse_error& e) {
+    // In strict mode the parser insists on the end of the input after the object.
+    if (std::string(e.what()).find("expected end of input") != std::string::npos) {
+      fail(op, ": the header must be one JSON object followed only by spaces (0x20): ", e.what());
+    }
+    fail(op, ": invalid JSON header: ", e.what());
   } catch (const json::exception& e) {
     fail(op, ": invalid JSON header: ", e.what());
   }
   check(header.is_object(), op, ": the header must be a JSON object");
 
-  SafetensorsFile out;
-  struct Entry {
-    uint64_t begin, end;
-    std::string name, dtype_name;
-    FileDType fd;
-    Shape shape;
-    int64_t numel;
-  };
-  std::vector<Entry> entries;
+  Header out;
+  std::vector<Entry>& entries = out.entries;
   for (const auto& [name, value] : header.items()) {
+    check(!name.empty(), op, ": a tensor name is empty");
+    if (const std::string problem = text_problem(name, true); !problem.empty())
+      fail(op, ": the tensor name '", printable(name), "' ", problem);
     if (name == "__metadata__") {
       check(value.is_object(), op, ": __metadata__ must be an object of strings");
       for (const auto& [key, v] : value.items()) {
@@ -264,31 +393,183 @@ SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size) {
           "; expected ", expected, " (ranges overlap or leave a hole)");
     expected = e.end;
   }
-  check(expected == buffer_size, op, ": the tensors cover ", expected,
+  out.data_size = expected;
+  return out;
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size) {
+  const char* op = "load_safetensors";
+  check(size >= 8, op, ": file of ", size, " bytes is too short for the 8-byte header size");
+  const uint64_t n = read_le<uint64_t>(data);
+  check(n <= kSafetensorsMaxHeader, op, ": header size ", n, " is larger than the limit of ",
+        kSafetensorsMaxHeader, " bytes");
+  check(n <= size - 8, op, ": header size ", n, " is larger than the file (", size - 8,
+        " bytes after the size)");
+  const uint8_t* buffer = data + 8 + n;
+  const uint64_t buffer_size = size - 8 - n;
+  Header header = parse_header(data + 8, n, buffer_size);
+  check(header.data_size == buffer_size, op, ": the tensors cover ", header.data_size,
         " bytes of data, the file has ", buffer_size);
-  for (const Entry& e : entries) {
+  SafetensorsFile out;
+  out.metadata = std::move(header.metadata);
+  for (const Entry& e : header.entries) {
     out.tensors.emplace_back(
         e.name, decode(e.name, e.dtype_name, e.fd, e.shape, buffer + e.begin, e.numel));
   }
   return out;
 }
 
+namespace {
+
+std::string errno_text(int error) { return std::generic_category().message(error); }
+
+// Writes all of `bytes` to fd; false (errno set) on failure. A short write is retried, so a
+// full disk ends in ENOSPC rather than a silently short file.
+bool write_all(int fd, const char* bytes, std::size_t size) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, bytes, std::min<std::size_t>(size, 1u << 30));
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+// Reads up to `size` bytes (fewer only at the end of the file); the count read, or -1.
+ssize_t read_all(int fd, uint8_t* out, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::read(fd, out + done, std::min<std::size_t>(size - done, 1u << 30));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+void detail::write_file(const std::string& path, std::string_view bytes, const char* op) {
+  // An existing file that is not a regular one (a device such as /dev/null, a pipe) is written in
+  // place; anything else goes to a new file beside the target, renamed over it only once every
+  // byte is written, flushed to the disk and closed without error: a full disk or a crash never
+  // leaves a half-written file where a good one was.
+  struct stat st {};
+  const bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  check(!special || !S_ISDIR(st.st_mode), op, ": cannot write '", path, "': it is a directory");
+  std::string target = path;
+  if (!special) {
+    // Through a symbolic link: replace the file it names, not the link.
+    std::error_code ec;
+    const auto resolved = std::filesystem::weakly_canonical(path, ec);
+    if (!ec) target = resolved.string();
+  }
+  static std::atomic<uint64_t> counter{0};
+  const std::string temp = special ? path
+                                   : target + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                         std::to_string(counter.fetch_add(1));
+  const int fd = special ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
+                         : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    fail(op, ": cannot open '", special ? path : temp, "' for writing: ", errno_text(errno));
+  }
+  auto give_up = [&](const char* what, int error) {
+    if (!special) ::unlink(temp.c_str());
+    fail(op, ": ", what, " '", path, "' failed: ", errno_text(error),
+         special ? "" : " (the file was not replaced)");
+  };
+  if (!write_all(fd, bytes.data(), bytes.size())) {
+    const int error = errno;
+    ::close(fd);
+    give_up("writing", error);
+  }
+  // fsync: the data must be on the disk before the rename makes it the file (devices and pipes
+  // may not support it: EINVAL / EROFS there mean nothing to flush).
+  if (::fsync(fd) != 0 && !(special && (errno == EINVAL || errno == EROFS))) {
+    const int error = errno;
+    ::close(fd);
+    give_up("flushing", error);
+  }
+  if (::close(fd) != 0) give_up("closing", errno);
+  if (!special && ::rename(temp.c_str(), target.c_str()) != 0) {
+    give_up("renaming the new file over", errno);
+  }
+}
+
 void save_safetensors(const NamedTensorList& tensors, const std::string& path,
                       const std::map<std::string, std::string>& metadata) {
-  const std::string bytes = serialize_safetensors(tensors, metadata);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  check(static_cast<bool>(out), "save_safetensors: cannot open '", path, "' for writing");
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  check(static_cast<bool>(out), "save_safetensors: writing '", path, "' failed");
+  detail::write_file(path, serialize_safetensors(tensors, metadata), "save_safetensors");
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(static_cast<bool>(in), "load_safetensors: cannot open '", path, "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  const char* op = "load_safetensors";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check(fd >= 0, op, ": cannot open '", path, "': ", errno_text(errno));
+  FdCloser closer{fd};
+  struct stat st {};
+  check(::fstat(fd, &st) == 0, op, ": cannot stat '", path, "': ", errno_text(errno));
+  check(!S_ISDIR(st.st_mode), op, ": '", path, "' is a directory, not a safetensors file");
+  // The header first: its size and its JSON are checked before any byte of data is read (or
+  // any memory allocated for it), so a huge or endless input (/dev/zero) is refused at once.
+  auto fail_read = [&](const char* what) {
+    fail(op, ": reading ", what, " of '", path, "' failed: ", errno_text(errno));
+  };
   try {
+    std::string bytes(8, '\0');
+    auto* p = reinterpret_cast<uint8_t*>(bytes.data());
+    ssize_t got = read_all(fd, p, 8);
+    if (got < 0) fail_read("the header size");
+    if (got < 8) return parse_safetensors(p, static_cast<std::size_t>(got));  // the error
+    const uint64_t n = read_le<uint64_t>(p);
+    check(n <= kSafetensorsMaxHeader, op, ": header size ", n, " is larger than the limit of ",
+          kSafetensorsMaxHeader, " bytes");
+    const bool regular = S_ISREG(st.st_mode);
+    const auto file_size = static_cast<uint64_t>(st.st_size);
+    if (regular) {
+      check(n <= file_size - 8, op, ": header size ", n, " is larger than the file (",
+            file_size - 8, " bytes after the size)");
+    }
+    bytes.resize(8 + n);
+    p = reinterpret_cast<uint8_t*>(bytes.data());
+    got = read_all(fd, p + 8, n);
+    if (got < 0) fail_read("the header");
+    check(static_cast<uint64_t>(got) == n, op, ": header size ", n, " is larger than the file (",
+          got, " bytes after the size)");
+    const Header header = parse_header(p + 8, n, regular ? file_size - 8 - n : UINT64_MAX);
+    if (regular) {
+      check(header.data_size == file_size - 8 - n, op, ": the tensors cover ", header.data_size,
+            " bytes of data, the file has ", file_size - 8 - n);
+    }
+    check(header.data_size <= SIZE_MAX - 9 - n, op, ": the tensors cover ", header.data_size,
+          " bytes, more than this machine can address");
+    // The data, and one byte more to see that the file ends there; from a stream in chunks, so
+    // that memory grows only as the data really comes.
+    const uint64_t wanted = header.data_size + 1;
+    uint64_t have = 0;
+    while (have < wanted) {
+      const uint64_t chunk = regular ? wanted : std::min<uint64_t>(wanted - have, 1u << 24);
+      bytes.resize(8 + n + have + chunk);
+      got = read_all(fd, reinterpret_cast<uint8_t*>(bytes.data()) + 8 + n + have, chunk);
+      if (got < 0) fail_read("the data");
+      have += static_cast<uint64_t>(got);
+      if (static_cast<uint64_t>(got) < chunk) break;
+    }
+    bytes.resize(8 + n + have);
     return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (file '" + path + "')");

@@ -8,15 +8,18 @@
 // Written: F32, F64, I64, BOOL. Read: those, plus F16 and BF16 (converted to float32) and
 // I32/I16/I8/U8 (converted to int64). Every malformed file is an ember::Error naming what is
 // wrong: truncated data, a header larger than the file or than 100 MB, invalid JSON or UTF-8,
-// nesting deeper than the format has, offsets out of range / overlapping / leaving holes, an
-// unknown dtype, a byte range that does not match shape x dtype, duplicate names, a BOOL byte
-// other than 0 or 1.
+// anything but spaces (0x20) after the header's JSON object (a NUL byte included), nesting
+// deeper than the format has, a key repeated at any level (a tensor name, a field of an entry,
+// a key of __metadata__), a tensor name that is empty or holds a control character, offsets out
+// of range / overlapping / leaving holes, an unknown dtype, a byte range that does not match
+// shape x dtype, a BOOL byte other than 0 or 1. The writer refuses what the reader would.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,8 +42,19 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
                                   const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size);
 
+// Writing: the file is written beside `path` under a temporary name, flushed (fsync), closed and
+// renamed over `path`, every step checked: a full disk ("No space left on device") is an
+// ember::Error and leaves a file that was at `path` as it was. Reading checks the header (size,
+// JSON) before reading the data.
 void save_safetensors(const NamedTensorList& tensors, const std::string& path,
                       const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile load_safetensors(const std::string& path);
+
+namespace detail {
+// The file writer under save_safetensors (and so every writer of Ember): `bytes` to `path`
+// through a temporary file, fsync and rename (an existing device or pipe is written in place);
+// every failure is an ember::Error starting with `op`.
+void write_file(const std::string& path, std::string_view bytes, const char* op);
+}  // namespace detail
 
 }  // namespace ember

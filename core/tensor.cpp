@@ -156,7 +156,19 @@ Tensor& Tensor::requires_grad_(bool on) {
 
 bool Tensor::is_leaf() const { return checked_impl("is_leaf").grad_fn == nullptr; }
 Tensor Tensor::grad() const { return checked_impl("grad").grad; }
-void Tensor::set_grad(const Tensor& grad) { checked_impl("set_grad").grad = grad; }
+void Tensor::set_grad(const Tensor& grad) {
+  TensorImpl& impl = checked_impl("set_grad");
+  // PyTorch's checks on `x.grad = g`: a gradient of another type or size would be used by the
+  // optimizers and accumulated into by backward as if it fitted.
+  if (grad.defined()) {
+    check(grad.impl() != impl_.get(), "set_grad: can't assign Variable as its own grad");
+    check(grad.dtype() == impl.dtype, "set_grad: assigned grad has data of a different type (",
+          dtype_name(grad.dtype()), ", the tensor is ", dtype_name(impl.dtype), ")");
+    check(grad.shape() == impl.shape, "set_grad: assigned grad has data of a different size (",
+          grad.shape(), ", the tensor is ", impl.shape, ")");
+  }
+  impl.grad = grad;
+}
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return checked_impl("grad_fn").grad_fn; }
 
 void Tensor::retain_grad() const {

@@ -125,7 +125,18 @@ class Tensor {
                 bool create_graph = false) const;
   void retain_grad() const;  // keep .grad() on a non-leaf
   bool retains_grad() const;
-  void register_hook(GradHook hook) const;
+  // A hook on this tensor's gradient; returns its handle for remove_hook (libtorch's API).
+  // Lifetime: a hook that captures its own tensor (`y.register_hook([y](...) {...})`) makes a
+  // cycle y -> grad_fn -> hook -> y. A backward without retain_graph through y's grad_fn breaks
+  // it (the hooks of a node are released once it has run, with its saved tensors). Two cases
+  // still need remove_hook(handle) (or a hook capturing no owning handle of its tensor) to free
+  // the memory: a hook on a non-leaf whose graph is never run backward (or only with
+  // retain_graph=true), and a hook on a leaf that captures the leaf (a leaf's hooks stay for
+  // every backward, as in PyTorch).
+  unsigned register_hook(GradHook hook) const;
+  // Removes the hook `handle` (register_hook's return value on this same tensor); removing one
+  // twice, or after a backward released it, does nothing.
+  void remove_hook(unsigned handle) const;
   int64_t version() const { return static_cast<int64_t>(storage()->version()); }
 
   // ---- views (share storage; differentiable) ----

@@ -58,7 +58,7 @@ void save_attention_maps(const Tensor& weights, const std::string& path, const s
 
 // The autograd graph as Graphviz text, and as SVG when `dot` is installed.
 void save_graph(const Tensor& loss, const std::string& stem) {
-  std::ofstream(stem + ".dot") << autograd::to_dot(loss);
+  examples::svg::write_file(stem + ".dot", autograd::to_dot(loss));
   std::cout << "\nwrote " << stem << ".dot\n";
   if (std::system("command -v dot >/dev/null 2>&1") == 0 &&
       std::system(("dot -Tsvg " + stem + ".dot -o " + stem + ".svg").c_str()) == 0) {
@@ -66,6 +66,25 @@ void save_graph(const Tensor& loss, const std::string& stem) {
   } else {
     std::cout << "Graphviz's dot is not installed: no " << stem << ".svg (apt-get install "
               << "graphviz, then: dot -Tsvg " << stem << ".dot -o " << stem << ".svg)\n";
+  }
+}
+
+// The graph as an explorer page (autograd::explore): open it in a browser, click a node for
+// its value, gradients and derivative formula, play the backward pass step by step.
+void save_explorer(const Tensor& loss, const nn::MultiHeadAttention& mha, const Tensor& batch,
+                   const std::string& stem) {
+  autograd::ExploreOptions options;
+  options.title = "Ember: the graph of one MultiHeadAttention (" + stem + ")";
+  options.name_all(mha.named_parameters()).name("inputs", batch);
+  const nn::AttentionTrace& t = mha.trace;
+  options.name("queries", t.queries).name("keys", t.keys).name("values", t.values);
+  options.name("attn_scores", t.attn_scores).name("attn_weights", t.attn_weights);
+  options.name("context", t.context).name("loss", loss);
+  try {
+    autograd::explore(loss, stem + ".html", options);
+    std::cout << "wrote " << stem << ".html (the graph to explore: open it in a browser)\n";
+  } catch (const Error& e) {
+    std::cout << "no " << stem << ".html: " << e.what() << "\n";
   }
 }
 
@@ -83,13 +102,19 @@ void study(int64_t d_out, int64_t num_heads, const std::string& label) {
   manual_seed(123);
   nn::MultiHeadAttention mha(3, d_out, 6, 0.0, num_heads);
   mha.keep_trace = true;  // keep the intermediates, with retain_grad
-  Tensor out = mha.forward(batch);
+  Tensor out;
+  {
+    autograd::KeepValuesGuard keep;  // every node keeps its value, for the explorer page
+    out = mha.forward(batch);
+  }
 
   // A loss that weighs every output differently, so no gradient is trivially uniform.
   manual_seed(0);
   Tensor loss_weights = rand(out.shape());
   Tensor loss = (out * loss_weights).sum();
   std::cout << "output:\n" << out << "\nloss = (output * loss_weights).sum() = " << loss << "\n";
+  const std::string stem = "attention_backprop_" + label;
+  save_explorer(loss, mha, batch, stem);
   loss.backward();
 
   const nn::AttentionTrace& t = mha.trace;
@@ -132,7 +157,6 @@ void study(int64_t d_out, int64_t num_heads, const std::string& label) {
               << "\n";
   }
 
-  std::string stem = "attention_backprop_" + label;
   save_graph(loss, stem);
   save_attention_maps(A, stem + "_weights.svg",
                       "MultiHeadAttention(d_in=3, d_out=" + std::to_string(d_out) +

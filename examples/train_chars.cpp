@@ -30,6 +30,7 @@
 
 #include "core/ember.h"
 #include "core/parallel.h"
+#include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/gpt.h"
@@ -108,6 +109,7 @@ struct Settings : examples::TrainingFlags {
   int64_t sample_every = 200;
   double temperature = 0.8;
   int64_t top_k = 10;
+  bool html = false;
 };
 
 }  // namespace
@@ -135,6 +137,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   s.add_profile(app);
+  app.add_flag("--html", s.html,
+               "also write report.html: loss curves, attention maps at every validation (a step "
+               "slider), samples, settings");
   CLI11_PARSE(app, argc, argv);
   s.apply();
   std::string text;
@@ -226,6 +231,17 @@ int main(int argc, char** argv) {
     return textout;
   };
 
+  // The report's (--html) watched example: the first window of the held-out text.
+  examples::TrainingReport report;
+  const std::vector<int64_t> watched(data.begin() + split, data.begin() + split + s.context);
+  std::vector<double> watched_ids(watched.begin(), watched.end());
+  const Tensor watched_x = from_vector(watched_ids, {1, s.context}, DType::Int64);
+  std::vector<std::string> labels;
+  for (int64_t id : watched) {
+    const char c = vocab.decode({id})[0];
+    labels.push_back(c == '\n' ? "\\n" : c == ' ' ? "\u2423" : std::string(1, c));
+  }
+
   examples::LossHistory history;
   const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
   examples::Progress progress(last, s.print_every);
@@ -247,13 +263,17 @@ int main(int argc, char** argv) {
       val = validation_loss();
       history.val_steps.push_back(static_cast<double>(step));
       history.val_loss.push_back(val);
+      if (s.html)
+        report.attention.push_back(examples::snapshot_attention(model, watched_x, step, labels));
       // Plain and exact, for comparing runs (and --resume) line by line.
       progress.note("step " + std::to_string(step) + " train loss " + svg::num(loss_value, 8) +
                     " validation loss " + svg::num(val, 8));
     }
     if (step % s.sample_every == 0 || step == last) {
+      const std::string text_sample = sample(step);
       progress.note("sample (temperature " + svg::num(s.temperature) + ", top-k " +
-                    std::to_string(s.top_k) + "): " + sample(step));
+                    std::to_string(s.top_k) + "): " + text_sample);
+      if (s.html) report.samples.emplace_back(step, text_sample);
     }
     progress.update(step, loss_value, "validation " + svg::num(val, 4), s.batch * s.context);
     profiler.after_step(step, progress);
@@ -265,6 +285,34 @@ int main(int argc, char** argv) {
   const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
   optim::save_checkpoint(checkpoint_path, model.state_dict(), opt, &schedule, last);
   std::printf("wrote %s, %s\n", loss_path.c_str(), checkpoint_path.c_str());
+  if (s.html) {
+    report.title = "train_chars: a character-level GPT";
+    report.subtitle = "attention rows: query characters, columns: key characters";
+    std::string shown;
+    for (const std::string& l : labels) shown += l;
+    report.example = "the watched held-out window: \"" + shown + "\"";
+    report.labels = labels;
+    report.history = history;
+    report.settings = {
+        {"text", s.text_file.empty() ? "the default corpus" : s.text_file},
+        {"characters", std::to_string(text.size())},
+        {"vocabulary", std::to_string(vocab.size())},
+        {"steps",
+         std::to_string(start + 1) + "-" + std::to_string(last) + " of " + std::to_string(s.steps)},
+        {"batch", std::to_string(s.batch)},
+        {"context", std::to_string(s.context)},
+        {"lr (AdamW, warmup + cosine)", svg::num(s.lr)},
+        {"seed", std::to_string(s.seed)},
+        {"sampling",
+         "temperature " + svg::num(s.temperature) + ", top-k " + std::to_string(s.top_k)},
+        {"model", "GPTModel(emb " + std::to_string(cfg.emb_dim) + ", " +
+                      std::to_string(cfg.n_heads) + " heads, " + std::to_string(cfg.n_layers) +
+                      " layers, dropout " + svg::num(cfg.drop_rate) + ")"},
+        {"parameters", std::to_string(numel)}};
+    const std::string report_path = s.out + "/report.html";
+    report.write(report_path);
+    std::printf("wrote %s (open it in a browser)\n", report_path.c_str());
+  }
   std::printf(
       "train_chars: steps %lld-%lld in %.1f s | final train loss %.4f, validation loss "
       "%.4f | out: %s\n",

@@ -28,6 +28,7 @@
 
 #include "core/ember.h"
 #include "core/parallel.h"
+#include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/gpt.h"
@@ -183,38 +184,10 @@ GenerationResult generate_reversed(nn::GPTModel& model, const std::vector<int64_
   return r;
 }
 
-// Every layer's and head's attention weights for one example, as heatmap panels.
-struct AttentionSnapshot {
-  int64_t step;
-  std::vector<svg::Heatmap> panels;  // layer-major, then head
-};
-
-AttentionSnapshot snapshot_attention(nn::GPTModel& model, const Tensor& x, int64_t step) {
-  NoGradGuard no_grad;
-  model.eval();
-  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
-  for (const auto& m : *model.trf_blocks) {
-    blocks.push_back(std::dynamic_pointer_cast<nn::TransformerBlock>(m));
-    blocks.back()->att->keep_trace = true;
-  }
-  model.forward(x);
+std::vector<std::string> token_labels(const Tensor& x) {
   std::vector<std::string> labels;
   for (int64_t id : x.to_vector<int64_t>()) labels.push_back(token_text(id));
-  AttentionSnapshot snap{step, {}};
-  for (std::size_t layer = 0; layer < blocks.size(); ++layer) {
-    nn::MultiHeadAttention& att = *blocks[layer]->att;
-    Tensor w = att.trace.attn_weights;  // [1, heads, T, T]
-    for (int64_t h = 0; h < w.size(1); ++h) {
-      Tensor map = w.index({0, h}).contiguous();
-      snap.panels.push_back({"layer " + std::to_string(layer) + ", head " + std::to_string(h),
-                             map.to_vector<double>(), static_cast<int>(map.size(0)),
-                             static_cast<int>(map.size(1)), labels, labels});
-    }
-    att.keep_trace = false;
-    att.trace = {};
-  }
-  model.train();
-  return snap;
+  return labels;
 }
 
 std::string digits_text(const int64_t* d, int64_t n) {
@@ -238,6 +211,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   s.add_print_every(app);
   s.add_profile(app);
+  bool html = false;
+  app.add_flag("--html", html,
+               "also write report.html: loss curves, attention maps at every evaluation (a step "
+               "slider), samples, settings");
   CLI11_PARSE(app, argc, argv);
   s.apply();
   const int64_t n = s.digits;
@@ -272,7 +249,16 @@ int main(int argc, char** argv) {
   std::vector<int64_t> snapshot_steps = {0, s.steps / 10, s.steps / 4, s.steps / 2, s.steps};
   snapshot_steps.erase(std::unique(snapshot_steps.begin(), snapshot_steps.end()),
                        snapshot_steps.end());
-  std::vector<AttentionSnapshot> snapshots;
+  std::vector<examples::AttentionSnapshot> snapshots;
+  const std::vector<std::string> labels = token_labels(watched_x);
+  examples::TrainingReport report;   // (filled only with --html)
+  auto record = [&](int64_t step) {  // the report's view at an evaluation
+    if (!html) return;
+    report.attention.push_back(examples::snapshot_attention(model, watched_x, step, labels));
+    const GenerationResult g = generate_reversed(model, watched, n);
+    report.samples.emplace_back(
+        step, digits_text(watched.data(), n) + " -> " + digits_text(g.outputs.data(), n));
+  };
 
   examples::LossHistory history;
   examples::Progress progress(s.steps, s.print_every);
@@ -282,7 +268,8 @@ int main(int argc, char** argv) {
   history.val_loss.push_back(last_eval.loss);
   progress.note("step     0 | held-out loss " + svg::num(last_eval.loss) + ", token accuracy " +
                 svg::num(100 * last_eval.token_accuracy, 3) + "%");
-  snapshots.push_back(snapshot_attention(model, watched_x, 0));
+  snapshots.push_back(examples::snapshot_attention(model, watched_x, 0, labels));
+  record(0);
   double train_loss = 0;
   examples::StepProfiler profiler(s.profile, 1, s.steps);  // --profile
   for (int64_t step = 1; step <= s.steps; ++step) {
@@ -298,9 +285,10 @@ int main(int argc, char** argv) {
       last_eval = evaluate(model, task);
       history.val_steps.push_back(static_cast<double>(step));
       history.val_loss.push_back(last_eval.loss);
+      record(step);
     }
     if (std::find(snapshot_steps.begin(), snapshot_steps.end(), step) != snapshot_steps.end()) {
-      snapshots.push_back(snapshot_attention(model, watched_x, step));
+      snapshots.push_back(examples::snapshot_attention(model, watched_x, step, labels));
     }
     progress.update(step, train_loss,
                     "held-out loss " + svg::num(last_eval.loss, 3) + ", acc " +
@@ -320,7 +308,7 @@ int main(int argc, char** argv) {
   grid.subtitle =
       "rows: query tokens, columns: key tokens. Reversing = an anti-diagonal in the rows after "
       "'>'";
-  for (const AttentionSnapshot& snap : snapshots) {
+  for (const examples::AttentionSnapshot& snap : snapshots) {
     grid.row_titles.push_back("step " + std::to_string(snap.step));
     for (const svg::Heatmap& h : snap.panels) grid.panels.push_back(h);
   }
@@ -359,6 +347,33 @@ int main(int argc, char** argv) {
               << digits_text(again.outputs.data() + b * n, n) << "\n";
   }
   std::cout << "wrote " << loss_path << ", " << attention_path << ", " << checkpoint_path << "\n";
+  if (html) {
+    report.title = "train_toy: a GPT learns to reverse " + std::to_string(n) + " digits";
+    report.subtitle =
+        "rows: query tokens, columns: key tokens; reversing = an anti-diagonal in "
+        "the rows after '>'";
+    report.example = "the watched held-out example: " + digits_text(watched.data(), n) +
+                     " (hover a cell for its tokens and weight)";
+    report.labels = labels;
+    report.history = history;
+    report.settings = {
+        {"digits", std::to_string(n)},
+        {"steps", std::to_string(s.steps)},
+        {"batch", std::to_string(s.batch)},
+        {"lr (AdamW, warmup + cosine)", svg::num(s.lr)},
+        {"seed", std::to_string(s.seed)},
+        {"eval every", std::to_string(s.eval_every)},
+        {"model", "GPTModel(vocab " + std::to_string(cfg.vocab_size) + ", context " +
+                      std::to_string(cfg.context_length) + ", emb " + std::to_string(cfg.emb_dim) +
+                      ", " + std::to_string(cfg.n_heads) + " heads, " +
+                      std::to_string(cfg.n_layers) + " layers)"},
+        {"parameters", std::to_string(numel)},
+        {"final held-out loss", svg::num(last_eval.loss)},
+        {"held-out token accuracy", svg::num(100 * result.token_accuracy) + "%"}};
+    const std::string report_path = s.out + "/report.html";
+    report.write(report_path);
+    std::cout << "wrote " << report_path << " (open it in a browser)\n";
+  }
 
   std::printf(
       "train_toy: %lld steps in %.1f s | final train loss %.4f | held-out: loss %.4f, "

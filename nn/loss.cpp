@@ -121,6 +121,8 @@ struct CrossEntropy : Function<CrossEntropy> {
   // Its backward is one fused loop: under create_graph its gradients raise if differentiated
   // again (the composite log_softmax + nll_loss is twice differentiable).
   static constexpr bool twice_differentiable = false;
+  static constexpr const char* formula =
+      "l = -sum_c q_c log softmax(x)_c:  dl/dx_c = Q softmax(x)_c - q_c";
   ClassLayout l;
   bool probabilities = false;
   Reduction reduction = Reduction::Mean;
@@ -160,8 +162,10 @@ struct CrossEntropy : Function<CrossEntropy> {
       const float* x = xs + i * l.c;
       const float m = kernels::max_row(x, l.c);
       row_max[i] = m;
-      if (std::isinf(m)) {  // all -inf (or one +inf): log sum exp is that value
-        losses[i] = weights[t] * (static_cast<double>(m) - static_cast<double>(x[t]));
+      if (std::isinf(m)) {  // as log_sum_exp: all -inf gives -inf, a +inf logit nan
+        const double lse =
+            m < 0 ? static_cast<double>(m) : std::numeric_limits<double>::quiet_NaN();
+        losses[i] = weights[t] * (lse - static_cast<double>(x[t]));
         return;
       }
       row_sum[i] = exp_sum(x, l.c, m, scratch[static_cast<std::size_t>(thread)].data());
@@ -183,7 +187,11 @@ struct CrossEntropy : Function<CrossEntropy> {
       const float* x = xs + i * l.c;
       const double a = g[i] * weights[t];
       const float m = static_cast<float>(row_max[i]);
-      if (std::isinf(m)) {  // p is nan (as exp(x - lse) is on the general road)
+      if (std::isinf(m)) {  // p as exp(x - lse) on the general road: nan everywhere for +inf
+        if (m > 0) {
+          std::fill(y, y + l.c, std::numeric_limits<float>::quiet_NaN());
+          return;
+        }
         for (int64_t k = 0; k < l.c; ++k) {
           const double p = std::exp(static_cast<double>(x[k]) - static_cast<double>(m));
           y[k] = static_cast<float>(a * (p - (k == t ? 1.0 : 0.0)));
@@ -218,7 +226,9 @@ struct CrossEntropy : Function<CrossEntropy> {
   static double log_sum_exp(const T* x, int64_t c, int64_t stride) {
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t k = 0; k < c; ++k) m = std::max(m, static_cast<double>(x[k * stride]));
-    if (std::isinf(m)) return m;  // all -inf (or one +inf): log sum exp is that value
+    // All -inf: -inf (every lse - x_k is then nan, as PyTorch's x - max). A +inf logit: nan, as
+    // PyTorch's log_softmax (x - max is inf - inf there), whatever the target.
+    if (std::isinf(m)) return m < 0 ? m : std::numeric_limits<double>::quiet_NaN();
     double sum = 0;
     for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - m);
     return m + std::log(sum);
@@ -258,7 +268,8 @@ struct CrossEntropy : Function<CrossEntropy> {
       check(ignore_index < 0, op, ": ignore_index (", ignore_index,
             ") is not supported for class probability targets");
       target_requires_grad = target.requires_grad();
-      denom = static_cast<double>(l.n * l.s);
+      // PyTorch divides by input.numel() / C: 0 / 0 (nan) when there are no classes.
+      denom = l.c == 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(l.n * l.s);
     } else {
       indices = class_indices(op, input, target, l, ignore_index);
       for (int64_t t : indices) denom += t == ignore_index ? 0.0 : weights[t];
@@ -328,6 +339,7 @@ struct CrossEntropy : Function<CrossEntropy> {
 struct NllLoss : Function<NllLoss> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "NllLossBackward0";
+  static constexpr const char* formula = "l_i = -w_t x[i, t]:  dl_i/dx[i, t] = -w_t";
   ClassLayout l;
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
@@ -414,6 +426,8 @@ Tensor clamped_log(const Tensor& t) { return maximum(log(t), scalar_tensor(-100.
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyBackward0";
+  static constexpr const char* formula =
+      "l = -w (y log x + (1 - y) log(1 - x)):  dl/dx = w (x - y) / ((1 - x) x)";
   Tensor forward(const Tensor& x, const Tensor& y, const Tensor& weight) {
     save_for_backward({x, y, weight});
     Tensor loss = -(y * clamped_log(x) + (1.0 - y) * clamped_log(1.0 - x));
@@ -437,6 +451,8 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyWithLogitsBackward0";
+  static constexpr const char* formula =
+      "l = -w (p y log s(x) + (1 - y) log(1 - s(x))):  dl/dx = w ((p y + 1 - y) s(x) - p y)";
   static Tensor neg_log_sigmoid(const Tensor& x) {  // log(1 + exp(-x)), stably
     Tensor m = maximum(-x, scalar_tensor(0.0, x.dtype()));
     return log(exp(-m) + exp(-x - m)) + m;
@@ -485,6 +501,14 @@ void check_broadcastable(const char* op, const char* what, const Tensor& w, cons
         " of shape ", w.shape(), " cannot be broadcast to the input's shape ", input.shape());
 }
 
+// A Reduction made from an integer out of range (Reduction(7)) would act as some reduction.
+void check_reduction(const char* op, Reduction reduction) {
+  check(reduction == Reduction::None || reduction == Reduction::Mean || reduction == Reduction::Sum,
+        op, ": ", static_cast<int>(reduction),
+        " is not a valid value for reduction (None, Mean "
+        "or Sum)");
+}
+
 }  // namespace
 
 namespace functional {
@@ -492,16 +516,19 @@ namespace functional {
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options) {
   check_defined("cross_entropy", input, target);
+  check_reduction("cross_entropy", options.reduction());
   return apply<CrossEntropy>(input, target, options.weight(), options);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options) {
   check_defined("nll_loss", input, target);
+  check_reduction("nll_loss", options.reduction());
   return apply<NllLoss>(input, target, options.weight(), options);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options) {
   check_defined("mse_loss", input, target);
+  check_reduction("mse_loss", options.reduction());
   check(broadcast_shapes(target.shape(), input.shape(), "mse_loss") == input.shape(),
         "mse_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
         input.shape());
@@ -511,6 +538,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOpti
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& options) {
   check_defined("l1_loss", input, target);
+  check_reduction("l1_loss", options.reduction());
   check(broadcast_shapes(target.shape(), input.shape(), "l1_loss") == input.shape(),
         "l1_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
         input.shape());
@@ -520,6 +548,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOption
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
                             const BinaryCrossEntropyFuncOptions& options) {
   const char* op = "binary_cross_entropy";
+  check_reduction(op, options.reduction());
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
   for (double v : input.to_vector<double>()) {
@@ -532,6 +561,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BinaryCrossEntropyWithLogitsFuncOptions& options) {
   const char* op = "binary_cross_entropy_with_logits";
+  check_reduction(op, options.reduction());
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
   check_broadcastable(op, "pos_weight", options.pos_weight(), input);

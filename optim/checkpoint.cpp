@@ -1,6 +1,7 @@
 // Training checkpoints on top of the safetensors reader/writer.
 #include "optim/checkpoint.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -83,21 +84,31 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
 
 int64_t load_checkpoint(const std::string& path, NamedTensorList& model_state, Optimizer& optimizer,
                         StatefulScheduler* scheduler) {
-  const char* op = "load_checkpoint";
   SafetensorsFile file = load_safetensors(path);
+  try {
+    return load_checkpoint(std::move(file), model_state, optimizer, scheduler);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (file '" + path + "')");
+  }
+}
+
+int64_t load_checkpoint(SafetensorsFile file, NamedTensorList& model_state, Optimizer& optimizer,
+                        StatefulScheduler* scheduler) {
+  const char* op = "load_checkpoint";
+  const std::string path = "the checkpoint";
   auto meta = [&](const std::string& key) {
     auto it = file.metadata.find(key);
-    check(it != file.metadata.end(), op, ": '", path, "' has no '", key,
+    check(it != file.metadata.end(), op, ": ", path, " has no '", key,
           "' metadata (not a training checkpoint)");
     return it->second;
   };
   check(meta("ember.optimizer") == optimizer.name(), op, ": the checkpoint holds the state of a ",
         meta("ember.optimizer"), " optimizer, not of ", optimizer.name());
   OptimizerStateDict state;
-  model_state.clear();
+  NamedTensorList model;
   for (auto& [name, t] : file.tensors) {
     if (name.rfind(kModel, 0) == 0) {
-      model_state.emplace_back(name.substr(kModel.size()), t);
+      model.emplace_back(name.substr(kModel.size()), t);
     } else if (name.rfind(kState, 0) == 0) {
       const std::string rest = name.substr(kState.size());
       const std::size_t dot = rest.find('.');
@@ -109,26 +120,49 @@ int64_t load_checkpoint(const std::string& path, NamedTensorList& model_state, O
       fail(op, ": unexpected tensor '", name, "' in a training checkpoint");
     }
   }
+  // The step: a whole decimal number, all of it ("1e5" or "12abc" are not steps).
+  const std::string step_text = meta("ember.step");
   int64_t step = 0;
+  const auto [end, error] =
+      std::from_chars(step_text.data(), step_text.data() + step_text.size(), step);
+  check(error == std::errc() && end == step_text.data() + step_text.size() && !step_text.empty(),
+        op, ": the step '", step_text, "' in ", path, " is not a whole number");
   SchedulerState sched_state;
   try {
-    step = std::stoll(meta("ember.step"));
-    for (const json& g : json::parse(meta("optimizer.param_groups"))) {
+    const json groups = json::parse(meta("optimizer.param_groups"));
+    check(groups.is_array(), op, ": optimizer.param_groups in ", path, " is not a JSON list");
+    for (const json& g : groups) {
       OptimizerStateDict::Group group;
+      check(g.is_object() && g.at("options").is_object() && g.at("params").is_array(), op,
+            ": a parameter group in ", path, " is not {\"options\": {...}, \"params\": [...]}");
       for (const auto& [key, v] : g.at("options").items()) group.options[key] = number(v);
-      group.params = g.at("params").get<std::vector<int64_t>>();
+      for (const json& index : g.at("params")) {
+        // (nlohmann would cast a float such as 1e300 to an integer: undefined behaviour.)
+        check(index.is_number_integer(), op, ": a parameter index in ", path,
+              " is not an integer: ", index.dump());
+        group.params.push_back(index.get<int64_t>());
+      }
       state.param_groups.push_back(std::move(group));
     }
     if (scheduler) {
       sched_state = numbers(json::parse(meta("scheduler")));
     }
   } catch (const json::exception& e) {
-    fail(op, ": malformed optimizer or scheduler state in '", path, "': ", e.what());
-  } catch (const std::logic_error& e) {
-    fail(op, ": malformed step in '", path, "': ", e.what());
+    fail(op, ": malformed optimizer or scheduler state in ", path, ": ", e.what());
   }
+  // The optimizer first, then the scheduler: if the scheduler's state is refused, the optimizer
+  // is put back as it was (a failed load changes nothing).
+  const OptimizerStateDict before = optimizer.state_dict();
   optimizer.load_state_dict(state);
-  if (scheduler) scheduler->load_state_dict(sched_state);
+  if (scheduler) {
+    try {
+      scheduler->load_state_dict(sched_state);
+    } catch (...) {
+      optimizer.load_state_dict(before);
+      throw;
+    }
+  }
+  model_state = std::move(model);
   return step;
 }
 

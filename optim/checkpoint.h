@@ -30,7 +30,11 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
 
 // Restores the optimizer (and scheduler, if given) and returns the step; model_state receives
 // the model's tensors (load them with Module::load_state_dict).
+// A load that throws changes neither the optimizer, the scheduler nor model_state.
 int64_t load_checkpoint(const std::string& path, NamedTensorList& model_state, Optimizer& optimizer,
+                        StatefulScheduler* scheduler = nullptr);
+// The same from a file already read (parse_safetensors of the bytes, e.g. in a fuzzer).
+int64_t load_checkpoint(SafetensorsFile file, NamedTensorList& model_state, Optimizer& optimizer,
                         StatefulScheduler* scheduler = nullptr);
 
 }  // namespace ember::optim

@@ -107,11 +107,16 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   check(norm_type > 0, "clip_grad_norm_: norm_type must be positive (or inf), got ", norm_type);
   std::vector<Tensor> grads = gradients(params, "clip_grad_norm_");
   if (grads.empty()) return 0.0;
-  const DType dtype = grads.front().dtype();
+  // torch.stack of the per-gradient norms promotes them to one type: float64 if any gradient is
+  // float64 (mixed float32/float64 gradients are not rounded to the first one's type).
+  DType dtype = DType::Float32;
+  for (const Tensor& g : grads) {
+    if (g.dtype() == DType::Float64) dtype = DType::Float64;
+  }
   std::vector<Tensor> read(grads.size());
   for (std::size_t t = 0; t < grads.size(); ++t) read[t] = grads[t].contiguous();
 
-  // Each gradient's norm rounded to the gradients' type, then the norm of those norms, as
+  // Each gradient's norm rounded to its gradient's type, then the norm of those norms, as
   // torch.norm(torch.stack([torch.norm(g, p) for g in grads]), p) computes it.
   const std::vector<Block> blocks = blocks_of(read);
   std::vector<double> partial(blocks.size());
@@ -136,7 +141,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   double total_sum = 0;
   for (std::size_t t = 0; t < read.size(); ++t) {
     const double n = finish_norm(sums[t], norm_type);
-    norms[t] = dtype == DType::Float32 ? static_cast<double>(static_cast<float>(n)) : n;
+    norms[t] = read[t].dtype() == DType::Float32 ? static_cast<double>(static_cast<float>(n)) : n;
     total_sum = combine(total_sum,
                         std::isinf(norm_type) ? norms[t]
                         : norm_type == 2.0    ? norms[t] * norms[t]
@@ -200,7 +205,12 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
             using T = decltype(tag);
             T* d = g.data_ptr<T>();
             const T lo = static_cast<T>(-clip_value), hi = static_cast<T>(clip_value);
-            // torch.clamp_: nan stays nan (std::max(nan, lo) is nan, then std::min(nan, hi)).
+            // torch.clamp_: nan stays nan (std::max(nan, lo) is nan, then std::min(nan, hi)); a
+            // nan bound gives nan everywhere (std::max(d, nan) would keep d).
+            if (std::isnan(clip_value)) {
+              for (int64_t i = k.begin; i < k.end; ++i) d[i] = hi;
+              return;
+            }
             for (int64_t i = k.begin; i < k.end; ++i) d[i] = std::min(std::max(d[i], lo), hi);
           });
         }

@@ -12,8 +12,9 @@ namespace ember::optim {
 
 namespace {
 constexpr double kPi = std::numbers::pi;
-// Python's a % b for b > 0 (never negative).
+// Python's a % b and a // b for b > 0 (the remainder never negative, the quotient floored).
 int64_t py_mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+int64_t py_floordiv(int64_t a, int64_t b) { return (a - py_mod(a, b)) / b; }
 
 // The one value stored under key, as a whole number (epochs and counters): a state from a
 // hostile file may hold nan, 1e300 or 2.5, and casting those to int64 is undefined.
@@ -54,13 +55,28 @@ void LRScheduler::apply_lrs(const std::vector<double>& lrs) {
   last_lr_ = group_lrs();
 }
 
+void LRScheduler::check_groups(const char* op) const {
+  // Each scheduler keeps per-group lists (base_lrs, and OneCycleLR's group entries) made when
+  // it was built: a group added to the optimizer since then has none. (PyTorch zips the lists
+  // with the groups, so some of its schedulers skip the new group and others scale it.)
+  check(optimizer_.param_groups().size() == base_lrs_.size(), op, ": the optimizer has ",
+        optimizer_.param_groups().size(), " parameter groups, the scheduler was built for ",
+        base_lrs_.size(),
+        " (add_param_group after creating the scheduler); create the scheduler "
+        "after adding the groups");
+}
+
 void LRScheduler::step() {
+  check_groups("LRScheduler::step");
+  check(last_epoch_ < std::numeric_limits<int64_t>::max(), "LRScheduler::step: last_epoch ",
+        last_epoch_, " cannot be advanced");
   ++step_count_;
   ++last_epoch_;
   apply_lrs(get_lr());
 }
 
 void LRScheduler::step(int64_t epoch) {
+  check_groups("LRScheduler::step");
   ++step_count_;
   last_epoch_ = epoch;
   apply_lrs(closed_form_lr());
@@ -124,7 +140,9 @@ std::vector<double> StepLR::get_lr() {
 std::vector<double> StepLR::closed_form_lr() {
   std::vector<double> lrs;
   for (double base : base_lrs_) {
-    lrs.push_back(base * std::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
+    // gamma ** (last_epoch // step_size): Python floors (step(-3) with step_size 2 is gamma^-2).
+    lrs.push_back(base *
+                  std::pow(gamma_, static_cast<double>(py_floordiv(last_epoch_, step_size_))));
   }
   return lrs;
 }
@@ -272,6 +290,13 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& o)
   check(o.anneal_strategy == "cos" || o.anneal_strategy == "linear",
         "OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', got '", o.anneal_strategy,
         "'");
+  // PyTorch divides by them in Python: ZeroDivisionError.
+  check(o.div_factor != 0,
+        "OneCycleLR: div_factor must not be 0 (max_lr / div_factor is the "
+        "initial lr)");
+  check(o.final_div_factor != 0,
+        "OneCycleLR: final_div_factor must not be 0 (initial_lr / "
+        "final_div_factor is the minimum lr)");
   const double total = static_cast<double>(o.total_steps);
   if (o.three_phase) {
     phases_ = {
@@ -312,16 +337,28 @@ std::vector<double> OneCycleLR::get_lr() {
       return end + (start - end) / 2.0 * (std::cos(kPi * pct) + 1);
     return (end - start) * pct + start;
   };
+  // The group entries the constructor made (a group whose entries were lost, e.g. through an
+  // optimizer state dict without them, is an error as PyTorch's KeyError, not an lr of 0).
+  auto entry = [](const ParamGroup& g, const std::string& key) {
+    auto it = g.extra.find(key);
+    check(it != g.extra.end(), "OneCycleLR: a parameter group has no '", key, "' entry");
+    return it->second;
+  };
   std::vector<double> lrs;
   for (ParamGroup& g : optimizer_.param_groups()) {
     double start_step = 0, lr = 0, momentum = 0;
     for (std::size_t i = 0; i < phases_.size(); ++i) {
       const Phase& phase = phases_[i];
       if (step_num <= phase.end_step || i == phases_.size() - 1) {
+        // A phase of zero length (total_steps 1 and pct_start 1, ...): PyTorch's division
+        // raises ZeroDivisionError here, where C++ would make the lr nan.
+        check(phase.end_step != start_step, "OneCycleLR: phase ", i + 1, " of the schedule has ",
+              "zero length at step ", last_epoch_, " (total_steps ", options_.total_steps,
+              ", pct_start ", options_.pct_start, "): float division by zero");
         const double pct = (step_num - start_step) / (phase.end_step - start_step);
-        lr = anneal(g.extra[phase.start_lr], g.extra[phase.end_lr], pct);
+        lr = anneal(entry(g, phase.start_lr), entry(g, phase.end_lr), pct);
         if (options_.cycle_momentum) {
-          momentum = anneal(g.extra[phase.start_momentum], g.extra[phase.end_momentum], pct);
+          momentum = anneal(entry(g, phase.start_momentum), entry(g, phase.end_momentum), pct);
         }
         break;
       }
@@ -359,6 +396,7 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<LRScheduler*> sched
 }
 
 void SequentialLR::step() {
+  check_groups("SequentialLR::step");
   ++last_epoch_;
   const auto idx = static_cast<std::size_t>(
       std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin());
@@ -382,8 +420,26 @@ SchedulerState SequentialLR::state_dict() const {
 }
 
 void SequentialLR::load_state_dict(const SchedulerState& state) {
-  std::vector<SchedulerState> parts(schedulers_.size());
   SchedulerState own;
+  std::vector<SchedulerState> parts;
+  split_state(state, own, parts);
+  // All or nothing: if a part is refused, what was loaded before it is put back.
+  const SchedulerState before = state_dict();
+  try {
+    LRScheduler::load_state_dict(own);
+    for (std::size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(parts[i]);
+  } catch (...) {
+    split_state(before, own, parts);
+    LRScheduler::load_state_dict(own);
+    for (std::size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(parts[i]);
+    throw;
+  }
+}
+
+void SequentialLR::split_state(const SchedulerState& state, SchedulerState& own,
+                               std::vector<SchedulerState>& parts) const {
+  own.clear();
+  parts.assign(schedulers_.size(), {});
   for (const auto& [key, value] : state) {
     if (key.rfind("_schedulers.", 0) == 0) {
       // "_schedulers.<i>.<key>", i a decimal index below the number of schedulers.
@@ -400,8 +456,6 @@ void SequentialLR::load_state_dict(const SchedulerState& state) {
       own[key] = value;
     }
   }
-  LRScheduler::load_state_dict(own);
-  for (std::size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(parts[i]);
 }
 
 // ---- ReduceLROnPlateau ----

@@ -56,6 +56,8 @@ class LRScheduler : public StatefulScheduler {
   // PyTorch's _initial_step(): the constructor's first step (call at the end of a derived
   // constructor).
   void initial_step();
+  // Throws when the optimizer's groups are not those the scheduler was built for.
+  void check_groups(const char* op) const;
   std::vector<double> group_lrs() const;
   void apply_lrs(const std::vector<double>& lrs);
 
@@ -185,6 +187,9 @@ class SequentialLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() override { return group_lrs(); }
+  // The state's own entries and those of each scheduler ("_schedulers.<i>.<key>").
+  void split_state(const SchedulerState& state, SchedulerState& own,
+                   std::vector<SchedulerState>& parts) const;
   std::vector<LRScheduler*> schedulers_;
   std::vector<int64_t> milestones_;
 };

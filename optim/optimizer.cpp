@@ -1,7 +1,10 @@
 // The optimizer machinery shared by every algorithm: groups, state, zero_grad, state_dict.
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
+#include <typeinfo>
 
 #include "core/autograd/grad_mode.h"
 #include "core/error.h"
@@ -10,24 +13,53 @@ namespace ember::optim {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults)
     : defaults_(std::move(defaults)) {
-  check(!groups.empty(), "optimizer got an empty parameter list");
+  defaults_->validate();
+  check(!groups.empty(), defaults_->optimizer_name(), ": optimizer got an empty parameter list");
   for (ParamGroup& g : groups) add_param_group(std::move(g));
 }
 
+std::vector<ParamGroup> Optimizer::single_group(std::vector<Tensor> params, const char* optimizer) {
+  check(!params.empty(), optimizer, ": optimizer got an empty parameter list");
+  return {ParamGroup(std::move(params))};
+}
+
 void Optimizer::add_param_group(ParamGroup group) {
-  std::set<const TensorImpl*> seen;
+  const char* who = defaults_->optimizer_name();
+  std::set<const TensorImpl*> earlier;
   for (const ParamGroup& g : groups_) {
-    for (const Tensor& p : g.params) seen.insert(p.impl());
+    for (const Tensor& p : g.params) earlier.insert(p.impl());
   }
-  for (const Tensor& p : group.params) {
-    check(p.defined(), "optimizer: a parameter is an undefined tensor");
-    check(is_floating(p.dtype()), "optimizer can only optimize floating point tensors, got ",
+  std::map<const TensorImpl*, std::size_t> here;
+  for (std::size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    check(p.defined(), who, ": parameter ", i, " of the group is an undefined tensor");
+    check(is_floating(p.dtype()), who, ": can only optimize floating point tensors, got ",
           dtype_name(p.dtype()), " of shape ", p.shape());
-    check(p.is_leaf(), "optimizer can't optimize a non-leaf Tensor (shape ", p.shape(), ")");
-    check(seen.insert(p.impl()).second,
-          "some parameters appear in more than one parameter group (shape ", p.shape(), ")");
+    check(p.is_leaf(), who, ": can't optimize a non-leaf Tensor (shape ", p.shape(), ")");
+    check(!earlier.count(p.impl()), who,
+          ": some parameters appear in more than one parameter group (shape ", p.shape(), ")");
+    auto [it, added] = here.emplace(p.impl(), i);
+    check(added, who, ": the parameter group lists the same parameter twice (at ", it->second,
+          " and ", i, ", shape ", p.shape(), ")");
   }
-  if (!group.options) group.options = defaults_->clone();
+  if (!group.options) {
+    group.options = defaults_->clone();
+  } else if (const OptimizerOptions& given = *group.options, &own_type = *defaults_;
+             typeid(given) != typeid(own_type)) {
+    // Another optimizer's options: PyTorch takes the keys it knows from the group's dict and
+    // its defaults for the others; the remaining keys stay in the group.
+    std::unique_ptr<OptimizerOptions> own = defaults_->clone();
+    const std::map<std::string, double> known = own->to_map();
+    for (const auto& [key, value] : group.options->to_map()) {
+      if (known.count(key)) {
+        own->set(key, value);
+      } else if (!group.extra.count(key)) {
+        group.extra[key] = value;
+      }
+    }
+    group.options = std::move(own);
+  }
+  group.options->validate();
   groups_.push_back(std::move(group));
 }
 
@@ -69,7 +101,17 @@ void Optimizer::for_each_param(
             dtype_name(p.dtype()), " ", p.shape());
       check(p.is_contiguous(), name(), ": parameters must be contiguous (shape ", p.shape(),
             ", strides ", p.strides(), ")");
-      update(p, grad.contiguous(), *g.options, state_[p.impl()]);
+      ParamState& state = state_[p.impl()];
+      // The state was made for the parameter as it was: a parameter changed in place since
+      // (p.double_(), a resize) no longer fits it.
+      for (const auto& [key, t] : state) {
+        if (key == "step") continue;
+        check(t.shape() == p.shape() && t.dtype() == p.dtype(), name(), ": state '", key,
+              "' of a parameter is ", dtype_name(t.dtype()), " ", t.shape(),
+              " but the parameter is now ", dtype_name(p.dtype()), " ", p.shape(),
+              " (it changed after an optimizer step; recreate the optimizer or its state)");
+      }
+      update(p, grad.contiguous(), *g.options, state);
       p.storage()->bump_version();
     }
   }
@@ -101,39 +143,68 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
   check(dict.param_groups.size() == groups_.size(), op, ": the state dict has ",
         dict.param_groups.size(), " parameter groups, the ", name(), " optimizer ", groups_.size());
   std::map<int64_t, const Tensor*> params;
+  std::vector<std::unique_ptr<OptimizerOptions>> new_options;
   for (std::size_t i = 0; i < groups_.size(); ++i) {
     const auto& saved = dict.param_groups[i];
     check(saved.params.size() == groups_[i].params.size(), op, ": group ", i,
           " of the state dict has ", saved.params.size(), " parameters, the optimizer's has ",
           groups_[i].params.size());
     std::unique_ptr<OptimizerOptions> probe = groups_[i].options->clone();
+    const std::map<std::string, double> known = probe->to_map();
     for (const auto& [key, value] : saved.options) {
-      if (probe->to_map().count(key)) probe->set(key, value);
+      if (known.count(key)) probe->set(key, value);
     }
-    for (std::size_t j = 0; j < saved.params.size(); ++j)
-      params[saved.params[j]] = &groups_[i].params[j];
+    try {
+      probe->validate();
+    } catch (const Error& e) {
+      fail(op, ": group ", i, " of the state dict: ", e.what());
+    }
+    new_options.push_back(std::move(probe));
+    for (std::size_t j = 0; j < saved.params.size(); ++j) {
+      check(params.emplace(saved.params[j], &groups_[i].params[j]).second, op,
+            ": the state dict lists parameter ", saved.params[j], " twice");
+    }
+  }
+  const std::vector<std::string> known_keys = known_state();
+  std::map<int64_t, const OptimizerOptions*> options_of;
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    for (int64_t index : dict.param_groups[i].params) options_of[index] = new_options[i].get();
   }
   for (const auto& [index, entries] : dict.state) {
     auto it = params.find(index);
     check(it != params.end(), op, ": state for parameter ", index, ", which no group lists");
+    const Tensor& p = *it->second;
     for (const auto& [key, t] : entries) {
+      check(std::find(known_keys.begin(), known_keys.end(), key) != known_keys.end(), op,
+            ": unexpected state '", key, "' of parameter ", index, " for ", name());
       check(t.defined(), op, ": state '", key, "' of parameter ", index, " is undefined");
-      if (key == "step") continue;
-      check(t.shape() == it->second->shape(), op, ": state '", key, "' of parameter ", index,
-            " has shape ", t.shape(), ", the parameter ", it->second->shape());
+      check(is_floating(t.dtype()), op, ": state '", key, "' of parameter ", index, " is ",
+            dtype_name(t.dtype()), "; expected a floating point tensor");
+      if (key == "step") {
+        check(t.numel() == 1, op, ": state 'step' of parameter ", index,
+              " must hold one number, got shape ", t.shape());
+        const double step = t.item();
+        check(std::isfinite(step) && step >= 0 && step == std::trunc(step) && step <= 0x1p53, op,
+              ": state 'step' of parameter ", index, " must be a whole number >= 0, got ", step);
+        continue;
+      }
+      check(t.shape() == p.shape(), op, ": state '", key, "' of parameter ", index, " has shape ",
+            t.shape(), ", the parameter ", p.shape());
+    }
+    if (entries.empty()) continue;
+    for (const std::string& key : required_state(*options_of.at(index))) {
+      check(entries.count(key), op, ": the state of parameter ", index, " has no '", key,
+            "', which ", name(), " needs (with these options)");
     }
   }
   // Everything fits: apply.
   for (std::size_t i = 0; i < groups_.size(); ++i) {
     const auto& saved = dict.param_groups[i];
-    std::map<std::string, double> known = groups_[i].options->to_map();
+    const std::map<std::string, double> known = groups_[i].options->to_map();
+    groups_[i].options = std::move(new_options[i]);
     groups_[i].extra.clear();
     for (const auto& [key, value] : saved.options) {
-      if (known.count(key)) {
-        groups_[i].options->set(key, value);
-      } else {
-        groups_[i].extra[key] = value;
-      }
+      if (!known.count(key)) groups_[i].extra[key] = value;
     }
   }
   state_.clear();
@@ -141,8 +212,11 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     const Tensor& p = *params.at(index);
     ParamState copy;
     for (const auto& [key, t] : entries) {
-      Tensor value = t.detach().clone();
-      if (key != "step" && value.dtype() != p.dtype()) value = value.to(p.dtype());
+      if (key == "step") {
+        copy[key] = scalar_tensor(t.item());  // 0-d float32, as the optimizers keep it
+        continue;
+      }
+      Tensor value = t.detach().to(p.dtype()).contiguous().clone();
       copy[key] = value;
     }
     state_[p.impl()] = std::move(copy);

@@ -44,13 +44,34 @@ class OptimizerOptions {
   // stores and load_state_dict restores. set() throws on a name the options do not have.
   virtual std::map<std::string, double> to_map() const = 0;
   virtual void set(const std::string& name, double value) = 0;
+  // Throws, naming the optimizer and the option, when a value is out of PyTorch's range (a
+  // negative lr, momentum, eps, weight decay, a beta outside [0, 1), nan...). The optimizer
+  // checks its defaults, every group's options and every loaded state dict's.
+  virtual void validate() const = 0;
+  // The optimizer these options are for ("SGD", ...).
+  virtual const char* optimizer_name() const = 0;
 };
 
+// A parameter group. Copies (and moves) keep everything: the parameters, a clone of the
+// options and the extra entries.
 struct ParamGroup {
   ParamGroup(std::vector<Tensor> params_, std::unique_ptr<OptimizerOptions> options_ = nullptr)
       : params(std::move(params_)), options(std::move(options_)) {}
   ParamGroup(const ParamGroup& other)
-      : params(other.params), options(other.options ? other.options->clone() : nullptr) {}
+      : params(other.params),
+        options(other.options ? other.options->clone() : nullptr),
+        extra(other.extra) {}
+  ParamGroup& operator=(const ParamGroup& other) {
+    if (this != &other) {
+      params = other.params;
+      options = other.options ? other.options->clone() : nullptr;
+      extra = other.extra;
+    }
+    return *this;
+  }
+  ParamGroup(ParamGroup&&) noexcept = default;
+  ParamGroup& operator=(ParamGroup&&) noexcept = default;
+  ~ParamGroup() = default;
   std::vector<Tensor> params;
   std::unique_ptr<OptimizerOptions> options;  // null: the optimizer's defaults
   // Scheduler bookkeeping, as PyTorch stores it in the group dict (initial_lr, max_lr, ...).
@@ -83,6 +104,9 @@ class Optimizer {
   // Every gradient reset to undefined (set_to_none) or to zeros.
   void zero_grad(bool set_to_none = true);
   // Adds a group; options left null are the defaults. A parameter may be in one group only.
+  // Options of another optimizer's type (AdamOptions given to SGD) are read as PyTorch reads a
+  // group dict: the options this optimizer has are taken from them, the rest are its defaults
+  // (and the other keys are kept in the group's extra entries).
   void add_param_group(ParamGroup group);
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
@@ -93,7 +117,9 @@ class Optimizer {
 
   OptimizerStateDict state_dict() const;
   // Restores state_dict() of an optimizer of the same kind over parameters of the same shapes,
-  // group by group; throws (changing nothing) when they do not fit.
+  // group by group; throws (changing nothing) when they do not fit: a group or parameter count,
+  // an option out of range, a state key missing or unknown, a state tensor of another shape or
+  // not floating point, a step that is not a whole number >= 0.
   void load_state_dict(const OptimizerStateDict& state);
 
   virtual std::string name() const = 0;
@@ -105,6 +131,12 @@ class Optimizer {
       const std::function<void(Tensor& param, const Tensor& grad, const OptimizerOptions& options,
                                ParamState& state)>& update);
   Tensor run_closure(const std::function<Tensor()>& closure);
+  // The state keys of a parameter under `options`: those a non-empty state must have (PyTorch
+  // reads them with state[key]: a KeyError when missing), and every key the optimizer knows.
+  virtual std::vector<std::string> required_state(const OptimizerOptions& options) const = 0;
+  virtual std::vector<std::string> known_state() const = 0;
+  // The one group of a list of parameters (the list-taking constructors): empty is an error.
+  static std::vector<ParamGroup> single_group(std::vector<Tensor> params, const char* optimizer);
 
   std::vector<ParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;

@@ -77,12 +77,21 @@ void SGDOptions::set(const std::string& name, double v) {
     unknown_option("SGD", name);
 }
 
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
-    : Optimizer(std::move(groups), options.clone()) {
-  check(options.lr() >= 0, "SGD: invalid learning rate: ", options.lr());
-  check(!options.nesterov() || (options.momentum() > 0 && options.dampening() == 0),
+// PyTorch's checks: `if not 0.0 <= lr: raise ValueError("Invalid learning rate: ...")` (so nan
+// is refused too), the same for momentum and weight_decay.
+void SGDOptions::validate() const {
+  check(lr_ >= 0, "SGD: invalid learning rate: ", lr_);
+  check(momentum_ >= 0, "SGD: invalid momentum value: ", momentum_);
+  check(weight_decay_ >= 0, "SGD: invalid weight_decay value: ", weight_decay_);
+  check(!nesterov_ || (momentum_ > 0 && dampening_ == 0),
         "SGD: nesterov momentum requires a momentum and zero dampening");
 }
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {}
+
+std::vector<std::string> SGD::required_state(const OptimizerOptions&) const { return {}; }
+std::vector<std::string> SGD::known_state() const { return {"momentum_buffer"}; }
 
 Tensor SGD::step(const std::function<Tensor()>& closure) {
   Tensor loss = run_closure(closure);
@@ -306,14 +315,35 @@ void adam_step(
 }  // namespace
 
 std::map<std::string, double> AdamOptions::to_map() const { return adam_map(*this); }
+void AdamOptions::validate() const { check_adam("Adam", *this); }
+void AdamWOptions::validate() const { check_adam("AdamW", *this); }
+
+namespace {
+std::vector<std::string> adam_required(const OptimizerOptions& o) {
+  std::vector<std::string> keys = {"step", "exp_avg", "exp_avg_sq"};
+  if (o.to_map().at("amsgrad") != 0) keys.push_back("max_exp_avg_sq");
+  return keys;
+}
+}  // namespace
+
+std::vector<std::string> Adam::required_state(const OptimizerOptions& o) const {
+  return adam_required(o);
+}
+std::vector<std::string> Adam::known_state() const {
+  return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+}
+std::vector<std::string> AdamW::required_state(const OptimizerOptions& o) const {
+  return adam_required(o);
+}
+std::vector<std::string> AdamW::known_state() const {
+  return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+}
 void AdamOptions::set(const std::string& name, double v) { adam_set(*this, "Adam", name, v); }
 std::map<std::string, double> AdamWOptions::to_map() const { return adam_map(*this); }
 void AdamWOptions::set(const std::string& name, double v) { adam_set(*this, "AdamW", name, v); }
 
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options)
-    : Optimizer(std::move(groups), options.clone()) {
-  check_adam("Adam", options);
-}
+    : Optimizer(std::move(groups), options.clone()) {}
 
 Tensor Adam::step(const std::function<Tensor()>& closure) {
   Tensor loss = run_closure(closure);
@@ -323,9 +353,7 @@ Tensor Adam::step(const std::function<Tensor()>& closure) {
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
-    : Optimizer(std::move(groups), options.clone()) {
-  check_adam("AdamW", options);
-}
+    : Optimizer(std::move(groups), options.clone()) {}
 
 Tensor AdamW::step(const std::function<Tensor()>& closure) {
   Tensor loss = run_closure(closure);
@@ -364,10 +392,26 @@ void RMSpropOptions::set(const std::string& name, double v) {
     unknown_option("RMSprop", name);
 }
 
+void RMSpropOptions::validate() const {
+  check(lr_ >= 0, "RMSprop: invalid learning rate: ", lr_);
+  check(eps_ >= 0, "RMSprop: invalid epsilon value: ", eps_);
+  check(momentum_ >= 0, "RMSprop: invalid momentum value: ", momentum_);
+  check(weight_decay_ >= 0, "RMSprop: invalid weight_decay value: ", weight_decay_);
+  check(alpha_ >= 0, "RMSprop: invalid alpha value: ", alpha_);
+}
+
 RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& options)
-    : Optimizer(std::move(groups), options.clone()) {
-  check(options.lr() >= 0, "RMSprop: invalid learning rate: ", options.lr());
-  check(options.alpha() >= 0, "RMSprop: invalid alpha value: ", options.alpha());
+    : Optimizer(std::move(groups), options.clone()) {}
+
+std::vector<std::string> RMSprop::required_state(const OptimizerOptions& o) const {
+  const std::map<std::string, double> m = o.to_map();
+  std::vector<std::string> keys = {"step", "square_avg"};
+  if (m.at("momentum") > 0) keys.push_back("momentum_buffer");
+  if (m.at("centered") != 0) keys.push_back("grad_avg");
+  return keys;
+}
+std::vector<std::string> RMSprop::known_state() const {
+  return {"step", "square_avg", "momentum_buffer", "grad_avg"};
 }
 
 Tensor RMSprop::step(const std::function<Tensor()>& closure) {
@@ -447,13 +491,22 @@ void AdagradOptions::set(const std::string& name, double v) {
     unknown_option("Adagrad", name);
 }
 
-Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradOptions& options)
-    : Optimizer(std::move(groups), options.clone()) {
-  check(options.lr() >= 0, "Adagrad: invalid learning rate: ", options.lr());
-  check(options.lr_decay() >= 0, "Adagrad: invalid lr_decay value: ", options.lr_decay());
-  check(options.initial_accumulator_value() >= 0,
-        "Adagrad: invalid initial_accumulator_value value: ", options.initial_accumulator_value());
+void AdagradOptions::validate() const {
+  check(lr_ >= 0, "Adagrad: invalid learning rate: ", lr_);
+  check(lr_decay_ >= 0, "Adagrad: invalid lr_decay value: ", lr_decay_);
+  check(weight_decay_ >= 0, "Adagrad: invalid weight_decay value: ", weight_decay_);
+  check(initial_accumulator_value_ >= 0,
+        "Adagrad: invalid initial_accumulator_value value: ", initial_accumulator_value_);
+  check(eps_ >= 0, "Adagrad: invalid epsilon value: ", eps_);
 }
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradOptions& options)
+    : Optimizer(std::move(groups), options.clone()) {}
+
+std::vector<std::string> Adagrad::required_state(const OptimizerOptions&) const {
+  return {"step", "sum"};
+}
+std::vector<std::string> Adagrad::known_state() const { return {"step", "sum"}; }
 
 Tensor Adagrad::step(const std::function<Tensor()>& closure) {
   Tensor loss = run_closure(closure);

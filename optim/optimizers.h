@@ -11,20 +11,22 @@ namespace ember::optim {
 
 using Betas = std::tuple<double, double>;
 
-// Defines clone/get_lr/set_lr for an options class.
-#define EMBER_OPTIONS_BASICS(Self)                           \
+// Defines clone/get_lr/set_lr/optimizer_name for an options class.
+#define EMBER_OPTIONS_BASICS(Self, Name)                     \
   std::unique_ptr<OptimizerOptions> clone() const override { \
     return std::make_unique<Self>(*this);                    \
   }                                                          \
   double get_lr() const override { return lr_; }             \
   void set_lr(double value) override { lr_ = value; }        \
   std::map<std::string, double> to_map() const override;     \
-  void set(const std::string& name, double value) override;
+  void set(const std::string& name, double value) override;  \
+  void validate() const override;                            \
+  const char* optimizer_name() const override { return Name; }
 
 class SGDOptions : public OptimizerOptions {
  public:
   explicit SGDOptions(double lr) : lr_(lr) {}
-  EMBER_OPTIONS_BASICS(SGDOptions)
+  EMBER_OPTIONS_BASICS(SGDOptions, "SGD")
   EMBER_OPTIM_ARG(double, lr);
   EMBER_OPTIM_ARG(double, momentum) = 0;
   EMBER_OPTIM_ARG(double, dampening) = 0;
@@ -36,7 +38,7 @@ class SGDOptions : public OptimizerOptions {
 class AdamOptions : public OptimizerOptions {
  public:
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_OPTIONS_BASICS(AdamOptions)
+  EMBER_OPTIONS_BASICS(AdamOptions, "Adam")
   EMBER_OPTIM_ARG(double, lr);
   EMBER_OPTIM_ARG(Betas, betas) = {0.9, 0.999};
   EMBER_OPTIM_ARG(double, eps) = 1e-8;
@@ -48,7 +50,7 @@ class AdamOptions : public OptimizerOptions {
 class AdamWOptions : public OptimizerOptions {
  public:
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_OPTIONS_BASICS(AdamWOptions)
+  EMBER_OPTIONS_BASICS(AdamWOptions, "AdamW")
   EMBER_OPTIM_ARG(double, lr);
   EMBER_OPTIM_ARG(Betas, betas) = {0.9, 0.999};
   EMBER_OPTIM_ARG(double, eps) = 1e-8;
@@ -60,7 +62,7 @@ class AdamWOptions : public OptimizerOptions {
 class RMSpropOptions : public OptimizerOptions {
  public:
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
-  EMBER_OPTIONS_BASICS(RMSpropOptions)
+  EMBER_OPTIONS_BASICS(RMSpropOptions, "RMSprop")
   EMBER_OPTIM_ARG(double, lr);
   EMBER_OPTIM_ARG(double, alpha) = 0.99;
   EMBER_OPTIM_ARG(double, eps) = 1e-8;
@@ -73,7 +75,7 @@ class RMSpropOptions : public OptimizerOptions {
 class AdagradOptions : public OptimizerOptions {
  public:
   explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
-  EMBER_OPTIONS_BASICS(AdagradOptions)
+  EMBER_OPTIONS_BASICS(AdagradOptions, "Adagrad")
   EMBER_OPTIM_ARG(double, lr);
   EMBER_OPTIM_ARG(double, lr_decay) = 0;
   EMBER_OPTIM_ARG(double, weight_decay) = 0;
@@ -84,16 +86,21 @@ class AdagradOptions : public OptimizerOptions {
 
 #undef EMBER_OPTIONS_BASICS
 
-// Each optimizer takes either a list of parameters (one group with the given options) or
-// groups (each group's options, or the given ones where a group has none).
-#define EMBER_OPTIMIZER(Name)                                                      \
-  class Name : public Optimizer {                                                  \
-   public:                                                                         \
-    Name(std::vector<Tensor> params, const Name##Options& options)                 \
-        : Name(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {} \
-    Name(std::vector<ParamGroup> groups, const Name##Options& options);            \
-    Tensor step(const std::function<Tensor()>& closure = nullptr) override;        \
-    std::string name() const override { return #Name; }                            \
+// Each optimizer takes either a list of parameters (one group with the given options; an empty
+// list is an error, as PyTorch's) or groups (each group's options, or the given ones where a
+// group has none). Every option is checked as PyTorch checks its arguments (validate()).
+#define EMBER_OPTIMIZER(Name)                                                                \
+  class Name : public Optimizer {                                                            \
+   public:                                                                                   \
+    Name(std::vector<Tensor> params, const Name##Options& options)                           \
+        : Name(single_group(std::move(params), #Name), options) {}                           \
+    Name(std::vector<ParamGroup> groups, const Name##Options& options);                      \
+    Tensor step(const std::function<Tensor()>& closure = nullptr) override;                  \
+    std::string name() const override { return #Name; }                                      \
+                                                                                             \
+   protected:                                                                                \
+    std::vector<std::string> required_state(const OptimizerOptions& options) const override; \
+    std::vector<std::string> known_state() const override;                                   \
   };
 
 EMBER_OPTIMIZER(SGD)

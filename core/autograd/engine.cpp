@@ -6,7 +6,8 @@
 //    it a gradient has run; then it runs once, with the sum of what it received.
 // 3. Each gradient a node returns is summed back to its input's shape (undoing broadcasting)
 //    and added into the buffer of the input's node.
-// 4. Without retain_graph, each node frees its saved tensors once it has run.
+// 4. Without retain_graph, each node frees its saved tensors and its output's hooks once it has
+//    run.
 //
 // The whole pass runs in no-grad mode, except with create_graph: then it runs in grad mode, so
 // every op the backward formulas (and the sums of steps 2-3) call records a graph of its own, and
@@ -131,8 +132,15 @@ void accumulate(GraphTask& task, int slot, const Tensor& grad) {
 }
 
 // The gradient of `node`'s output: its hooks may replace it; retain_grad keeps a copy.
-Tensor run_output_hooks(Node* node, Tensor grad) {
+Tensor run_output_hooks(Node* node, Tensor grad, bool observing) {
+  check(!node->hooks_released,
+        "Trying to backward through the graph a second time: the hooks "
+        "registered on the output of ",
+        node->name(),
+        " were released by the first backward. "
+        "Specify retain_graph=true if you need to backward through the graph a second time.");
   for (const GradHook& hook : node->pre_hooks) {
+    if (!hook) continue;  // removed
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
@@ -145,18 +153,19 @@ Tensor run_output_hooks(Node* node, Tensor grad) {
     }
   }
   auto out = node->output.lock();
-  if (out && out->retains_grad) {
+  if (out && out->retains_grad && !observing) {
     out->grad = out->grad.defined() ? add(out->grad, grad) : grad.clone();
   }
   return grad;
 }
 
 // Runs the graph. With `capture`, gradients reaching those nodes are returned instead of
-// accumulated, and no AccumulateGrad runs (autograd::grad).
+// accumulated, and no AccumulateGrad runs (autograd::grad). With `observer`, each node run is
+// reported to it (observe_backward); null costs one test per node.
 void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
              bool retain_graph, bool create_graph,
              const std::unordered_map<Node*, std::vector<std::size_t>>* capture,
-             std::vector<Tensor>* captured) {
+             std::vector<Tensor>* captured, BackwardObserver* observer = nullptr) {
   // Grad mode is on for the whole pass exactly when the gradients must have a graph.
   const bool previous_mode = GradMode::is_enabled();
   GradMode::set_enabled(create_graph);
@@ -231,12 +240,24 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     } else if (auto* acc = node->as_accumulate_grad()) {
       if (!capture) acc->apply(grad);
     } else {
-      grad = run_output_hooks(node, grad);
+      grad = run_output_hooks(node, grad, observer != nullptr);
       input_grads = node->apply(grad);
       if (log_steps) logging::backward_step(node->name(), grad, input_grads);
-      if (!retain_graph) node->release_saved();
+      if (!retain_graph) {
+        node->release_saved();
+        // The hooks go with the saved tensors (each hook's captures freed, its slot kept so
+        // that a later remove_hook of its handle is still valid).
+        for (GradHook& hook : node->pre_hooks) {
+          if (hook) {
+            hook = nullptr;
+            node->hooks_released = true;
+          }
+        }
+      }
     }
 
+    std::vector<Tensor> sent;  // what reached each input, for the observer
+    if (observer) sent.resize(node->next_functions.size());
     for (std::size_t i = 0; i < node->next_functions.size(); ++i) {
       Node* next = node->next_functions[i].get();
       if (!next) continue;
@@ -246,6 +267,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
         // (Checked first: name() builds a std::string, needed only for a broadcast gradient.)
         if (g.shape() != node->input_shapes[i]) g = sum_to(g, node->input_shapes[i], node->name());
         if (g.dtype() != node->input_dtypes[i]) g = g.to(node->input_dtypes[i]);
+        if (observer) sent[i] = g;
         accumulate(task, next_slot, g);
       }
       if (--task.dependencies[next_slot] == 0 && !task.queued[next_slot]) {
@@ -253,6 +275,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
         ready.push_back(next_slot);
       }
     }
+    if (observer) observer->on_node(*node, grad, sent);
   }
 }
 
@@ -262,6 +285,15 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
               std::optional<bool> retain_graph, bool create_graph) {
   execute(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, nullptr,
           nullptr);
+}
+
+void observe_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                      BackwardObserver& observer) {
+  // An empty capture: no AccumulateGrad runs, so no leaf's .grad changes.
+  const std::unordered_map<Node*, std::vector<std::size_t>> capture;
+  std::vector<Tensor> captured;
+  execute(outputs, grad_outputs, /*retain_graph=*/true, /*create_graph=*/false, &capture, &captured,
+          &observer);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -334,6 +366,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
   Tensor grad = grad_output;
   for (const GradHook& hook : leaf->hooks) {
+    if (!hook) continue;  // removed
     Tensor replaced = hook(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),

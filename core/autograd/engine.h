@@ -25,6 +25,24 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
                          bool allow_unused = false);
 
+class Node;
+
+// Sees a backward pass node by node (autograd::explore records one to replay it).
+class BackwardObserver {
+ public:
+  virtual ~BackwardObserver() = default;
+  // Called after `node` ran, in the engine's order: `grad` is the summed gradient of its output
+  // (undefined if none reached it), `sent[i]` what it sent to input i (summed back to the
+  // input's shape and dtype; undefined where it sent nothing).
+  virtual void on_node(Node& node, const Tensor& grad, const std::vector<Tensor>& sent) = 0;
+};
+
+// A backward pass that only reports: retain_graph semantics, no AccumulateGrad runs (no .grad
+// changes, retain_grad tensors are left alone), every node reported to `observer` in order.
+// Hooks on non-leaf tensors still run (they may replace gradients, as in a real pass).
+void observe_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                      BackwardObserver& observer);
+
 // The graph behind t as Graphviz DOT text: one box per node with its name and shapes.
 std::string to_dot(const Tensor& t);
 

@@ -14,6 +14,12 @@ void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
 
 namespace autograd {
 
+namespace {
+thread_local bool keep_values_enabled = false;
+}
+bool KeepValuesGuard::is_enabled() { return keep_values_enabled; }
+void KeepValuesGuard::set_enabled(bool enabled) { keep_values_enabled = enabled; }
+
 // Without this, dropping the last handle to the output of a long chain destroys its node, which
 // destroys the next node from inside its destructor, and so on: one level of recursion per op.
 // Instead every edge is moved to a local stack. A node popped from it that the stack owns alone
@@ -216,15 +222,27 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 }  // namespace autograd
 
 // A hook on a leaf runs in its AccumulateGrad; on any other tensor, before its node runs.
-void Tensor::register_hook(GradHook hook) const {
+unsigned Tensor::register_hook(GradHook hook) const {
   detail::check_defined(*this, "register_hook");
   check(requires_grad(),
         "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  check(static_cast<bool>(hook), "register_hook: the hook is an empty function");
+  std::vector<GradHook>& hooks = is_leaf() ? impl_->hooks : impl_->grad_fn->pre_hooks;
+  hooks.push_back(std::move(hook));
+  return static_cast<unsigned>(hooks.size() - 1);
+}
+
+void Tensor::remove_hook(unsigned handle) const {
+  detail::check_defined(*this, "remove_hook");
+  std::vector<GradHook>* hooks = nullptr;
   if (is_leaf()) {
-    impl_->hooks.push_back(std::move(hook));
+    hooks = &impl_->hooks;
   } else {
-    impl_->grad_fn->pre_hooks.push_back(std::move(hook));
+    hooks = &impl_->grad_fn->pre_hooks;
   }
+  check(handle < hooks->size(), "remove_hook: invalid index, no hook at position ", handle,
+        " (this tensor has ", hooks->size(), ")");
+  (*hooks)[handle] = nullptr;  // the slot stays: the other handles keep their meaning
 }
 
 }  // namespace ember

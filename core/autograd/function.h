@@ -3,6 +3,7 @@
 //
 //   struct Exp : Function<Exp> {
 //     static constexpr const char* name = "ExpBackward0";
+//     static constexpr const char* formula = "y = e^x:  dy/dx = e^x = y";  // shown by explore
 //     Tensor forward(const Tensor& x) {
 //       Tensor y = unary_kernel(x, floating_type(x), [](auto v) { return std::exp(v); });
 //       save_for_backward({y});  // d(e^x)/dx = e^x: keep the output
@@ -61,6 +62,7 @@ class SavedTensors {
   }
   bool released() const { return released_; }
   bool empty() const { return tensors_.empty(); }
+  const std::vector<Tensor>& all() const { return tensors_; }
 
  private:
   std::vector<Tensor> tensors_;
@@ -148,6 +150,33 @@ class FunctionNode : public Node {
   void release_saved() override {
     if (!op.saved_.empty()) op.saved_.release();
   }
+  // Op::formula; "" for an op that has none (a test's own op): every op of core/ops and nn/ has
+  // one (tests/core/test_gradcheck.cpp, GradcheckTable.EveryOpHasAFormula).
+  const char* formula() const override {
+    if constexpr (requires { Op::formula; }) {
+      return Op::formula;
+    } else {
+      return "";
+    }
+  }
+  std::vector<Tensor> saved_tensors() const override { return op.saved_.all(); }
+  bool saved_released() const override { return op.saved_.released(); }
+};
+
+// RAII: while alive, every node recorded keeps its output's value (Node::kept_value, a detached
+// handle sharing the output's storage), so autograd::explore can show intermediate values that
+// no variable holds. Off by default: a graph normally keeps only what backward needs.
+class KeepValuesGuard {
+ public:
+  KeepValuesGuard() : previous_(is_enabled()) { set_enabled(true); }
+  ~KeepValuesGuard() { set_enabled(previous_); }
+  KeepValuesGuard(const KeepValuesGuard&) = delete;
+  KeepValuesGuard& operator=(const KeepValuesGuard&) = delete;
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+
+ private:
+  bool previous_;
 };
 
 namespace detail {
@@ -254,6 +283,7 @@ Tensor apply(const Args&... args) {
   detail::collect_tensors(inputs, args...);
   detail::connect(node, inputs, output);
   if (!node->op.saved_.empty()) node->op.saved_.bind(node, inputs, output);
+  if (KeepValuesGuard::is_enabled()) node->kept_value = output.detach();
   return output;
 }
 
@@ -267,6 +297,9 @@ Tensor apply(const Args&... args) {
 template <typename Name>
 struct LinearInGrad : Function<LinearInGrad<Name>> {
   static constexpr const char* name = Name::name;
+  static constexpr const char* formula =
+      "y = A g (A linear: puts g's elements in zeros):  dg = A^T dy (adjoint: the forward op on "
+      "dy)";
   std::function<Tensor(const Tensor&)> adjoint;
   Tensor forward(const Tensor& grad, const std::function<Tensor(const Tensor&)>& compute,
                  const std::function<Tensor(const Tensor&)>& adjoint_) {

@@ -28,6 +28,14 @@ class Node {
   // Frees the tensors saved for backward (after a backward without retain_graph).
   virtual void release_saved() {}
 
+  // The op's derivative formula as data, the line beside its backward ("y = e^x:  dy/dx = e^x =
+  // y"): Op::formula. For autograd::explore, which shows it beside the node.
+  virtual const char* formula() const { return ""; }
+  // The tensors the op saved for backward (undefined entries where it saved none), and whether
+  // a backward without retain_graph has freed them.
+  virtual std::vector<Tensor> saved_tensors() const { return {}; }
+  virtual bool saved_released() const { return false; }
+
   // This node as the sink of a leaf, or null (what dynamic_cast would say, at a virtual call's
   // cost: the engine asks it of every node it runs).
   virtual class AccumulateGrad* as_accumulate_grad() { return nullptr; }
@@ -40,10 +48,18 @@ class Node {
   // Hooks registered on the tensor this node produced (register_hook on a non-leaf): they see,
   // and may replace, the gradient of that output before apply(). They stay with the node, as in
   // PyTorch: after an in-place op rebases the tensor, they still see the old version's gradient.
+  // A removed hook (Tensor::remove_hook) is left as an empty function, so handles stay valid.
+  // A backward without retain_graph releases them once this node has run (a hook capturing its
+  // own tensor would otherwise keep tensor -> grad_fn -> hook -> tensor alive forever), and a
+  // later backward through this node is then an error, as for its saved tensors.
   std::vector<GradHook> pre_hooks;
+  bool hooks_released = false;
   // The tensor this node produced, for retain_grad (weak: no ownership cycle).
   std::weak_ptr<TensorImpl> output;
   Shape output_shape;
+  // The output's value (a detached handle), kept only when the forward ran under
+  // autograd::KeepValuesGuard: what autograd::explore shows of intermediates nobody holds.
+  Tensor kept_value;
 };
 
 // The sink at a leaf: adds the incoming gradient into leaf.grad.
@@ -53,6 +69,12 @@ class AccumulateGrad : public Node {
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   AccumulateGrad* as_accumulate_grad() override { return this; }
+  const char* formula() const override { return "leaf:  x.grad += dx"; }
+  // The leaf, or an undefined tensor once no one holds it.
+  Tensor leaf() const {
+    auto impl = leaf_.lock();
+    return impl ? Tensor(impl) : Tensor();
+  }
 
  private:
   // Weak both ways (the leaf holds its AccumulateGrad weakly too). PyTorch holds the leaf

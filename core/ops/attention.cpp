@@ -70,6 +70,9 @@ struct CausalAttention : autograd::Function<CausalAttention> {
   // The fused backward kernel: under create_graph its gradients raise if differentiated again
   // (nn::MultiHeadAttention with fused_attention = false runs the twice-differentiable composite).
   static constexpr bool twice_differentiable = false;
+  static constexpr const char* formula =
+      "O = softmax(Q K^T / sqrt(d) + causal mask) V:  dV = P^T dO, dP = dO V^T, dS = P (dP - "
+      "rowsum(dP P)), dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d)";
   Tensor noise;
 
   Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Noise& n) {

@@ -30,6 +30,7 @@ static Tensor copy_to_contiguous(const Tensor& src, DType dtype) {
 namespace {
 struct ToCopy : autograd::Function<ToCopy> {
   static constexpr const char* name = "ToCopyBackward0";
+  static constexpr const char* formula = "y = x in another dtype:  dx = dy converted back";
   DType input_dtype;
   Tensor forward(const Tensor& x, DType dtype) {
     input_dtype = x.dtype();
@@ -40,6 +41,7 @@ struct ToCopy : autograd::Function<ToCopy> {
 
 struct Clone : autograd::Function<Clone> {
   static constexpr const char* name = "CloneBackward0";
+  static constexpr const char* formula = "y = x (a copy):  dx = dy";
   Tensor forward(const Tensor& x) { return copy_to_contiguous(x, x.dtype()); }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad}; }
 };
@@ -50,6 +52,7 @@ struct Clone : autograd::Function<Clone> {
 struct CopyBackwards : autograd::Function<CopyBackwards> {
   static constexpr const char* name = "CopyBackwards";
   static constexpr bool has_constant_gradients = true;  // self's zero gradient
+  static constexpr const char* formula = "self.copy_(src):  dself = 0, dsrc = dy";
   Tensor forward(const Tensor& self, const Tensor& src) {
     return copy_to_contiguous(src.expand(self.shape()), self.dtype());
   }
@@ -151,6 +154,9 @@ namespace {
 template <bool Upper>
 struct Triangle : autograd::Function<Triangle<Upper>> {
   static constexpr const char* name = Upper ? "TriuBackward0" : "TrilBackward0";
+  static constexpr const char* formula =
+      Upper ? "y = x with entries below the diagonal zeroed:  dx = dy with them zeroed"
+            : "y = x with entries above the diagonal zeroed:  dx = dy with them zeroed";
   static constexpr const char* op = Upper ? "triu" : "tril";
   int64_t diagonal = 0;
   Tensor forward(const Tensor& x, int64_t d) {

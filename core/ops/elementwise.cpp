@@ -182,6 +182,7 @@ T add_scaled(T a, T b, T alpha) {
 // c = a + alpha b:  dc/da = 1, dc/db = alpha
 struct Add : Function<Add> {
   static constexpr const char* name = "AddBackward0";
+  static constexpr const char* formula = "c = a + alpha b:  dc/da = 1, dc/db = alpha";
   double alpha = 1;
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
     alpha = alpha_.to_double();
@@ -205,6 +206,7 @@ struct Add : Function<Add> {
 // c = a - alpha b:  dc/da = 1, dc/db = -alpha  (PyTorch: a + (-alpha) b)
 struct Sub : Function<Sub> {
   static constexpr const char* name = "SubBackward0";
+  static constexpr const char* formula = "c = a - alpha b:  dc/da = 1, dc/db = -alpha";
   double alpha = 1;
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
     alpha = alpha_.to_double();
@@ -232,6 +234,7 @@ struct Sub : Function<Sub> {
 // c = a * b:  dc/da = b, dc/db = a
 struct Mul : Function<Mul> {
   static constexpr const char* name = "MulBackward0";
+  static constexpr const char* formula = "c = a * b:  dc/da = b, dc/db = a";
   Tensor forward(const Tensor& a, const Tensor& b) {
     // Each operand is kept only if the other one needs a gradient (as PyTorch does): x.mul_(2.0)
     // overwrites x, which must not invalidate a saved x that no gradient needs.
@@ -250,6 +253,7 @@ struct Mul : Function<Mul> {
 // c = a / b:  dc/da = 1 / b, dc/db = -a / b^2
 struct Div : Function<Div> {
   static constexpr const char* name = "DivBackward0";
+  static constexpr const char* formula = "c = a / b:  dc/da = 1 / b, dc/db = -a / b^2";
   Tensor forward(const Tensor& a, const Tensor& b) {
     save_for_backward({a, b});
     DType t = result_type(a, b);
@@ -265,6 +269,7 @@ struct Div : Function<Div> {
 // c = s - t for a scalar s (torch.rsub):  dc/dt = -1
 struct RSub : Function<RSub> {
   static constexpr const char* name = "RsubBackward1";
+  static constexpr const char* formula = "c = s - t:  dc/dt = -1";
   Tensor forward(const Tensor& t, const Tensor& scalar) {
     DType d = result_type(t, scalar);
     return binary_kernel(scalar, t, d, "rsub", [](auto x, auto y) { return wrapping_sub(x, y); });
@@ -279,6 +284,7 @@ struct RSub : Function<RSub> {
 // y = -x:  dy/dx = -1
 struct Neg : Function<Neg> {
   static constexpr const char* name = "NegBackward0";
+  static constexpr const char* formula = "y = -x:  dy/dx = -1";
   Tensor forward(const Tensor& x) {
     check(x.dtype() != DType::Bool, "neg: negation of a bool tensor is not supported; use ~");
     return unary_kernel(x, x.dtype(), [](auto v) { return wrapping_sub(decltype(v)(0), v); });
@@ -289,6 +295,7 @@ struct Neg : Function<Neg> {
 // y = e^x:  dy/dx = e^x = y
 struct Exp : Function<Exp> {
   static constexpr const char* name = "ExpBackward0";
+  static constexpr const char* formula = "y = e^x:  dy/dx = e^x = y";
   Tensor forward(const Tensor& x) {
     Tensor y = unary_kernel(x, floating_type(x), [](auto v) { return std::exp(v); });
     save_for_backward({y});
@@ -300,6 +307,7 @@ struct Exp : Function<Exp> {
 // y = ln x:  dy/dx = 1 / x
 struct Log : Function<Log> {
   static constexpr const char* name = "LogBackward0";
+  static constexpr const char* formula = "y = ln x:  dy/dx = 1 / x";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});
     return unary_kernel(x, floating_type(x), [](auto v) { return std::log(v); });
@@ -310,6 +318,7 @@ struct Log : Function<Log> {
 // y = sqrt(x):  dy/dx = 1 / (2 y)
 struct Sqrt : Function<Sqrt> {
   static constexpr const char* name = "SqrtBackward0";
+  static constexpr const char* formula = "y = sqrt(x):  dy/dx = 1 / (2 y)";
   Tensor forward(const Tensor& x) {
     Tensor y = unary_kernel(x, floating_type(x), [](auto v) { return std::sqrt(v); });
     save_for_backward({y});
@@ -322,6 +331,7 @@ struct Sqrt : Function<Sqrt> {
 struct Pow : Function<Pow> {
   static constexpr const char* name = "PowBackward0";
   static constexpr bool has_constant_gradients = true;  // x^0: zero gradient
+  static constexpr const char* formula = "y = x^p:  dy/dx = p x^(p-1)";
   double exponent = 1;
   Tensor forward(const Tensor& x, Scalar exponent_) {
     const double p = exponent_.to_double();
@@ -356,6 +366,7 @@ struct Pow : Function<Pow> {
 // y = |x|:  dy/dx = sign(x) (0 at 0, as PyTorch)
 struct Abs : Function<Abs> {
   static constexpr const char* name = "AbsBackward0";
+  static constexpr const char* formula = "y = |x|:  dy/dx = sign(x)";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});
     // std::abs, not v < 0 ? -v : v, which keeps the sign of -0.0 (PyTorch gives +0.0); an
@@ -399,6 +410,7 @@ Tensor map_with_tanh(const Tensor& t, Inner inner, Finish finish) {
 // y = tanh x:  dy/dx = 1 - y^2
 struct Tanh : Function<Tanh> {
   static constexpr const char* name = "TanhBackward0";
+  static constexpr const char* formula = "y = tanh x:  dy/dx = 1 - y^2";
   Tensor forward(const Tensor& x) {
     Tensor y = map_with_tanh(
         x, [](auto v) { return v; }, [](auto, auto t) { return t; });
@@ -414,6 +426,7 @@ struct Tanh : Function<Tanh> {
 // y = 1 / (1 + e^-x):  dy/dx = y (1 - y)
 struct Sigmoid : Function<Sigmoid> {
   static constexpr const char* name = "SigmoidBackward0";
+  static constexpr const char* formula = "y = 1 / (1 + e^-x):  dy/dx = y (1 - y)";
   Tensor forward(const Tensor& x) {
     Tensor y = unary_kernel(x, floating_type(x), [](auto v) {
       using T = decltype(v);
@@ -432,6 +445,7 @@ struct Sigmoid : Function<Sigmoid> {
 // dy/dx = 0 where y <= 0, else 1, so a NaN passes its gradient (PyTorch's threshold_backward).
 struct Relu : Function<Relu> {
   static constexpr const char* name = "ReluBackward0";
+  static constexpr const char* formula = "y = max(x, 0):  dy/dx = 1 where y > 0, else 0";
   Tensor forward(const Tensor& x) {
     Tensor y = unary_kernel(x, x.dtype(), [](auto v) { return v < 0 ? decltype(v)(0) : v; });
     save_for_backward({y});
@@ -473,6 +487,9 @@ Tensor gelu_tanh(const Tensor& x, double k, const Tensor& grad, bool book_chain 
 // backward (kernels::GeluBackward::kBookChain replays the composite's backward nodes).
 struct GptGelu : Function<GptGelu> {
   static constexpr const char* name = "GptGeluBackward0";
+  static constexpr const char* formula =
+      "y = x/2 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3):  dy/dx = (1 + tanh u)/2 + x/2 (1 "
+      "- tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)";
   static double book_sqrt_2_over_pi() {
     return std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
   }
@@ -498,6 +515,9 @@ struct GptGelu : Function<GptGelu> {
 // pass each, dx = dy * dy/dx computed element by element.
 struct Gelu : Function<Gelu> {
   static constexpr const char* name = "GeluBackward0";
+  static constexpr const char* formula =
+      "y = x Phi(x):  dy/dx = Phi(x) + x phi(x)  (tanh form: y = x/2 (1 + tanh u), u = sqrt(2/pi) "
+      "(x + 0.044715 x^3))";
   bool tanh_approximation = false;
 
   Tensor forward(const Tensor& x, bool use_tanh) {
@@ -542,6 +562,8 @@ struct Gelu : Function<Gelu> {
   // Phi(x) = (1 + erf(x / sqrt 2)) / 2, dPhi/dx = phi(x): used only by create_graph backwards.
   struct NormalCdf : Function<NormalCdf> {
     static constexpr const char* name = "NormalCdfBackward";
+    static constexpr const char* formula =
+        "y = Phi(x) = (1 + erf(x / sqrt 2)) / 2:  dy/dx = phi(x) = e^(-x^2 / 2) / sqrt(2 pi)";
     Tensor forward(const Tensor& x) {
       save_for_backward({x});
       return unary_kernel(x, x.dtype(), [](auto v) {
@@ -586,6 +608,7 @@ Tensor where_kernel(const Tensor& condition, const Tensor& a, const Tensor& b, c
 // out = c ? a : b:  d/da = c, d/db = !c  (the condition gets no gradient)
 struct Where : Function<Where> {
   static constexpr const char* name = "WhereBackward0";
+  static constexpr const char* formula = "out = c ? a : b:  d/da = c, d/db = !c";
   Tensor forward(const Tensor& condition, const Tensor& a, const Tensor& b) {
     save_for_backward({condition});
     return where_kernel(condition, a, b, "where");
@@ -604,6 +627,8 @@ struct Where : Function<Where> {
 // `take_max` false gives minimum.
 struct MaxMin : Function<MaxMin> {
   static constexpr const char* name = "MaximumBackward0";
+  static constexpr const char* formula =
+      "y = max(a, b):  the gradient goes to the larger input, halved on ties";
   bool take_max = true;
   Tensor forward(const Tensor& a, const Tensor& b, bool max) {
     take_max = max;
@@ -629,12 +654,16 @@ struct MaxMin : Function<MaxMin> {
 };
 struct Minimum : MaxMin {
   static constexpr const char* name = "MinimumBackward0";
+  static constexpr const char* formula =
+      "y = min(a, b):  the gradient goes to the smaller input, halved on ties";
 };
 
 // y = min(max(x, lo), hi) (hi wins when lo > hi; NaN stays NaN, as in PyTorch):
 // dy/dx = 1 where lo <= x <= hi, else 0 (0 at a NaN too: PyTorch's clamp_backward).
 struct Clamp : Function<Clamp> {
   static constexpr const char* name = "ClampBackward1";
+  static constexpr const char* formula =
+      "y = min(max(x, lo), hi):  dy/dx = 1 where lo <= x <= hi, else 0";
   std::optional<double> lo, hi;
   Tensor forward(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
     check(min.has_value() || max.has_value(),
@@ -712,6 +741,8 @@ DType floating_result(const Tensor& a, const Tensor& b, const Tensor& c, const c
 // d/dself = 1, d/dt1 = value t2, d/dt2 = value t1.
 struct Addcmul : Function<Addcmul> {
   static constexpr const char* name = "AddcmulBackward0";
+  static constexpr const char* formula =
+      "y = self + v t1 t2:  d/dself = 1, d/dt1 = v t2, d/dt2 = v t1";
   double value = 1;
   Tensor forward(const Tensor& self, const Tensor& t1, const Tensor& t2, double value_) {
     value = value_;
@@ -743,6 +774,8 @@ T lerp_value(T self, T end, T w) {
 
 struct Lerp : Function<Lerp> {
   static constexpr const char* name = "LerpBackward1";
+  static constexpr const char* formula =
+      "y = a + w (b - a):  dy/da = 1 - w, dy/db = w, dy/dw = b - a";
   Tensor forward(const Tensor& self, const Tensor& end, const Tensor& weight) {
     save_for_backward({self, end, weight});
     const DType d = floating_result(self, end, weight, "lerp");
@@ -760,6 +793,7 @@ struct Lerp : Function<Lerp> {
 
 struct LerpScalar : Function<LerpScalar> {
   static constexpr const char* name = "LerpBackward0";
+  static constexpr const char* formula = "y = a + w (b - a):  dy/da = 1 - w, dy/db = w";
   double weight = 0;
   Tensor forward(const Tensor& self, const Tensor& end, double weight_) {
     weight = weight_;
@@ -787,6 +821,7 @@ void check_mask(const Tensor& t, const Tensor& mask, const char* op) {
 // y = x where !mask, value where mask:  dy/dx = !mask
 struct MaskedFill : Function<MaskedFill> {
   static constexpr const char* name = "MaskedFillBackward0";
+  static constexpr const char* formula = "y = mask ? value : x:  dy/dx = !mask";
   Tensor forward(const Tensor& x, const Tensor& mask, double value) {
     check_mask(x, mask, "masked_fill");
     save_for_backward({mask});

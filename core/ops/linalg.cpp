@@ -80,6 +80,7 @@ Tensor product(const MatrixBatch& a, const MatrixBatch& b, const Shape& out_shap
 // ---- dot: y = sum_k a_k b_k ----
 struct Dot : Function<Dot> {
   static constexpr const char* name = "DotBackward0";
+  static constexpr const char* formula = "y = sum_k a_k b_k:  dy/da = b, dy/db = a";
   bool a_needs_grad = false, b_needs_grad = false;
 
   Tensor forward(const Tensor& a, const Tensor& b) {
@@ -104,6 +105,7 @@ struct Dot : Function<Dot> {
 // ---- mv: y = A x ----
 struct Mv : Function<Mv> {
   static constexpr const char* name = "MvBackward0";
+  static constexpr const char* formula = "y = A x:  dA = dy x^T, dx = A^T dy";
   bool a_needs_grad = false, x_needs_grad = false;
 
   Tensor forward(const Tensor& a, const Tensor& x) {
@@ -128,6 +130,7 @@ struct Mv : Function<Mv> {
 // ---- mm: C = A B ----
 struct Mm : Function<Mm> {
   static constexpr const char* name = "MmBackward0";
+  static constexpr const char* formula = "C = A B:  dA = dC B^T, dB = A^T dC";
   bool a_needs_grad = false, b_needs_grad = false;
 
   Tensor forward(const Tensor& a, const Tensor& b) {
@@ -152,6 +155,8 @@ struct Mm : Function<Mm> {
 // ---- bmm: C[i] = A[i] B[i] for every i of the batch ----
 struct Bmm : Function<Bmm> {
   static constexpr const char* name = "BmmBackward0";
+  static constexpr const char* formula =
+      "C[i] = A[i] B[i]:  dA[i] = dC[i] B[i]^T, dB[i] = A[i]^T dC[i]";
   bool a_needs_grad = false, b_needs_grad = false;
 
   Tensor forward(const Tensor& a, const Tensor& b) {
@@ -182,6 +187,8 @@ struct Bmm : Function<Bmm> {
 // (PyTorch 2.x numbers it SqueezeBackward4).
 struct SqueezeRow : Function<SqueezeRow> {
   static constexpr const char* name = "SqueezeBackward3";
+  static constexpr const char* formula =
+      "y = x without its size-1 row dim:  dx = dy with it put back";
   Tensor forward(const Tensor& row) {
     return detail::make_view(row, {row.size(1)}, {row.stride(1)}, row.offset());
   }

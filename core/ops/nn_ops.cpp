@@ -35,6 +35,8 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 // ---- addmm: Y = bias + A B ----
 struct Addmm : Function<Addmm> {
   static constexpr const char* name = "AddmmBackward0";
+  static constexpr const char* formula =
+      "Y = bias + A B:  dbias = dY summed over rows, dA = dY B^T, dB = A^T dY";
   bool bias_needs_grad = false, a_needs_grad = false, b_needs_grad = false;
 
   Tensor forward(const Tensor& bias, const Tensor& a, const Tensor& b) {
@@ -74,6 +76,8 @@ struct Addmm : Function<Addmm> {
 // ---- embedding: Y[i...] = W[indices[i...]] ----
 struct Embedding : Function<Embedding> {
   static constexpr const char* name = "EmbeddingBackward0";
+  static constexpr const char* formula =
+      "Y[i] = W[idx[i]]:  dW[r] = sum of dY[i] over the i with idx[i] = r";
   int64_t num_embeddings = 0, embedding_dim = 0;
 
   Tensor forward(const Tensor& weight, const Tensor& indices) {
@@ -153,6 +157,9 @@ struct Embedding : Function<Embedding> {
 // derivation of the backward).
 struct LayerNorm : Function<LayerNorm> {
   static constexpr const char* name = "NativeLayerNormBackward0";
+  static constexpr const char* formula =
+      "y = (x - mean) rstd w + b:  dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w; dw = "
+      "sum dy xhat, db = sum dy";
   static constexpr bool allows_undefined_inputs = true;  // weight and bias are optional
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, weight_needs_grad = false, bias_needs_grad = false;
@@ -272,6 +279,9 @@ struct LayerNorm : Function<LayerNorm> {
 // in the last bits of the gradients only.
 struct GptLayerNorm : Function<GptLayerNorm> {
   static constexpr const char* name = "GptLayerNormBackward0";
+  static constexpr const char* formula =
+      "y = scale (x - mean) / sqrt(var + eps) + shift:  dx = rstd (g - mean(g) - xhat mean(g "
+      "xhat)) with g = dy scale; dscale = sum dy xhat, dshift = sum dy";
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, scale_needs_grad = false, shift_needs_grad = false;
   double eps_ = 0;

@@ -234,6 +234,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdi
 // d(sum x)/dx_i = 1: every element receives the gradient of the sum.
 struct SumAll : autograd::Function<SumAll> {
   static constexpr const char* name = "SumBackward0";
+  static constexpr const char* formula = "y = sum_i x_i:  dy/dx_i = 1";
   Shape input_shape;
   Tensor forward(const Tensor& x) {
     input_shape = x.shape();
@@ -247,6 +248,7 @@ struct SumAll : autograd::Function<SumAll> {
 // d(sum_dims x)/dx_i = 1: each element receives the gradient of the sum it went into.
 struct SumDims : autograd::Function<SumDims> {
   static constexpr const char* name = "SumBackward1";
+  static constexpr const char* formula = "y = sum over dims of x:  dy/dx_i = 1 (dy broadcast back)";
   Shape input_shape;
   std::vector<bool> reduced;
   bool keepdim = false;
@@ -271,6 +273,7 @@ void check_mean_dtype(const Tensor& t) {
 // d(mean x)/dx_i = 1/n for n elements.
 struct MeanAll : autograd::Function<MeanAll> {
   static constexpr const char* name = "MeanBackward0";
+  static constexpr const char* formula = "y = (1/n) sum_i x_i:  dy/dx_i = 1/n";
   Shape input_shape;
   Tensor forward(const Tensor& x) {
     input_shape = x.shape();
@@ -286,6 +289,8 @@ struct MeanAll : autograd::Function<MeanAll> {
 // d(mean_dims x)/dx_i = 1/n, n the number of elements averaged into each output element.
 struct MeanDims : autograd::Function<MeanDims> {
   static constexpr const char* name = "MeanBackward1";
+  static constexpr const char* formula =
+      "y = mean over dims of x:  dy/dx_i = 1/n (dy broadcast back)";
   Shape input_shape;
   std::vector<bool> reduced;
   bool keepdim = false;
@@ -336,6 +341,9 @@ void check_dim_not_empty(const Tensor& t, int64_t dim, const char* op) {
 template <bool kMax>
 struct ExtremumAll : autograd::Function<ExtremumAll<kMax>> {
   static constexpr const char* name = kMax ? "MaxBackward1" : "MinBackward1";
+  static constexpr const char* formula =
+      kMax ? "y = max_i x_i:  dy/dx_i = 1/k on the k elements equal to the max, else 0"
+           : "y = min_i x_i:  dy/dx_i = 1/k on the k elements equal to the min, else 0";
   Tensor forward(const Tensor& x) {
     check_not_empty(x, extremum_name(kMax));
     Tensor result = extremum_kernel<kMax>(x, all_dims(x), /*keepdim=*/false).values;
@@ -355,6 +363,9 @@ struct ExtremumAll : autograd::Function<ExtremumAll<kMax>> {
 template <bool kMax>
 struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
   static constexpr const char* name = kMax ? "MaxBackward0" : "MinBackward0";
+  static constexpr const char* formula =
+      kMax ? "y = max along dim:  dx = dy at the index of each max, 0 elsewhere"
+           : "y = min along dim:  dx = dy at the index of each min, 0 elsewhere";
   Shape input_shape;
   int64_t dim = 0;
   bool keepdim = false;
@@ -435,6 +446,8 @@ Tensor variance_kernel(const Tensor& x, const std::vector<bool>& reduced, int64_
 
 struct Var : autograd::Function<Var> {
   static constexpr const char* name = "VarBackward0";
+  static constexpr const char* formula =
+      "y = sum (x_i - mean)^2 / (n - c):  dy/dx_i = 2 (x_i - mean) / (n - c)";
   std::vector<bool> reduced;
   int64_t correction = 1;
   bool keepdim = false;
@@ -459,6 +472,7 @@ struct Var : autograd::Function<Var> {
 // (the square root taken in double, as PyTorch's std kernel does).
 struct Std : autograd::Function<Std> {
   static constexpr const char* name = "StdBackward0";
+  static constexpr const char* formula = "y = sqrt(var x):  dy/dx_i = (x_i - mean) / ((n - c) y)";
   std::vector<bool> reduced;
   int64_t correction = 1;
   bool keepdim = false;

@@ -33,6 +33,8 @@ Tensor softmax_kernel(const Tensor& x, int64_t dim, bool log) {
 //                                           = y_i (g_i - sum_j g_j y_j).
 struct Softmax : autograd::Function<Softmax> {
   static constexpr const char* name = "SoftmaxBackward0";
+  static constexpr const char* formula =
+      "y_j = e^x_j / sum_k e^x_k:  dx_i = y_i (g_i - sum_j g_j y_j)";
   int64_t dim = 0;
   Tensor forward(const Tensor& x, int64_t wrapped_dim) {
     dim = wrapped_dim;
@@ -50,6 +52,8 @@ struct Softmax : autograd::Function<Softmax> {
 // dy_j/dx_i = delta_ij - softmax_i, so dx_i = g_i - exp(y_i) sum_j g_j.
 struct LogSoftmax : autograd::Function<LogSoftmax> {
   static constexpr const char* name = "LogSoftmaxBackward0";
+  static constexpr const char* formula =
+      "y_j = x_j - log sum_k e^x_k:  dx_i = g_i - e^y_i sum_j g_j";
   int64_t dim = 0;
   Tensor forward(const Tensor& x, int64_t wrapped_dim) {
     dim = wrapped_dim;

@@ -94,6 +94,7 @@ std::optional<Shape> view_strides(const Shape& old_shape_in, const Shape& old_st
 // y = x seen with another shape:  dx = dy reshaped back
 struct View : Function<View> {
   static constexpr const char* name = "ViewBackward0";
+  static constexpr const char* formula = "y = x seen with another shape:  dx = dy reshaped back";
   Shape input_shape;
   Tensor forward(const Tensor& x, const Shape& shape) {
     input_shape = x.shape();
@@ -112,6 +113,8 @@ struct View : Function<View> {
 // y = x with dims d0 and d1 swapped:  dx = dy with them swapped back
 struct Transpose : Function<Transpose> {
   static constexpr const char* name = "TransposeBackward0";
+  static constexpr const char* formula =
+      "y = x with dims d0, d1 swapped:  dx = dy with them swapped back";
   int64_t dim0 = 0, dim1 = 0;
   Tensor forward(const Tensor& x, int64_t d0, int64_t d1) {
     dim0 = wrap_dim(d0, x.dim(), "transpose");
@@ -129,6 +132,7 @@ struct Transpose : Function<Transpose> {
 // 2-d transpose (x.t()).
 struct T2 : Function<T2> {
   static constexpr const char* name = "TBackward0";
+  static constexpr const char* formula = "y = x^T:  dx = dy^T";
   Tensor forward(const Tensor& x) {
     check(x.dim() <= 2, "t: expects a tensor with <= 2 dimensions, but got shape ", x.shape());
     if (x.dim() < 2) return make_tracked_view(x, x.shape(), x.strides(), x.offset());
@@ -141,6 +145,8 @@ struct T2 : Function<T2> {
 // y = x with dims reordered:  dx = dy with the inverse order
 struct Permute : Function<Permute> {
   static constexpr const char* name = "PermuteBackward0";
+  static constexpr const char* formula =
+      "y = x with dims reordered:  dx = dy with the inverse order";
   std::vector<int64_t> inverse;
   Tensor forward(const Tensor& x, const std::vector<int64_t>& dims) {
     check(static_cast<int64_t>(dims.size()) == x.dim(),
@@ -163,6 +169,8 @@ struct Permute : Function<Permute> {
 // y = x with a size-1 dim inserted:  dx = dy with it removed
 struct Unsqueeze : Function<Unsqueeze> {
   static constexpr const char* name = "UnsqueezeBackward0";
+  static constexpr const char* formula =
+      "y = x with a size-1 dim inserted:  dx = dy with it removed";
   int64_t dim = 0;
   Tensor forward(const Tensor& x, int64_t d) {
     dim = wrap_dim(d, x.dim() + 1, "unsqueeze");
@@ -178,6 +186,7 @@ struct Unsqueeze : Function<Unsqueeze> {
 // y = x without size-1 dims (all, or one):  dx = dy reshaped back
 struct Squeeze : Function<Squeeze> {
   static constexpr const char* name = "SqueezeBackward0";
+  static constexpr const char* formula = "y = x without size-1 dims:  dx = dy reshaped back";
   Shape input_shape;
   Tensor forward(const Tensor& x, std::optional<int64_t> only_dim) {
     input_shape = x.shape();
@@ -197,11 +206,14 @@ struct Squeeze : Function<Squeeze> {
 };
 struct SqueezeDim : Squeeze {
   static constexpr const char* name = "SqueezeBackward1";
+  static constexpr const char* formula = "y = x without a size-1 dim:  dx = dy reshaped back";
 };
 
 // y = x repeated along size-1 (or new leading) dims with stride 0:  dx = dy summed back
 struct Expand : Function<Expand> {
   static constexpr const char* name = "ExpandBackward0";
+  static constexpr const char* formula =
+      "y = x repeated along broadcast dims:  dx = dy summed back";
   Shape input_shape;
   Tensor forward(const Tensor& x, const Shape& shape) {
     input_shape = x.shape();
@@ -242,6 +254,7 @@ Tensor scatter_into_zeros(const Tensor& grad, const Shape& input_shape,
 // y = x[..., i, ...] along dim:  dx = zeros with dy at index i
 struct Select : Function<Select> {
   static constexpr const char* name = "SelectBackward0";
+  static constexpr const char* formula = "y = x[..., i, ...]:  dx = zeros with dy at index i";
   Shape input_shape;
   int64_t dim = 0, index = 0;
   Tensor forward(const Tensor& x, int64_t d, int64_t i) {
@@ -271,6 +284,7 @@ struct Select : Function<Select> {
 // y = x[start:end:step] along dim:  dx = zeros with dy in that slice
 struct SliceOp : Function<SliceOp> {
   static constexpr const char* name = "SliceBackward0";
+  static constexpr const char* formula = "y = x[start:end:step]:  dx = zeros with dy in that slice";
   Shape input_shape;
   int64_t dim = 0, start = 0, end = 0, step = 1;
   Tensor forward(const Tensor& x, int64_t d, std::optional<int64_t> start_,

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "core/safetensors.h"
+
 namespace ember::examples::svg {
 
 // ---- text helpers ----
@@ -68,10 +70,10 @@ inline std::string px(double v) {
   return s == "-0" ? "0" : s;
 }
 
+// Through Ember's file writer: every write and the close checked (a full disk is an
+// ember::Error), and a temporary file renamed over `path` only when complete.
 inline void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw std::runtime_error("svg: cannot write " + path);
+  ember::detail::write_file(path, text, "svg");
 }
 
 // ---- colours ----

@@ -744,6 +744,31 @@ INSTANTIATE_TEST_SUITE_P(Gradcheck, GradcheckOps, ::testing::ValuesIn(all_cases(
                            return info.param.name;
                          });
 
+// Every op of the table carries its derivative formula as data (Op::formula, shown by
+// autograd::explore beside the node): each node of each case's graph has a non-empty one.
+TEST(GradcheckTable, EveryOpHasAFormula) {
+  const Generator generator_before = default_generator();
+  std::set<std::string> ops;
+  for (const GradcheckCase& c : all_cases()) {
+    Lcg rng(20240601);
+    Inputs inputs;
+    for (const MakeInput& make : c.inputs) inputs.push_back(make(rng));
+    const Tensor out = c.function(inputs);
+    std::vector<std::shared_ptr<autograd::Node>> stack{out.grad_fn()};
+    std::set<autograd::Node*> seen;
+    while (!stack.empty()) {
+      auto node = stack.back();
+      stack.pop_back();
+      if (!node || !seen.insert(node.get()).second) continue;
+      ops.insert(node->name());
+      EXPECT_NE(std::string(node->formula()), "") << c.name << ": " << node->name();
+      for (const auto& next : node->next_functions) stack.push_back(next);
+    }
+  }
+  default_generator() = generator_before;
+  EXPECT_GE(ops.size(), 50u);  // the table's ops, each met at least once
+}
+
 // ---- every case against PyTorch's output and gradients ----
 //
 // tests/fixtures/op_grads.txt (scripts/fixtures/gen_op_grads.py) holds, for each case of the

@@ -3,7 +3,9 @@
 // and runs gradcheck on every chapter module (5 more), printing "ok   " or "FAIL " for each.
 // It runs in a fresh temporary directory, where it writes its .dot graphs and .svg maps.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "tests/browser.h"
 
 #include <array>
 #include <cstdio>
@@ -110,6 +112,18 @@ TEST(BackpropExample, EveryCheckPassesAndNothingFails) {
   EXPECT_NE(text.find(">head 0</text>"), std::string::npos);
   EXPECT_NE(text.find(">head 1</text>"), std::string::npos);
   EXPECT_NE(text.find("</svg>"), std::string::npos);
+
+  // The explorer page of the chapter's MultiHeadAttention, checked in the browser: every node
+  // clicked, the backward played to the end, the leaves' gradients equal autograd::grad's.
+  ASSERT_TRUE(fs::exists(dir.path() / "attention_backprop_head_dim2.html"));
+  if (ember::test::chromium_path().empty()) {
+    GTEST_SKIP() << "chromium is not installed (scripts/setup installs it): the browser check of "
+                    "attention_backprop_head_dim2.html is skipped, not passed";
+  }
+  const std::string result =
+      ember::test::run_selftest((dir.path() / "attention_backprop_head_dim2.html").string());
+  EXPECT_EQ(result.rfind("PASS ", 0), 0u) << result;
+  EXPECT_NE(result.find("6 leaf gradients"), std::string::npos) << result;  // input, 5 params
 }
 
 }  // namespace

@@ -1,0 +1,85 @@
+// autograd::explore: a web page that explains the graph behind a tensor.
+//
+//   autograd::ExploreOptions options;
+//   options.name_all(model.named_parameters());   // leaves shown as "W_query.weight"
+//   autograd::explore(loss, "attention.html", options);
+//
+// One self-contained HTML file (its CSS, JavaScript and data inline; no network): the graph laid
+// out by Graphviz's `dot` program (found on PATH), leaves by their names, nodes by PyTorch's
+// names (SoftmaxBackward0) with shapes on the edges. Click a node for its forward value, the
+// gradient that reached it, the gradients it sent to each input, its saved tensors and its
+// derivative formula; "play backward" steps through the engine's real order.
+//
+// The gradients come from a backward pass of explore's own (autograd::observe_backward: retain-
+// graph semantics, no leaf's .grad touched), so explore works before or after backward(), as
+// long as the graph was kept: after a backward() without retain_graph the saved tensors are
+// gone, and the page shows the graph and the values it still can, and says that gradients need
+// retain_graph=true. Intermediate values are those of tensors still alive, or of every node when
+// the forward ran under autograd::KeepValuesGuard (core/autograd/function.h).
+//
+// The page's files are core/autograd/explorer/ (graph.html, graph.js, common.js, page.css),
+// embedded at build time; `#selftest` at the end of its URL makes the page test itself (the
+// browser tests in tests/core/test_explore_browser.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::autograd {
+
+struct ExploreOptions {
+  std::string title = "Ember: autograd graph";
+  // Names for tensors: leaves (parameters, inputs) and intermediates still alive.
+  std::vector<std::pair<std::string, Tensor>> names;
+  // Tensors with more elements are summarised (shape, min/max/mean, a histogram, the first
+  // values) instead of written in full.
+  int64_t full_values_up_to = 4096;
+  // The Graphviz layout program, looked up on PATH unless it contains a '/'.
+  std::string dot_program = "dot";
+
+  // Adds every (name, tensor) of a range of pairs, e.g. a Module's named_parameters(), with an
+  // optional prefix ("attention." + "W_query.weight").
+  template <typename Named>
+  ExploreOptions& name_all(const Named& named, const std::string& prefix = "") {
+    for (const auto& item : named) names.emplace_back(prefix + item.first, item.second);
+    return *this;
+  }
+  ExploreOptions& name(const std::string& name, const Tensor& t) {
+    names.emplace_back(name, t);
+    return *this;
+  }
+};
+
+// Writes the page for the graph behind `output` to `path`. Errors (ember::Error): an undefined
+// tensor, a tensor with no graph (requires_grad false), a path that cannot be written, no `dot`.
+void explore(const Tensor& output, const std::string& path, const ExploreOptions& options = {});
+
+// The data the page is made from, as JSON text (what explore embeds; for tests):
+//   nodes[i]: id, name, kind ("op"/"leaf"), label, formula, shape, value, value_note, saved,
+//             saved_note, inputs [{node, shape}]
+//   order[k]: {node, grad, sent: [per input]}  the backward in the engine's order
+//   leaf_grads: {node id: gradient}              from autograd::grad, to check the replay
+//   gradients_note: why there are no gradients ("" when there are)
+// A tensor is {shape, dtype, numel, text?, values?, summary?}.
+std::string explore_data(const Tensor& output, const ExploreOptions& options = {});
+
+// Pieces shared with other pages (the training report of examples/common/report.h).
+namespace page {
+// `json` made safe inside <script type="application/json"> ('<' escaped as \u003c).
+std::string script_json(const std::string& json);
+// Replaces each {{KEY}} of `html` by parts[KEY], in one pass (inserted text is not scanned).
+std::string assemble(const std::string& html, const std::map<std::string, std::string>& parts);
+// Text escaped for HTML (& < > " ').
+std::string escape_html(const std::string& text);
+const char* css();        // core/autograd/explorer/page.css
+const char* common_js();  // core/autograd/explorer/common.js
+// Writes `text` to `path`, or throws an Error naming `who` and the path.
+void write_file(const std::string& path, const std::string& text, const char* who);
+}  // namespace page
+
+}  // namespace ember::autograd

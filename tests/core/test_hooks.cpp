@@ -1,0 +1,126 @@
+// Gradient hooks: handles (register_hook returns one, remove_hook takes it, as libtorch's), and
+// the cycle a hook capturing its own tensor makes (y -> grad_fn -> hook -> y), which a backward
+// without retain_graph breaks and remove_hook breaks when no backward runs. Each lifetime is
+// asserted with a weak_ptr (the tensor is freed) and, in the asan preset, by LeakSanitizer.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "core/ember.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+using test::expect_error;
+using test::expect_values;
+
+TEST(Hooks, RegisterHookReturnsHandlesAndRemoveHookRemoves) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  int calls = 0;
+  const unsigned doubler = x.register_hook([&](const Tensor& g) {
+    ++calls;
+    return g * 2;
+  });
+  const unsigned counter = x.register_hook([&](const Tensor&) {
+    ++calls;
+    return Tensor();
+  });
+  EXPECT_EQ(doubler, 0u);
+  EXPECT_EQ(counter, 1u);
+  (x * 3).sum().backward();
+  expect_values(x.grad(), {6, 6});
+  EXPECT_EQ(calls, 2);
+  x.remove_hook(doubler);
+  x.set_grad(Tensor());
+  (x * 3).sum().backward();
+  expect_values(x.grad(), {3, 3});  // the doubler is gone, the counter still runs
+  EXPECT_EQ(calls, 3);
+  x.remove_hook(doubler);  // twice: nothing (as libtorch)
+  expect_error([&] { x.remove_hook(7); }, "remove_hook: invalid index, no hook at position 7");
+  expect_error([&] { x.register_hook(nullptr); }, "the hook is an empty function");
+
+  // On a non-leaf the handle refers to the hooks of its grad_fn.
+  Tensor y = x * 1;
+  const unsigned h = y.register_hook([](const Tensor& g) { return g * 10; });
+  y.remove_hook(h);
+  x.set_grad(Tensor());
+  y.sum().backward();
+  expect_values(x.grad(), {1, 1});
+}
+
+TEST(Hooks, BackwardReleasesTheHooksOfTheNodesItFrees) {
+  Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  std::weak_ptr<TensorImpl> weak;
+  {
+    Tensor y = x * x;  // MulBackward0 saves x twice
+    weak = y.impl_ptr();
+    // The hook captures y: y -> grad_fn -> hook -> y.
+    y.register_hook([y](const Tensor& g) { return g * y.detach(); });
+    y.sum().backward();
+  }
+  EXPECT_TRUE(weak.expired()) << "the hook cycle was not broken by backward";
+  expect_values(x.grad(), {2, 16, 54});  // 2x * x^2: the hook ran
+}
+
+TEST(Hooks, BackwardReleasesHooksOfNodesWithoutSavedTensors) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  std::weak_ptr<TensorImpl> weak;
+  Tensor keep;
+  {
+    Tensor y = x + 1;  // AddBackward0 saves nothing: a second backward would run it again
+    weak = y.impl_ptr();
+    y.register_hook([y](const Tensor& g) { return g * 3; });
+    keep = y.sum();
+    keep.backward(Tensor(), /*retain_graph=*/true);  // retained: the hook stays
+    expect_values(x.grad(), {3, 3});
+    keep.backward();
+    expect_values(x.grad(), {6, 6});
+  }
+  keep = Tensor();
+  EXPECT_TRUE(weak.expired());
+
+  // After the hooks were released, a backward through their node is an error rather than a
+  // gradient computed without them.
+  Tensor y = x + 1;
+  y.register_hook([](const Tensor& g) { return g * 3; });
+  Tensor loss = y.sum();
+  loss.backward();
+  expect_error([&] { loss.backward(); },
+               "the hooks registered on the output of AddBackward0 were released by the first "
+               "backward");
+  // A node whose hooks were all removed has none to release.
+  Tensor z = x + 1;
+  z.remove_hook(z.register_hook([](const Tensor& g) { return g; }));
+  Tensor zs = z.sum();
+  zs.backward();
+  zs.backward();
+}
+
+TEST(Hooks, RemoveHookBreaksTheCycleOfAGraphNeverRunBackward) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  std::weak_ptr<TensorImpl> weak;
+  {
+    Tensor y = x * x;
+    weak = y.impl_ptr();
+    const unsigned h = y.register_hook([y](const Tensor& g) { return g + y.detach(); });
+    y.remove_hook(h);  // the documented case: no backward will run
+  }
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST(Hooks, RemoveHookBreaksTheCycleOfALeafHook) {
+  std::weak_ptr<TensorImpl> weak;
+  {
+    Tensor x = tensor({1.0, 2.0}).requires_grad_();
+    weak = x.impl_ptr();
+    const unsigned h = x.register_hook([x](const Tensor& g) { return g * x.detach(); });
+    (x * 1).sum().backward();
+    expect_values(x.grad(), {1, 2});
+    x.remove_hook(h);
+  }
+  EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,269 @@
+// safetensors, strictly: the header's JSON (a key repeated at any level, anything but spaces
+// after the object, control characters in names), the writer (never a file the reader refuses,
+// every write checked, a failed write leaves the old file) and the reader (the header before
+// the data: /dev/zero, a directory, a pipe).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/ember.h"
+#include "core/safetensors.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+using test::expect_error;
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+SafetensorsFile parse(const std::string& bytes) {
+  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+std::string file_with(const std::string& header, const std::string& data = "") {
+  std::string out(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+const std::string kFour(4, '\0');
+const std::string kEntry = R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+
+TEST(SafetensorsStrict, DuplicateKeysAtEveryLevelAreErrors) {
+  struct Case {
+    const char* what;
+    std::string header;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"dtype twice (the last would win: F64 read as F32)",
+       R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,4],"dtype":"F32"}})",
+       "entry 'a' has the field 'dtype' twice"},
+      {"shape twice", R"({"a":{"dtype":"F32","shape":[2],"shape":[1],"data_offsets":[0,4]}})",
+       "entry 'a' has the field 'shape' twice"},
+      {"data_offsets twice",
+       R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8],"data_offsets":[0,4]}})",
+       "entry 'a' has the field 'data_offsets' twice"},
+      {"metadata key twice", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}," + kEntry + "}",
+       "duplicate key 'k' in __metadata__"},
+      {"__metadata__ twice", "{\"__metadata__\":{},\"__metadata__\":{}," + kEntry + "}",
+       "duplicate tensor name '__metadata__'"},
+      {"tensor name twice", "{" + kEntry + "," + kEntry + "}", "duplicate tensor name 'a'"},
+      // The same key in two different objects is not a duplicate.
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    expect_error([&] { parse(file_with(c.header, kFour)); }, c.error);
+  }
+  // Keys that repeat across objects are fine: two entries both have "dtype", and a metadata key
+  // may be called like a tensor.
+  SafetensorsFile ok = parse(file_with(
+      R"({"__metadata__":{"a":"x","dtype":"y"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      kFour + kFour));
+  EXPECT_EQ(ok.tensors.size(), 2u);
+  EXPECT_EQ(ok.metadata.at("dtype"), "y");
+}
+
+TEST(SafetensorsStrict, OnlySpacesMayFollowTheHeaderObject) {
+  const std::string object = "{" + kEntry + "}";
+  // Spaces are the format's padding.
+  EXPECT_EQ(parse(file_with(object + "        ", kFour)).tensors.size(), 1u);
+  struct Case {
+    const char* what;
+    std::string header;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"NUL then garbage (nlohmann stops at the NUL)", object + std::string("\0garbage{{{", 11),
+       "holds a NUL byte at offset 54"},
+      {"NUL padding", object + std::string(3, '\0'), "holds a NUL byte"},
+      {"newline", object + "\n", "followed only by spaces (0x20)"},
+      {"tab then spaces", object + "\t  ", "followed only by spaces (0x20)"},
+      {"a second object", object + "{}", "one JSON object followed only by spaces"},
+      {"text after", object + " x}", "one JSON object followed only by spaces"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    expect_error([&] { parse(file_with(c.header, kFour)); }, c.error);
+  }
+}
+
+TEST(SafetensorsStrict, TensorNamesAreValidUtf8WithoutControlCharacters) {
+  auto header_named = [](const std::string& json_name) {
+    return "{\"" + json_name + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  };
+  struct Case {
+    const char* what;
+    std::string name;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"escaped NUL", "a\\u0000b", "holds the control character U+0000 at offset 1"},
+      {"escaped newline", "a\\nb", "holds the control character U+000A"},
+      {"escaped DEL", "\\u007f", "holds the control character U+007F"},
+      {"C1 control", "x\\u0085", "holds the control character U+0085"},
+      {"raw invalid UTF-8", "a\xff", "invalid JSON header"},
+      {"empty name", "", "a tensor name is empty"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    expect_error([&] { parse(file_with(header_named(c.name), kFour)); }, c.error);
+  }
+  // Non-ASCII names are fine.
+  SafetensorsFile ok = parse(file_with(header_named("poids.\xc3\xa9t\xc3\xa9"), kFour));
+  EXPECT_EQ(ok.tensors[0].first, "poids.\xc3\xa9t\xc3\xa9");
+
+  // The writer refuses the same names, and text that is not UTF-8 (the JSON writer would throw
+  // its own exception type).
+  expect_error(
+      [] {
+        serialize_safetensors({{std::string("a\0b", 3), ones({1})}});
+      },
+      "holds the control character U+0000");
+  expect_error([] { serialize_safetensors({{"a\tb", ones({1})}}); }, "U+0009");
+  expect_error([] { serialize_safetensors({{"\xc3", ones({1})}}); }, "is not valid UTF-8");
+  expect_error(
+      [] {
+        serialize_safetensors({{"a", ones({1})}}, {{"k", "\xed\xa0\x80"}});
+      },
+      "the metadata value of 'k' is not valid UTF-8");
+  expect_error(
+      [] {
+        serialize_safetensors({{"a", ones({1})}}, {{"\xff", "v"}});
+      },
+      "the metadata key");
+  // Metadata values may hold newlines (they are text, not names).
+  EXPECT_EQ(
+      parse(serialize_safetensors({{"a", ones({1})}}, {{"k", "line\nline"}})).metadata.at("k"),
+      "line\nline");
+}
+
+TEST(SafetensorsStrict, WriterRefusesAHeaderTheReaderWouldRefuse) {
+  // A 101 MB header: the file would be unreadable by Ember and by the Rust crate.
+  const std::string big(101u << 20, 'x');
+  expect_error(
+      [&] {
+        serialize_safetensors({{"a", ones({1})}}, {{"k", big}});
+      },
+      "more than the format's limit of 104857600");
+}
+
+TEST(SafetensorsStrict, WritingToAFullDeviceIsAnError) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  expect_error(
+      [] {
+        save_safetensors({{"a", ones({1000})}}, "/dev/full");
+      },
+      "save_safetensors: writing '/dev/full' failed: No space left on device");
+  // /dev/full is written in place, never replaced by a regular file.
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST(SafetensorsStrict, AFailedWriteLeavesTheOldFile) {
+  // A file size limit makes write() fail part-way (EFBIG) the way a full disk does (ENOSPC).
+  const std::string dir = temp_path("strict_failed_write");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/model.safetensors";
+  save_safetensors({{"good", full({4}, 7.0)}}, path);
+  const std::string good = read_bytes(path);
+
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGXFSZ, &ignore, &old), 0);
+  struct rlimit limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &limit), 0);
+  struct rlimit small = limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string error = test::error_of([&] {
+    save_safetensors({{"big", ones({100000})}}, path);
+  });
+  setrlimit(RLIMIT_FSIZE, &limit);
+  sigaction(SIGXFSZ, &old, nullptr);
+
+  EXPECT_NE(error.find("save_safetensors: writing '" + path + "' failed: File too large"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("the file was not replaced"), std::string::npos) << error;
+  EXPECT_EQ(read_bytes(path), good);
+  // No temporary file is left behind.
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);
+  EXPECT_EQ(load_safetensors(path).tensors[0].second.to_vector<double>()[0], 7.0);
+}
+
+TEST(SafetensorsStrict, WritesThroughASymlinkReplaceTheTarget) {
+  const std::string dir = temp_path("strict_symlink");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  save_safetensors({{"a", ones({1})}}, dir + "/real.safetensors");
+  std::filesystem::create_symlink("real.safetensors", dir + "/link.safetensors");
+  save_safetensors({{"b", full({2}, 3.0)}}, dir + "/link.safetensors");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.safetensors"));
+  EXPECT_EQ(load_safetensors(dir + "/real.safetensors").tensors[0].first, "b");
+  expect_error([&] { save_safetensors({{"a", ones({1})}}, dir); }, "it is a directory");
+  expect_error(
+      [&] {
+        save_safetensors({{"a", ones({1})}}, dir + "/missing/x.safetensors");
+      },
+      "cannot open");
+}
+
+TEST(SafetensorsStrict, ReaderChecksTheHeaderBeforeTheData) {
+  // /dev/zero: an endless stream, refused after its first 8 bytes (a header size of 0).
+  if (access("/dev/zero", R_OK) == 0) {
+    expect_error([] { load_safetensors("/dev/zero"); },
+                 "the header must be a JSON object starting with '{'");
+  }
+  expect_error([] { load_safetensors(::testing::TempDir()); }, "is a directory");
+  // A header larger than the file, before anything else is read.
+  const std::string path = temp_path("strict_short.safetensors");
+  {
+    std::string bytes(8, '\0');
+    const uint64_t n = 1000;
+    std::memcpy(bytes.data(), &n, 8);
+    std::ofstream(path, std::ios::binary) << bytes << "{}";
+  }
+  expect_error([&] { load_safetensors(path); }, "header size 1000 is larger than the file");
+  // A file with more data than its header covers.
+  const std::string extra = temp_path("strict_extra.safetensors");
+  std::ofstream(extra, std::ios::binary) << serialize_safetensors({{"a", ones({1})}}) << "xyz";
+  expect_error([&] { load_safetensors(extra); }, "the file has 7");
+}
+
+TEST(SafetensorsStrict, ReadsFromAPipe) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string bytes = serialize_safetensors({{"a", full({3}, 2.0)}}, {{"k", "v"}});
+  ASSERT_EQ(write(fds[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  close(fds[1]);
+  SafetensorsFile file = load_safetensors("/dev/fd/" + std::to_string(fds[0]));
+  close(fds[0]);
+  EXPECT_EQ(file.metadata.at("k"), "v");
+  test::expect_values(file.tensors.at(0).second, {2, 2, 2});
+}
+
+}  // namespace
+}  // namespace ember
