@@ -3,10 +3,12 @@
 // code that says `using namespace ember;`. Include core/testing.h or core/testing_gtest.h.)
 #pragma once
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
+#include "core/autograd/record.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/record.h"
 #include "core/ordered_dict.h"
 #include "core/repr.h"
 #include "core/tensor.h"
@@ -78,7 +79,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // The computation of the module on one input. Modules that take other arguments declare
   // their own forward (and operator()) instead; this one then throws, like PyTorch's.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x);
 
   // ---- registering what the module owns ----
   // Names must be non-empty, hold no dot, and be new to this module (among its parameters,
@@ -187,6 +188,9 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string to_string() const;
 
  private:
+  friend class ForwardScope;
+  // The dotted name of `module` below this one ("1.att"), or "" when it is not below it.
+  std::string path_to(const Module* module) const;
   void add_submodule(const std::string& name, std::shared_ptr<Module> module);
   void swap_submodule(const std::string& name, std::shared_ptr<Module> module);
   void check_acyclic(const std::string& name, const Module* module, const char* op) const;
@@ -222,6 +226,29 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// The call point that anomaly mode and the profiler need (core/autograd/record.h): while alive,
+// the ops run are recorded as made in this module, under its dotted path from the outermost
+// module being run ("trf_blocks.1.att"). Every Ember module's forward opens one first thing,
+// and so do Module::operator() and ModuleHolder's call; a module of your own that is called
+// through forward() directly may open one too:
+//   Tensor forward(const Tensor& x) override { nn::ForwardScope scope(*this); ... }
+// When no one records it costs one branch; a module already innermost is not pushed twice.
+class ForwardScope {
+ public:
+  explicit ForwardScope(const Module& module) {
+    if (autograd::is_recording()) enter(module);
+  }
+  ~ForwardScope() {
+    if (pushed_) autograd::detail::pop_scope();
+  }
+  ForwardScope(const ForwardScope&) = delete;
+  ForwardScope& operator=(const ForwardScope&) = delete;
+
+ private:
+  void enter(const Module& module);
+  bool pushed_ = false;
+};
 
 // Python's repr of a float, for extra_repr: 0.5 -> "0.5", 0.0 -> "0.0", 1e-5 -> "1e-05".
 using ember::float_repr;  // core/repr.h

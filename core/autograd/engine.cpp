@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/function.h"
 #include "core/log.h"
 #include "core/ops/elementwise.h"
@@ -208,6 +209,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
   }
 
   const bool log_steps = logging::debug_enabled();
+  const bool anomaly = is_anomaly_enabled();  // read once per pass
   while (!ready.empty()) {
     const int slot = ready.back();
     ready.pop_back();
@@ -229,7 +231,19 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       if (!capture) acc->apply(grad);
     } else {
       grad = run_output_hooks(node, grad);
-      input_grads = node->apply(grad);
+      if (!anomaly) {
+        input_grads = node->apply(grad);
+      } else {
+        // Anomaly mode: an error raised by the backward says where its forward ran, and the
+        // results are checked for NaN and infinity.
+        try {
+          input_grads = node->apply(grad);
+        } catch (const Error& e) {
+          fail(e.what(), "\n  (in the backward of ", node->name(),
+               "; forward: ", detail::describe_forward(*node), ")");
+        }
+        detail::check_backward_results(*node, input_grads);
+      }
       if (log_steps) logging::backward_step(node->name(), grad, input_grads);
       if (!retain_graph) node->release_saved();
     }

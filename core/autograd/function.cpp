@@ -159,6 +159,8 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
   output.impl()->requires_grad = true;
   node->output = output.impl_ptr();
   node->output_shape = output.shape();
+  // Anomaly mode and the profiler: where the forward ran (one branch when no one records).
+  if (is_recording()) node->forward_context = capture_forward_context();
 }
 
 }  // namespace detail
