@@ -1,0 +1,113 @@
+// What the files of the GEMM share (internal: include only from core/kernels/gemm*.cpp). The
+// layout and the summation order every path keeps are described once, at the top of
+// core/kernels/gemm.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_GEMM_X86 1
+#endif
+
+namespace ember::kernels::gemm_detail {
+
+// c + a * b: one fused multiply-add for floats; for int64 wrapping on overflow as PyTorch's integer
+// matmul does, computed in uint64 where wrapping is defined (signed overflow is not).
+template <typename T>
+inline T fused(T a, T b, T c) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fma(a, b, c);
+  } else {
+    return static_cast<T>(static_cast<uint64_t>(c) +
+                          static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  }
+}
+
+// Whether this CPU runs AVX-512 (the kernels for it are compiled with function-level target
+// attributes and chosen at run time: the rest of Ember stays x86-64-v3, see CMakeLists.txt).
+inline bool cpu_has_avx512() {
+#ifdef EMBER_GEMM_X86
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
+constexpr int64_t kTinyWork = 4096;                  // multiply-adds: the plain loop is faster
+constexpr int64_t kParallelWork = int64_t{1} << 17;  // multiply-adds before a second thread pays
+
+// One product's operands.
+template <typename T>
+struct Product {
+  int64_t M, N, K;
+  const T* A;
+  int64_t lda_row, lda_col;
+  const T* B;
+  int64_t ldb_row, ldb_col;
+  T* C;
+  int64_t ldc;
+  bool accumulate;
+};
+
+// Per-thread packing buffers, 64-byte aligned, allocated before the parallel region (so an
+// allocation failure is an exception on the calling thread, not inside OpenMP).
+template <typename T>
+struct Workspace {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> memory;
+  int64_t per_thread = 0, a_size = 0;
+
+  Workspace(int threads, int64_t a_elems, int64_t b_elems) {
+    const int64_t align = 64 / sizeof(T);
+    a_size =
+        (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32 (gemm_pack.cpp)
+    per_thread = a_size + (b_elems + align - 1) / align * align;
+    const std::size_t bytes =
+        sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
+    memory.reset(static_cast<T*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
+    if (!memory) throw std::bad_alloc();
+  }
+  T* a(int thread) const { return memory.get() + thread * per_thread; }
+  T* b(int thread) const { return memory.get() + thread * per_thread + a_size; }
+};
+
+// A row of a partial tile (n <= a tile's width) copied by a call to memcpy. Inlined, GCC 12
+// expands these copies of unknown length into `rep movsq`, whose start-up costs tens of cycles:
+// in the book-size attention (6 x 6 scores, head size 3) that was half of gemm_packed_b's time.
+template <typename T>
+[[gnu::noinline]] void copy_partial_row(T* dst, const T* src, int64_t n) {
+  std::memcpy(dst, src, sizeof(T) * static_cast<std::size_t>(n));
+}
+
+// Packing (core/kernels/gemm_pack.cpp), for T = float, double, int64_t.
+// A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
+template <typename T>
+void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
+            T* out);
+// B[p0:p0+kc, j0:j0+nc] as ceil(nc / NR) panels of kc x NR (columns past nc are zeros).
+template <typename T>
+void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
+            T* out);
+
+#ifdef EMBER_GEMM_X86
+// The skinny path (core/kernels/gemm_skinny.cpp): gemm_batched for float products with
+// 1 <= M <= kSkinnyRows (and K >= 1), B read in place.
+constexpr int64_t kSkinnyRows = 16;  // the most rows of A this path takes (two registers of 8)
+void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                        int64_t a_bs, int64_t lda_row, int64_t lda_col, const float* B,
+                        int64_t b_bs, int64_t ldb_row, int64_t ldb_col, float* C, int64_t c_bs,
+                        int64_t ldc, bool accumulate);
+#endif
+
+}  // namespace ember::kernels::gemm_detail

@@ -1,0 +1,197 @@
+// Packing for the blocked GEMM (core/kernels/gemm.cpp) and for gemm_packed_b's panels: blocks
+// of A and B copied into the order the micro-kernels read them, through both strides of the
+// source, so a transposed operand costs no extra pass. Packing moves values and adds zeros; it
+// computes nothing, so it cannot change a bit of the result (the contract at the top of
+// core/kernels/gemm.cpp).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "core/kernels/gemm_internal.h"
+
+namespace ember::kernels::gemm_detail {
+
+namespace {
+
+#ifdef EMBER_GEMM_X86
+// Rows r[0..7] of an 8 x 8 block of floats become its columns (r[i] = column i).
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// A full panel of NR columns of a B whose columns are contiguous (B = W^T, ldb_row == 1):
+// out[p * NR + j] = b[j * ldb_col + p], 8 x 8 blocks transposed in registers. Returns the
+// number of rows p done (a multiple of 8); the caller finishes the rest.
+int64_t pack_b_columns_f32(const float* b, int64_t ldb_col, int64_t kc, int64_t NR, float* out) {
+  const int64_t whole = kc - kc % 8;
+  for (int64_t p = 0; p < whole; p += 8) {
+    for (int64_t j0 = 0; j0 < NR; j0 += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(b + (j0 + j) * ldb_col + p);
+      transpose8(r);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * NR + j0, r[q]);
+    }
+  }
+  return whole;
+}
+
+// A full panel of 6 rows of a row-major A (lda_col == 1): out[p * 6 + r] = a[r * lda_row + p].
+// Each 8-float store also writes 2 floats past its 6, which the next store (or the caller's
+// tail, or the next panel) overwrites: the buffer has slack for the last one.
+int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out) {
+  const int64_t whole = kc - kc % 8;
+  for (int64_t p = 0; p < whole; p += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 6; ++i) r[i] = _mm256_loadu_ps(a + i * lda_row + p);
+    r[6] = r[7] = _mm256_setzero_ps();
+    transpose8(r);
+    for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 6, r[q]);
+  }
+  return whole;
+}
+#endif
+
+// dst[0:n] = src[0:n] for the widths of a panel row (6, 8, 16, 32): inlined moves, not a call.
+template <typename T>
+inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
+  switch (n) {
+    case 6:
+      std::copy_n(src, 6, dst);
+      return;
+    case 8:
+      std::copy_n(src, 8, dst);
+      return;
+    case 16:
+      std::copy_n(src, 16, dst);
+      return;
+    case 32:
+      std::copy_n(src, 32, dst);
+      return;
+    default:
+      std::copy_n(src, n, dst);
+  }
+}
+
+// kc stored lines of `len` contiguous values (line p at src + p * stride) as ceil(len / width)
+// panels of kc x width, columns past len zeros: each line is read once, in order (a stream the
+// hardware prefetcher follows), its width-long pieces going to their panels. Walking panel by
+// panel instead read the lines down a column of cache lines a stride apart, and stalled on every
+// one. For a row-major B (lines are rows of B) and an A^T (lines are columns of A).
+template <typename T>
+void pack_lines(const T* src, int64_t stride, int64_t kc, int64_t len, int64_t width, T* out) {
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* line = src + p * stride;
+    for (int64_t j = 0; j < len; j += width) {
+      const int64_t n = std::min(width, len - j);
+      T* dst = out + j * kc + p * width;  // panel j / width, row p
+      if (n == width) {
+        copy_row(dst, line + j, width);
+      } else {
+        std::memcpy(dst, line + j, sizeof(T) * n);
+        std::fill(dst + n, dst + width, T(0));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
+template <typename T>
+void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
+            T* out) {
+  if (op.lda_row == 1 && op.lda_col > 1) {  // A^T: columns of A contiguous
+    pack_lines(op.A + i0 + p0 * op.lda_col, op.lda_col, kc, mc, MR, out);
+    return;
+  }
+  for (int64_t ir = 0; ir < mc; ir += MR, out += kc * MR) {
+    const int64_t rows = std::min(MR, mc - ir);
+    const T* a = op.A + (i0 + ir) * op.lda_row + p0 * op.lda_col;
+    int64_t done = 0;  // rows p already packed by a SIMD path
+#ifdef EMBER_GEMM_X86
+    if constexpr (std::is_same_v<T, float>) {
+      if (op.lda_col == 1 && MR == 6 && rows == 6) done = pack_a_rows_f32(a, op.lda_row, kc, out);
+    }
+#endif
+    if (op.lda_col <= op.lda_row) {  // rows of A contiguous (or closer): walk along k per row
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = a + r * op.lda_row;
+        for (int64_t p = done; p < kc; ++p) out[p * MR + r] = src[p * op.lda_col];
+      }
+    } else {  // columns of A closer than its rows: walk along rows per k
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = a + p * op.lda_col;
+        for (int64_t r = 0; r < rows; ++r) out[p * MR + r] = src[r * op.lda_row];
+      }
+    }
+    if (rows < MR) {
+      for (int64_t p = 0; p < kc; ++p) std::fill(out + p * MR + rows, out + (p + 1) * MR, T(0));
+    }
+  }
+}
+
+// B[p0:p0+kc, j0:j0+nc] as ceil(nc / NR) panels of kc x NR (columns past nc are zeros).
+template <typename T>
+void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
+            T* out) {
+  if (op.ldb_col == 1) {  // rows of B contiguous
+    pack_lines(op.B + p0 * op.ldb_row + j0, op.ldb_row, kc, nc, NR, out);
+    return;
+  }
+  for (int64_t jr = 0; jr < nc; jr += NR, out += kc * NR) {
+    const int64_t cols = std::min(NR, nc - jr);
+    const T* b = op.B + p0 * op.ldb_row + (j0 + jr) * op.ldb_col;
+    if (op.ldb_row <= op.ldb_col) {  // B transposed (W^T): walk down each column
+      int64_t done = 0;              // rows p already packed by a SIMD path
+#ifdef EMBER_GEMM_X86
+      if constexpr (std::is_same_v<T, float>) {
+        if (op.ldb_row == 1 && cols == NR && NR % 8 == 0) {
+          done = pack_b_columns_f32(b, op.ldb_col, kc, NR, out);
+        }
+      }
+#endif
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* src = b + j * op.ldb_col;
+        for (int64_t p = done; p < kc; ++p) out[p * NR + j] = src[p * op.ldb_row];
+      }
+      if (cols < NR) {
+        for (int64_t p = 0; p < kc; ++p) std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int64_t j = 0; j < cols; ++j) out[p * NR + j] = b[p * op.ldb_row + j * op.ldb_col];
+        std::fill(out + p * NR + cols, out + (p + 1) * NR, T(0));
+      }
+    }
+  }
+}
+
+#define EMBER_INSTANTIATE_PACK(T)                                                              \
+  template void pack_a<T>(const Product<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, T*); \
+  template void pack_b<T>(const Product<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, T*);
+EMBER_INSTANTIATE_PACK(float)
+EMBER_INSTANTIATE_PACK(double)
+EMBER_INSTANTIATE_PACK(int64_t)
+#undef EMBER_INSTANTIATE_PACK
+
+}  // namespace ember::kernels::gemm_detail

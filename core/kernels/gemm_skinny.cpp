@@ -1,0 +1,329 @@
+// The skinny path of gemm_batched: float products with at most 16 rows of A, B read in place.
+// (Summation order: the contract at the top of core/kernels/gemm.cpp.)
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/kernels/gemm_internal.h"
+#include "core/kernels/parallel_for.h"
+#include "core/parallel.h"
+
+#ifdef EMBER_GEMM_X86
+namespace ember::kernels::gemm_detail {
+
+namespace {
+
+// ---- skinny products: a few rows of A (M <= 16), B read in place ----
+//
+// A linear layer at decode time multiplies a handful of rows of activations by a weight read
+// as W^T, W [N, K] row-major: the GPT's out_head is 8 x 50257 x 768, 154 MB of weights for
+// 0.3 GFLOP. The product is bound by reading W from memory once; packing W into panels first
+// (what the blocked path of core/kernels/gemm.cpp does) would be a second pass over it, and at M <=
+// 16 there are too few rows of A for a panel to be reused.
+//
+// So here the lanes of a SIMD register run down the rows of C instead of along them. A is
+// packed once by columns (8 or 16 floats per k, rows past M zero; M x K is small), and for a
+// block of NJ columns of C:
+//
+//   acc[j] = C[0:8R, j]                                (R registers of 8 rows; 0 or C)
+//   for k = 0 .. K-1:
+//     a = A[0:8R, k]                                   (R aligned loads of the packed column)
+//     for j in the block:  acc[j] = fma(a, broadcast(B[k, j]), acc[j])
+//
+// Each lane of acc[j] is one C[i, j] and sees one fma per k, in increasing k: the summation
+// order of the contract (top of core/kernels/gemm.cpp), so the result is the reference loop's bit
+// for bit. B[k, j] is a scalar broadcast straight from memory through both strides, so W^T (ldb_row
+// = 1: the block walks along NJ rows of W, each a contiguous stream) and a plain B (ldb_col = 1)
+// need neither packing nor a transpose. The whole depth K runs in registers: each C[i, j] is read
+// and written once. Per k: R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
+// accumulators, enough independent chains to cover the fma latency).
+//
+// The cost is one broadcast and (at M <= 8) one fma per element of W. Measured on the shared
+// 2-core Zen 3 VM this was written on (noisy): ~1.5-2 G elements of W per second inside gemm
+// (6-8 GB/s), 2.5-3.3 G/s for the bare loop on a block of W in L2, while one core streams
+// ~16 GB/s from memory; so the out_head shape is not at the memory bound yet, and where the
+// rest goes is not established. Software prefetching of the NJ streams of W measured no gain
+// there; a prototype reading W in 8 x 4 blocks transposed in registers, with A pre-broadcast as
+// the fmas' memory operands, ran slower than this loop.
+//
+// On a 2-core Xeon VM with AVX-512 (one core streams ~11 GB/s), the same loop read W at ~8 GB/s,
+// and prefetching the next tile's NJ rows of W into L2 while this tile runs (one line per row
+// for every 16 k, _MM_HINT_T1) brought a stand-alone copy of the loop to ~11.6 GB/s, the
+// streaming rate: the hardware prefetcher does not start the next rows' streams early enough
+// by itself. In gemm, the out_head shape went from 35.7 to 60 GFLOP/s (bench_gemm, W in the
+// VM's large L3) and the 124M GPT's forward from 62 to 51 ms. So the W^T kernel prefetches.
+//
+// Threads split N into blocks of whole column groups: a column's chain never depends on the
+// split, so 1 and 2 threads give the same bits.
+
+// C^T tile of NJ columns and 8R rows: t[j * 8R + i] holds C[i, j] on entry and on exit. a is
+// A packed by columns (a[k * 8R + i] = A[i, k]), 32-byte aligned; B[k, j] is at
+// b[k * bk + j * bj], with bk == 1 when kColumnsContiguous (B = W^T: column j is row j of W).
+template <int R, int NJ, bool kColumnsContiguous>
+void skinny_kernel_f32(int64_t K, const float* a, const float* b, int64_t bk, int64_t bj,
+                       float* t) {
+  const int64_t step = kColumnsContiguous ? 1 : bk;
+  __m256 acc[NJ][R];
+  const float* col[NJ];  // B[0, j] for each column of the block
+#pragma GCC unroll 8
+  for (int j = 0; j < NJ; ++j) {
+    col[j] = b + j * bj;
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[j][r] = _mm256_loadu_ps(t + (j * R + r) * 8);
+  }
+  for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    if constexpr (kColumnsContiguous) {
+      // The next tile's rows of W, one line (16 floats) per row for each 16 k of this one: in
+      // L2 by the time it starts (see the note above skinny_kernel_f32).
+#pragma GCC unroll 8
+      for (int j = 0; j < NJ; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(col[j] + NJ * bj + k0), _MM_HINT_T1);
+    }
+    const int64_t k1 = std::min(K, k0 + 16);
+    for (int64_t k = k0; k < k1; ++k) {
+      __m256 av[R];
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
+#pragma GCC unroll 8
+      for (int j = 0; j < NJ; ++j) {
+        const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NJ; ++j) {
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(t + (j * R + r) * 8, acc[j][r]);
+  }
+}
+
+// The tile of NJ columns, with B's layout chosen at compile time.
+template <int R, int NJ>
+void skinny_tile_f32(int64_t K, const float* a, const float* b, int64_t ldb_row, int64_t ldb_col,
+                     float* t) {
+  if (ldb_row == 1) {
+    skinny_kernel_f32<R, NJ, true>(K, a, b, 1, ldb_col, t);
+  } else {
+    skinny_kernel_f32<R, NJ, false>(K, a, b, ldb_row, ldb_col, t);
+  }
+}
+
+// Rows 8 .. 8 + NT - 1 of C (M = 9..12, B = W^T, so column j of B is row j of W), for G tiles
+// of eight columns: out[t * ldo + 8g + j] holds C[8 + t, 8g + j], read and written. The main
+// kernel has just streamed these rows of W (8 x K floats per tile: 24 KB at K = 768, still in
+// L1 or L2); here they are read again as 8 x 8 blocks and transposed in registers, so that lane
+// j holds W[j, k] = B[k, j] and one fma per k updates eight columns of a tail row:
+//
+//   for k in steps of 8:   v[u] = (B[k + u, 0], ..., B[k + u, 7])        (8 loads, 24 shuffles)
+//     for u = 0..7, t:     acc[t] = fma(A[8 + t, k + u], v[u], acc[t])
+//
+// Each C[8 + t, j] still sees one fma per k, in increasing k (the contract's order), at one fma
+// per eight elements of W and tail row, instead of the second register of a 16-row tile (one
+// fma per element of W, for rows that are mostly padding). An accumulator's fmas form one chain
+// (4 cycles each), so NT x G chains run side by side. at holds the tail rows of A row-major:
+// at[t * K + k] = A[8 + t, k].
+template <int NT, int G>
+void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, float* out,
+                     int64_t ldo) {
+  __m256 acc[G][NT];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_loadu_ps(out + t * ldo + g * 8);
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const float* w = b + g * 8 * bj + k;
+      __m256 r[8], p[8], q[8], v[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(w + j * bj);
+        // 8 x 8 transpose: pairs of rows interleaved, then quads, then 128-bit halves exchanged.
+#pragma GCC unroll 4
+      for (int j = 0; j < 8; j += 2) {
+        p[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);      // columns 0 1 | 4 5 of rows j, j + 1
+        p[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);  // columns 2 3 | 6 7
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 8; h += 4) {
+        q[h] = _mm256_shuffle_ps(p[h], p[h + 2], 0x44);          // column 0 | 4 of rows h..h+3
+        q[h + 1] = _mm256_shuffle_ps(p[h], p[h + 2], 0xEE);      // 1 | 5
+        q[h + 2] = _mm256_shuffle_ps(p[h + 1], p[h + 3], 0x44);  // 2 | 6
+        q[h + 3] = _mm256_shuffle_ps(p[h + 1], p[h + 3], 0xEE);  // 3 | 7
+      }
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        v[u] = _mm256_permute2f128_ps(q[u], q[u + 4], 0x20);
+        v[u + 4] = _mm256_permute2f128_ps(q[u], q[u + 4], 0x31);
+      }
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) {
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; ++t) {
+          acc[g][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(at + t * K + k + u), v[u], acc[g][t]);
+        }
+      }
+    }
+  }
+  for (; k < K; ++k) {
+    for (int g = 0; g < G; ++g) {
+      const float* w = b + g * 8 * bj + k;
+      const __m256 v = _mm256_setr_ps(w[0], w[bj], w[2 * bj], w[3 * bj], w[4 * bj], w[5 * bj],
+                                      w[6 * bj], w[7 * bj]);
+      for (int t = 0; t < NT; ++t) {
+        acc[g][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(at + t * K + k), v, acc[g][t]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo + g * 8, acc[g][t]);
+}
+
+constexpr int kSkinnyTailRows = 4;   // M = 9..12 with B = W^T: eight rows in lanes plus a tail
+constexpr int kSkinnyTailTiles = 4;  // tiles whose tail rows are computed together
+
+// The tail rows for `tiles` (1..4) tiles of eight columns from b: four chains at a time.
+void skinny_tail_tiles_f32(int nt, int tiles, int64_t K, const float* at, const float* b,
+                           int64_t bj, float* out, int64_t ldo) {
+  for (int g = 0; g < tiles;) {
+    const float* bg = b + g * 8 * bj;
+    float* og = out + g * 8;
+    if (nt == 1 && tiles - g >= 4) {
+      skinny_tail_f32<1, 4>(K, at, bg, bj, og, ldo);
+      g += 4;
+    } else if (nt == 2 && tiles - g >= 2) {
+      skinny_tail_f32<2, 2>(K, at, bg, bj, og, ldo);
+      g += 2;
+    } else {
+      switch (nt) {
+        case 1:
+          skinny_tail_f32<1, 1>(K, at, bg, bj, og, ldo);
+          break;
+        case 2:
+          skinny_tail_f32<2, 1>(K, at, bg, bj, og, ldo);
+          break;
+        case 3:
+          skinny_tail_f32<3, 1>(K, at, bg, bj, og, ldo);
+          break;
+        default:
+          skinny_tail_f32<4, 1>(K, at, bg, bj, og, ldo);
+          break;
+      }
+      g += 1;
+    }
+  }
+}
+
+// C[0:M, j0:j1] (+)= A @ B[:, j0:j1] with A packed by columns in a (8R rows per k): blocks of
+// 8 / R columns, then single columns for the tail. C goes through a small transposed copy t,
+// the only place that knows M (padded rows of the tile are computed and dropped). With R = 1
+// and M > 8 (B = W^T only), rows 8.. come from skinny_tail_tiles_f32 after every few tiles
+// (while their rows of W are still in cache), their A rows in at; a single column's from a
+// plain fma loop.
+template <int R>
+void skinny_columns_f32(int64_t M, int64_t K, const float* a, const float* at, const float* B,
+                        int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
+                        int64_t j0, int64_t j1) {
+  constexpr int NJ = 8 / R, kRows = 8 * R;
+  const int nt = R == 1 && M > 8 ? static_cast<int>(M - 8) : 0;
+  constexpr int64_t kChunk = kSkinnyTailTiles * 8;
+  alignas(32) float t[NJ * kRows];
+  alignas(32) float tail[kSkinnyTailRows * kChunk];
+  for (int64_t chunk = j0; chunk < j1; chunk += kChunk) {
+    const int64_t chunk_end = std::min(j1, chunk + kChunk);
+    int tiles = 0;  // full tiles of this chunk, from its first column on
+    for (int64_t j = chunk; j < chunk_end;) {
+      const int64_t nj = chunk_end - j >= NJ ? NJ : 1;
+      for (int64_t jj = 0; jj < nj; ++jj) {
+        for (int64_t i = 0; i < kRows; ++i) {
+          t[jj * kRows + i] = accumulate && i < M ? C[i * ldc + j + jj] : 0.0f;
+        }
+      }
+      const float* b = B + j * ldb_col;
+      if (nj == NJ) {
+        skinny_tile_f32<R, NJ>(K, a, b, ldb_row, ldb_col, t);
+        if (nt > 0) ++tiles;
+      } else {
+        skinny_tile_f32<R, 1>(K, a, b, ldb_row, ldb_col, t);
+      }
+      for (int64_t jj = 0; jj < nj; ++jj) {
+        for (int64_t i = 0; i < std::min<int64_t>(M, kRows); ++i) {
+          C[i * ldc + j + jj] = t[jj * kRows + i];
+        }
+      }
+      if (nt > 0 && nj == 1) {  // a single column's tail rows (B = W^T: b[k] = B[k, j])
+        for (int r = 0; r < nt; ++r) {
+          float* c = C + (8 + r) * ldc + j;
+          float sum = accumulate ? c[0] : 0.0f;
+          for (int64_t k = 0; k < K; ++k) sum = std::fma(at[r * K + k], b[k], sum);
+          c[0] = sum;
+        }
+      }
+      j += nj;
+    }
+    if (tiles > 0) {  // the chunk's full tiles come first in it
+      const int64_t cols = int64_t{tiles} * 8;
+      for (int r = 0; r < nt; ++r) {
+        for (int64_t jj = 0; jj < cols; ++jj) {
+          tail[r * kChunk + jj] = accumulate ? C[(8 + r) * ldc + chunk + jj] : 0.0f;
+        }
+      }
+      skinny_tail_tiles_f32(nt, tiles, K, at, B + chunk * ldb_col, ldb_col, tail, kChunk);
+      for (int r = 0; r < nt; ++r) std::copy_n(tail + r * kChunk, cols, C + (8 + r) * ldc + chunk);
+    }
+  }
+}
+
+}  // namespace
+
+// gemm_batched for float products with 1 <= M <= kSkinnyRows (and K >= 1): threads share out
+// whole products when the batch divides evenly, else cut each product along N.
+void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                        int64_t a_bs, int64_t lda_row, int64_t lda_col, const float* B,
+                        int64_t b_bs, int64_t ldb_row, int64_t ldb_col, float* C, int64_t c_bs,
+                        int64_t ldc, bool accumulate) {
+  // Up to 8 rows: one register of rows. 9..12 rows of a product with W^T: the same, plus
+  // skinny_tail_f32 for the rest. Else two registers of rows (R = 2).
+  const bool tail = M > 8 && M <= 8 + kSkinnyTailRows && ldb_row == 1;
+  const int R = M > 8 && !tail ? 2 : 1;
+  const int64_t rows = 8 * R, group = 8 / R;  // rows of packed A, columns per tile
+  const int64_t tail_rows = tail ? M - 8 : 0;
+  const int64_t work = batch * M * N * K;
+  int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
+  const int64_t groups = (N + group - 1) / group;
+  int64_t pieces = 1;
+  if (threads > 1 && batch % threads != 0) pieces = std::min<int64_t>(threads, groups);
+  const int64_t tasks = batch * pieces;
+  threads = static_cast<int>(std::min<int64_t>(threads, tasks));
+  const int64_t piece_n = (groups + pieces - 1) / pieces * group;
+  const Workspace<float> ws(threads, K * (rows + tail_rows), 0);
+
+  parallel_for(tasks, threads, [&](int64_t task, int thread) {
+    const int64_t b = task / pieces, piece = task % pieces;
+    const int64_t j0 = std::min(N, piece * piece_n), j1 = std::min(N, j0 + piece_n);
+    if (j0 >= j1) return;
+    float* a = ws.a(thread);
+    const float* src = A + b * a_bs;
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t i = 0; i < rows; ++i) {
+        a[k * rows + i] = i < M ? src[i * lda_row + k * lda_col] : 0.0f;
+      }
+    }
+    float* at = a + K * rows;  // the tail rows, row-major
+    for (int64_t r = 0; r < tail_rows; ++r) {
+      for (int64_t k = 0; k < K; ++k) at[r * K + k] = src[(8 + r) * lda_row + k * lda_col];
+    }
+    if (R == 1) {
+      skinny_columns_f32<1>(M, K, a, at, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc,
+                            accumulate, j0, j1);
+    } else {
+      skinny_columns_f32<2>(M, K, a, at, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc,
+                            accumulate, j0, j1);
+    }
+  });
+}
+
+}  // namespace ember::kernels::gemm_detail
+#endif
