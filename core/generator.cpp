@@ -1,5 +1,5 @@
-// PyTorch 1.13's CPU generator and its sampling kernels; see generator.h and
-// /work/shared/reference/pytorch_rng.md ("the doc").
+// PyTorch 1.13's CPU generator and its sampling kernels; see core/generator.h, which names "the
+// doc" (the notes on PyTorch's RNG whose § numbers appear below).
 //
 // Like every file (see CMakeLists.txt), this one is compiled with -ffp-contract=off: PyTorch's x86
 // build lets GCC fuse some multiply-adds, and which ones matters to the last bit. Every fusion

@@ -1,6 +1,7 @@
 // ember::Generator: PyTorch 1.13's CPU random number generator, reproduced bit for bit.
 //
-// The specification is /work/shared/reference/pytorch_rng.md ("the doc" below). In short:
+// The specification is the project's notes on PyTorch's RNG, pytorch_rng.md ("the doc" below;
+// kept outside this repository, its sections are the § numbers). In short:
 //   - the engine is the standard MT19937, seeded with the low 32 bits of the seed (§1.1, §1.2);
 //   - random() is one 32-bit output, random64() is two of them, high word first (§1.3);
 //   - the serial normal path caches the second Box-Muller value in the generator (§1.4, §3.2).

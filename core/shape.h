@@ -34,6 +34,28 @@ int64_t storage_nbytes(const Shape& shape, int64_t element_size, const char* op)
 // Row-major strides: the last dimension moves fastest.
 Shape contiguous_strides(const Shape& shape);
 
+// True when `strides` walk `shape` in row-major order without gaps (size-1 dims ignored).
+// An empty tensor addresses nothing and counts as row-major (PyTorch: contiguous), and the
+// running product wraps as in contiguous_strides, never overflowing (an empty tensor's other
+// dims may be huge: [0, 2^61, 25]).
+inline bool is_row_major(const Shape& shape, const Shape& strides) {
+  for (int64_t s : shape)
+    if (s == 0) return true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    if (__builtin_mul_overflow(expected, shape[d], &expected)) return false;
+  }
+  return true;
+}
+
+// Whether two indices of `shape` reach one element through `strides` (an expand()ed view: a
+// write into it would depend on the order of the writes). core/overlap.h has the Tensor forms.
+bool has_internal_overlap(const Shape& shape, const Shape& strides);
+// An Error naming `op` if has_internal_overlap(shape, strides).
+void check_no_internal_overlap(const Shape& shape, const Shape& strides, const char* op);
+
 // Turns a possibly negative dim into [0, ndim); throws naming `op` when out of range.
 // PyTorch's message: "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

@@ -29,7 +29,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
-#include "examples/svg.h"
+#include "examples/common/svg.h"
 #include "nn/attention.h"
 
 using namespace ember;

@@ -3,7 +3,7 @@
 //
 // Each section heading names the book's section; each `// cell [N]` comment names the notebook
 // cell (ch03.ipynb, exercise-solutions.ipynb) whose Python the lines below it translate.
-// tests/nn/test_ch03_example.cpp runs this program and compares its output with the book's.
+// tests/examples/test_ch03_example.cpp runs this program and compares its output with the book's.
 #include <charconv>
 #include <cmath>
 #include <iostream>

@@ -30,8 +30,8 @@
 
 #include "core/ember.h"
 #include "core/parallel.h"
-#include "examples/svg.h"
-#include "examples/training.h"
+#include "examples/common/svg.h"
+#include "examples/common/training.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "optim/checkpoint.h"
@@ -92,19 +92,20 @@ struct Vocabulary {
   }
 };
 
-struct Settings {
+// The flags of every training program (examples/common/training.h), and this one's own.
+struct Settings : examples::TrainingFlags {
+  Settings() {
+    steps = 600;
+    batch = 16;
+    threads = 1;
+    out = "train_chars_out";
+    print_every = 50;
+  }
   std::string text_file;
-  uint64_t seed = 123;
-  int64_t steps = 600;
-  double lr = 3e-3;
-  int64_t batch = 16;
-  int threads = 1;
-  std::string out = "train_chars_out";
   std::string resume;
   int64_t stop_at = 0;
   int64_t context = 32;
   int64_t sample_every = 200;
-  int64_t print_every = 50;
   double temperature = 0.8;
   int64_t top_k = 10;
 };
@@ -115,22 +116,8 @@ int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_chars: a character-level GPT on any text file"};
   app.add_option("text", s.text_file, "a text file (default: a corpus the program writes)");
-  app.add_option("--seed", s.seed, "random seed (weights, batches, dropout)")
-      ->capture_default_str();
-  app.add_option("--steps", s.steps, "train up to this step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", s.lr, "peak learning rate (AdamW, warmup then cosine decay)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch", s.batch, "sequences per step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", s.threads, "threads for the kernels (ember::set_num_threads)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--out", s.out, "directory for loss.svg and the checkpoint")
-      ->capture_default_str();
+  s.add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
+           "directory for loss.svg and the checkpoint");
   app.add_option("--resume", s.resume, "continue from this checkpoint");
   app.add_option("--stop-at", s.stop_at, "stop (and save) after this step, as if interrupted")
       ->check(CLI::PositiveNumber);
@@ -140,10 +127,7 @@ int main(int argc, char** argv) {
   app.add_option("--sample-every", s.sample_every, "steps between samples")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--print-every", s.print_every,
-                 "steps between progress lines when stdout is not a terminal")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  s.add_print_every(app);
   app.add_option("--temperature", s.temperature, "sampling temperature (0: greedy)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -151,9 +135,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-
-  set_num_threads(s.threads);
-  std::filesystem::create_directories(s.out);
+  s.apply();
   std::string text;
   if (s.text_file.empty()) {
     text = default_corpus();
@@ -186,8 +168,7 @@ int main(int argc, char** argv) {
   cfg.qkv_bias = false;
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
-  int64_t numel = 0;
-  for (const Tensor& p : model.parameters()) numel += p.numel();
+  const int64_t numel = examples::parameter_count(model);
   std::printf(
       "train_chars: %zu characters (%s), vocabulary %lld | GPTModel(context %lld, emb "
       "%lld, %lld heads, %lld layers): %lld parameters\n",
@@ -198,13 +179,7 @@ int main(int argc, char** argv) {
 
   optim::AdamW opt(model.parameters(),
                    optim::AdamWOptions(s.lr).betas({0.9, 0.95}).weight_decay(0.1));
-  const int64_t total = s.steps, warmup = std::max<int64_t>(1, s.steps / 20);
-  optim::LambdaLR schedule(opt, [total, warmup](int64_t step) {
-    if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
-    const double t = static_cast<double>(step - warmup) /
-                     static_cast<double>(std::max<int64_t>(1, total - warmup));
-    return 0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979323846 * std::min(1.0, t)));
-  });
+  optim::LambdaLR schedule(opt, examples::warmup_cosine(s.steps));
 
   int64_t start = 0;
   if (!s.resume.empty()) {
@@ -261,13 +236,8 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(s.seed * 1000003 + static_cast<uint64_t>(step));
     manual_seed(s.seed * 7919 + static_cast<uint64_t>(step));
     auto [x, y] = make_batch(rng, s.batch, 0, split);
-    Tensor loss = F::cross_entropy(model.forward(x).flatten(0, 1), y);
-    opt.zero_grad();
-    loss.backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
-    opt.step();
-    schedule.step();
-    loss_value = loss.item();
+    loss_value = examples::optimizer_step(F::cross_entropy(model.forward(x).flatten(0, 1), y),
+                                          model.parameters(), opt, schedule);
     history.train_steps.push_back(static_cast<double>(step));
     history.train_loss.push_back(loss_value);
     if (step % s.print_every == 0 || step == last) {

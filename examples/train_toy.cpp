@@ -13,7 +13,7 @@
 //   target   tokens[1 .. 2n]     the loss counts only the n positions that predict the output
 // Held-out sequences (the validation set) never appear in training.
 //
-//   build/release/bin/train_toy                      # defaults: about half a minute on 2 cores
+//   build/release/bin/train_toy                      # defaults: about 4 s of CPU (one thread)
 //   build/release/bin/train_toy --steps 300 --out /tmp/toy
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -28,8 +28,8 @@
 
 #include "core/ember.h"
 #include "core/parallel.h"
-#include "examples/svg.h"
-#include "examples/training.h"
+#include "examples/common/svg.h"
+#include "examples/common/training.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "optim/optim.h"
@@ -40,16 +40,17 @@ namespace svg = ember::examples::svg;
 
 namespace {
 
-struct Settings {
-  uint64_t seed = 123;
-  int64_t steps = 200;
-  double lr = 3e-3;
-  int64_t batch = 32;
-  int threads = 1;  // the matrices are small: one thread wastes least on a shared machine
-  std::string out = "train_toy_out";
+// The flags of every training program (examples/common/training.h), and this one's own.
+struct Settings : examples::TrainingFlags {
+  Settings() {
+    steps = 200;
+    batch = 32;
+    threads = 1;  // the matrices are small: one thread wastes least on a shared machine
+    out = "train_toy_out";
+    print_every = 25;
+  }
   int64_t digits = 8;
   int64_t eval_every = 25;
-  int64_t print_every = 25;
 };
 
 constexpr int64_t kSep = 10;  // the separator token, printed as ">"
@@ -227,35 +228,17 @@ std::string digits_text(const int64_t* d, int64_t n) {
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_toy: a small GPT learns to reverse digits; watch its attention learn"};
-  app.add_option("--seed", s.seed, "random seed (weights, data)")->capture_default_str();
-  app.add_option("--steps", s.steps, "training steps")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", s.lr, "peak learning rate (AdamW, warmup then cosine decay)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch", s.batch, "sequences per step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--threads", s.threads, "threads for the kernels (ember::set_num_threads)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--out", s.out, "directory for loss.svg, attention.svg, the checkpoint")
-      ->capture_default_str();
+  s.add_to(app, "random seed (weights, data)", "training steps",
+           "directory for loss.svg, attention.svg, the checkpoint");
   app.add_option("--digits", s.digits, "digits per sequence")
       ->capture_default_str()
       ->check(CLI::Range(2, 16));
   app.add_option("--eval-every", s.eval_every, "steps between held-out evaluations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--print-every", s.print_every,
-                 "steps between progress lines when stdout is not a terminal")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  s.add_print_every(app);
   CLI11_PARSE(app, argc, argv);
-
-  set_num_threads(s.threads);
-  std::filesystem::create_directories(s.out);
+  s.apply();
   const int64_t n = s.digits;
   ReverseTask task(n, s.seed);
 
@@ -269,8 +252,7 @@ int main(int argc, char** argv) {
   cfg.qkv_bias = false;
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
-  int64_t numel = 0;
-  for (const Tensor& p : model.parameters()) numel += p.numel();
+  const int64_t numel = examples::parameter_count(model);
   std::printf(
       "train_toy: reverse %lld digits | GPTModel(vocab %lld, context %lld, emb %lld, "
       "%lld heads, %lld layers): %lld parameters | batch %lld, lr %g, %d threads\n",
@@ -280,13 +262,7 @@ int main(int argc, char** argv) {
       static_cast<long long>(numel), static_cast<long long>(s.batch), s.lr, s.threads);
 
   optim::AdamW opt(model.parameters(), optim::AdamWOptions(s.lr).weight_decay(0.01));
-  const int64_t warmup = std::max<int64_t>(1, s.steps / 20);
-  optim::LambdaLR schedule(opt, [&](int64_t step) {
-    if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
-    const double t = static_cast<double>(step - warmup) /
-                     static_cast<double>(std::max<int64_t>(1, s.steps - warmup));
-    return 0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979323846 * std::min(1.0, t)));
-  });
+  optim::LambdaLR schedule(opt, examples::warmup_cosine(s.steps));
 
   // The example whose attention we watch: the first held-out sequence.
   const std::vector<int64_t> watched(task.heldout_digits().begin(),
@@ -310,13 +286,8 @@ int main(int argc, char** argv) {
   for (int64_t step = 1; step <= s.steps; ++step) {
     auto [x, y] = task.batch(task.train_digits(s.batch));
     Tensor logits = output_logits(model, x, n);
-    Tensor loss = F::cross_entropy(logits, y);
-    opt.zero_grad();
-    loss.backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
-    opt.step();
-    schedule.step();
-    train_loss = loss.item();
+    train_loss =
+        examples::optimizer_step(F::cross_entropy(logits, y), model.parameters(), opt, schedule);
     history.train_steps.push_back(static_cast<double>(step));
     history.train_loss.push_back(train_loss);
 

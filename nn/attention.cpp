@@ -202,7 +202,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   values = values.transpose(1, 2);
 
   if (fused_attention && !keep_trace && is_causal_mask(mask, num_tokens)) {
-    // The lines below in one op (same numbers, same dropout draws): causal_attention.
+    // The lines below in one op (same numbers, same dropout draws): causal_attention, whose
+    // derivation is in core/ops/attention.cpp (its kernel in core/kernels/attention.cpp).
     Tensor context = causal_attention(queries, keys, values, dropout->p, dropout->is_training());
     Tensor context_vec = context.transpose(1, 2).contiguous().view({b, num_tokens, d_out});
     return out_proj->forward(context_vec);

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -19,30 +20,10 @@
 #include "core/autograd/anomaly.h"
 #include "core/autograd/function.h"
 #include "core/log.h"
-#include "core/ops/elementwise.h"
-#include "core/ops/reduce.h"
+#include "core/ops/elementwise.h"  // add: gradients arriving by several edges are summed
+#include "core/ops/reduce.h"       // sum_to: a broadcast input gets its gradient summed back
 
 namespace ember::autograd {
-
-Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_name) {
-  if (grad.shape() == shape) return grad;
-  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
-  bool ok = lead >= 0;
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; ok && d < grad.dim(); ++d) {
-    if (d < lead) {
-      dims.push_back(d);
-    } else if (shape[d - lead] == 1 && grad.shape()[d] != 1) {
-      dims.push_back(d);
-    } else if (shape[d - lead] != grad.shape()[d]) {
-      ok = false;
-    }
-  }
-  check(ok, node_name, ": backward returned a gradient of shape ", grad.shape(),
-        " for an input of shape ", shape, " (not a broadcast of it)");
-  Tensor reduced = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
-  return reduced.reshape(shape);
-}
 
 namespace {
 
@@ -332,4 +313,41 @@ std::string to_dot(const Tensor& t) {
   return dot.str();
 }
 
+// A leaf's gradient: its hooks run, then the gradient is stored (the first) or added.
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  // Backward passes of graphs sharing this leaf may run in several threads: one at a time here.
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
+  Tensor grad = grad_output;
+  for (const GradHook& hook : leaf->hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) {
+      check(replaced.shape() == grad.shape(),
+            "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),
+            " by one of shape ", replaced.shape());
+      check(replaced.dtype() == grad.dtype(),
+            "AccumulateGrad: hook has changed the type of value (was ", dtype_name(grad.dtype()),
+            " got ", dtype_name(replaced.dtype()), ")");
+      grad = replaced;
+    }
+  }
+  NoGradGuard no_grad;
+  if (!leaf->grad.defined()) {
+    leaf->grad = grad.clone();  // the leaf owns its gradient; later adds must not alias
+  } else {
+    leaf->grad = add(leaf->grad, grad);
+  }
+  return {};
+}
+
 }  // namespace ember::autograd
+
+namespace ember {
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  detail::check_defined(*this, "backward");
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+}  // namespace ember

@@ -19,9 +19,6 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
 
-// Sums a broadcast gradient back to `shape` (the one place broadcasting is undone).
-Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_name);
-
 // The graph behind t as Graphviz DOT text: one box per node with its name and shapes.
 std::string to_dot(const Tensor& t);
 

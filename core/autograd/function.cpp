@@ -1,9 +1,8 @@
-// The glue between ops and the graph: grad mode, saved tensors, edges, AccumulateGrad.
+// The glue between ops and the graph: grad mode, saved tensors, edges, hooks. (AccumulateGrad's
+// apply, which adds into a leaf's .grad, is with the engine in core/autograd/engine.cpp.)
 #include "core/autograd/function.h"
 
 #include <mutex>
-
-#include "core/ops/elementwise.h"
 
 namespace ember {
 
@@ -83,33 +82,6 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return acc;
 }
 
-std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
-  // Backward passes of graphs sharing this leaf may run in several threads: one at a time here.
-  std::lock_guard<std::mutex> lock(mutex_);
-  const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
-  if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
-  Tensor grad = grad_output;
-  for (const GradHook& hook : leaf->hooks) {
-    Tensor replaced = hook(grad);
-    if (replaced.defined()) {
-      check(replaced.shape() == grad.shape(),
-            "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),
-            " by one of shape ", replaced.shape());
-      check(replaced.dtype() == grad.dtype(),
-            "AccumulateGrad: hook has changed the type of value (was ", dtype_name(grad.dtype()),
-            " got ", dtype_name(replaced.dtype()), ")");
-      grad = replaced;
-    }
-  }
-  NoGradGuard no_grad;
-  if (!leaf->grad.defined()) {
-    leaf->grad = grad.clone();  // the leaf owns its gradient; later adds must not alias
-  } else {
-    leaf->grad = add(leaf->grad, grad);
-  }
-  return {};
-}
-
 namespace detail {
 
 std::string op_name(const std::string& node_name) {
@@ -165,4 +137,17 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 
 }  // namespace detail
 }  // namespace autograd
+
+// A hook on a leaf runs in its AccumulateGrad; on any other tensor, before its node runs.
+void Tensor::register_hook(GradHook hook) const {
+  detail::check_defined(*this, "register_hook");
+  check(requires_grad(),
+        "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  if (is_leaf()) {
+    impl_->hooks.push_back(std::move(hook));
+  } else {
+    impl_->grad_fn->pre_hooks.push_back(std::move(hook));
+  }
+}
+
 }  // namespace ember

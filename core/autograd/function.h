@@ -4,13 +4,15 @@
 //   struct Exp : Function<Exp> {
 //     static constexpr const char* name = "ExpBackward0";
 //     Tensor forward(const Tensor& x) {
-//       Tensor y = kernels::exp(x);
-//       save_for_backward({y});           // d(e^x)/dx = e^x: keep the output
+//       Tensor y = unary_kernel(x, floating_type(x), [](auto v) { return std::exp(v); });
+//       save_for_backward({y});  // d(e^x)/dx = e^x: keep the output
 //       return y;
 //     }
 //     std::vector<Tensor> backward(const Tensor& grad) { return {grad * saved(0)}; }
 //   };
 //   Tensor exp(const Tensor& x) { return apply<Exp>(x); }
+//
+// (as written in core/ops/elementwise.cpp, where unary_kernel maps a function over a tensor).
 //
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
 // wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors.
@@ -51,8 +53,11 @@ struct Function {
   void save_for_backward(const std::vector<Tensor>& tensors) {
     if (recording_) saved_.save(tensors);
   }
-  Tensor saved(std::size_t i) const { return saved_.get(i, Derived::name); }
+  Tensor saved(std::size_t i) const { return saved_.get(i, node_name_); }
   SavedTensors saved_;
+  // The name its errors give: Op::name of the op apply ran (set by apply), which may derive from
+  // Derived (Minimum from MaxMin) and so have a name of its own.
+  const char* node_name_ = Derived::name;
   // Set by apply: false when the call is not recorded (no-grad mode, or no input requires grad),
   // so no backward will ever read what forward saves, and save_for_backward keeps nothing.
   bool recording_ = true;
@@ -149,6 +154,7 @@ Tensor apply(const Args&... args) {
   }
   auto node =
       std::allocate_shared<FunctionNode<Op>>(ember::detail::ObjectAllocator<FunctionNode<Op>>());
+  node->op.node_name_ = Op::name;
   Tensor output;
   {
     NoGradGuard no_grad;

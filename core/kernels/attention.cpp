@@ -1,4 +1,5 @@
-// Fused causal attention, forward and backward, in blocks of query rows (llm.c style: plain
+// Fused causal attention, forward and backward, in blocks of query rows (the op and its maths in
+// core/ops/attention.cpp, the composite in nn/attention.cpp; llm.c style: plain
 // loops, every backward line names the forward line it differentiates).
 //
 // Tiles. The queries of one (batch, head) are taken kQueryBlock rows at a time, rows [i0, i1).
@@ -71,7 +72,7 @@ namespace {
 // tiles per thread (W and dW~) stay within L2 at T = 1024.
 constexpr int64_t kQueryBlock = 48;
 
-// sum_row<T>(y, n) of core/kernels/reduce.h over a row of n values of which only the first
+// sum_row<T>(y, n) of core/kernels/reduce_kernels.h over a row of n values of which only the first
 // `valid` are stored (the rest are zeros): the same partial sums, so the same rounding.
 template <typename T>
 T padded_row_sum(const T* y, int64_t valid, int64_t n) {

@@ -1,5 +1,6 @@
 // Fused causal scaled-dot-product attention: the chapter's masked attention in one kernel per
-// direction, forward and backward side by side (core/kernels/attention.cpp has the derivation).
+// direction, forward and backward side by side (the blocked derivation in
+// core/kernels/attention.cpp; the maths of the op in core/ops/attention.cpp).
 //
 // For every (batch, head), with Q, K, V of shape [T, d] and the dropout noise N ([T, T], the
 // mask already scaled by 1 / (1 - p), or none):

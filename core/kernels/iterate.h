@@ -15,21 +15,7 @@
 
 namespace ember::kernels {
 
-// True when `strides` walk `shape` in row-major order without gaps (size-1 dims ignored).
-// An empty tensor addresses nothing and counts as row-major (PyTorch: contiguous), and the
-// running product wraps as in contiguous_strides, never overflowing (an empty tensor's other
-// dims may be huge: [0, 2^61, 25]).
-inline bool is_row_major(const Shape& shape, const Shape& strides) {
-  for (int64_t s : shape)
-    if (s == 0) return true;
-  int64_t expected = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    if (shape[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    if (__builtin_mul_overflow(expected, shape[d], &expected)) return false;
-  }
-  return true;
-}
+using ember::is_row_major;  // (core/shape.h)
 
 // Calls row(offsets, n, inner_strides) for the innermost rows first .. last - 1 of `shape`
 // (rows numbered in row-major order of the outer dims; `shape` has no zero dim): offsets[k] is

@@ -1,3 +1,29 @@
+// causal_attention: the fused op, beside its derivation. Three files, one computation:
+//   the composite   nn/attention.cpp, MultiHeadAttention::forward (the chapter, op by op; taken
+//                   when fused_attention is false, keep_trace is on, or the mask is not causal)
+//   this op         core/ops/attention.cpp (checks, dropout noise, the autograd node)
+//   the kernel      core/kernels/attention.cpp (the same maths in blocks of query rows, each
+//                   operation in the composite's order, so both give the same bits)
+// tests/core/test_attention_fused.cpp checks that fused and composite agree (values and grads).
+//
+// Forward, for one (batch, head): Q, K, V are [T, d], N the dropout noise ([T, T], keep-mask
+// already scaled by 1 / (1 - p); all ones without dropout), c = sqrt(d):
+//   S = Q K^T                      S_ij = q_i . k_j
+//   A_ij = S_ij / c   for j <= i,  A_ij = -inf for j > i      (masked_fill_ then the division)
+//   W_i = softmax(A_i)             W_ij = exp(A_ij - m_i) / sum_k exp(A_ik - m_i),  m_i = max_k
+//   A_ik W~ = W * N                     (dropout) O = W~ V
+// The masked W_ij are exp(-inf) = 0: row i sees keys 0..i only, so the kernel never computes the
+// upper triangle. It saves m_i and 1 / sum_k exp(A_ik - m_i) per row, and recomputes W from them.
+//
+// Backward, from dO = dL/dO:
+//   dV  = W~^T dO                  (O = W~ V)
+//   dW~ = dO V^T
+//   dW  = dW~ * N                  (W~ = W * N, N a constant)
+//   dA_ij = W_ij (dW_ij - D_i),  D_i = sum_j dW_ij W_ij
+//                                  (softmax: dW_ij/dA_ik = W_ij (delta_jk - W_ik), summed over j)
+//   dS_ij = dA_ij / c for j <= i,  0 for j > i   (a masked S_ij does not reach A_ij)
+//   dQ  = dS K                     (S = Q K^T)
+//   dK  = dS^T Q
 #include "core/ops/attention.h"
 
 #include <cmath>

@@ -1,5 +1,6 @@
-// Fused causal scaled-dot-product attention, a differentiable op (forward and backward in
-// core/kernels/attention.cpp). It computes exactly what the chapter's composite computes:
+// Fused causal scaled-dot-product attention, a differentiable op (derivation in
+// core/ops/attention.cpp, kernels in core/kernels/attention.cpp). It computes exactly what the
+// chapter's composite computes:
 //
 //   s = q @ k.transpose(-2, -1)
 //   s.masked_fill_(triu(ones({T, T}), 1).to_bool(), -INFINITY)

@@ -1,6 +1,6 @@
 // Elementwise ops. Each op is a struct with its forward and backward side by side; the
-// broadcasting of the forward is undone by the engine (autograd::sum_to), so a backward here
-// returns gradients of the broadcast (output) shape.
+// broadcasting of the forward is undone by the engine (with sum_to, core/ops/reduce.cpp), so a
+// backward here returns gradients of the broadcast (output) shape.
 #include "core/ops/elementwise.h"
 
 #include <algorithm>
@@ -153,10 +153,6 @@ Tensor wrap_scalar(Scalar scalar, const Tensor& like, const char* op = "scalar o
   return scalar_tensor(value, d);
 }
 
-void check_same_device_args(const Tensor& a, const Tensor& b, const char* op) {
-  check(a.defined() && b.defined(), op, ": called with an undefined tensor");
-}
-
 // ---------------------------------------------------------------------------------------------
 // Arithmetic
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +183,6 @@ struct Add : Function<Add> {
   static constexpr const char* name = "AddBackward0";
   double alpha = 1;
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
-    check_same_device_args(a, b, "add");
     alpha = alpha_.to_double();
     DType t = result_type(a, b);
     check_alpha(t, alpha_, "add");
@@ -211,7 +206,6 @@ struct Sub : Function<Sub> {
   static constexpr const char* name = "SubBackward0";
   double alpha = 1;
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
-    check_same_device_args(a, b, "sub");
     alpha = alpha_.to_double();
     DType t = result_type(a, b);
     check(t != DType::Bool,
@@ -238,7 +232,6 @@ struct Sub : Function<Sub> {
 struct Mul : Function<Mul> {
   static constexpr const char* name = "MulBackward0";
   Tensor forward(const Tensor& a, const Tensor& b) {
-    check_same_device_args(a, b, "mul");
     // Each operand is kept only if the other one needs a gradient (as PyTorch does): x.mul_(2.0)
     // overwrites x, which must not invalidate a saved x that no gradient needs.
     save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
@@ -257,7 +250,6 @@ struct Mul : Function<Mul> {
 struct Div : Function<Div> {
   static constexpr const char* name = "DivBackward0";
   Tensor forward(const Tensor& a, const Tensor& b) {
-    check_same_device_args(a, b, "div");
     save_for_backward({a, b});
     DType t = result_type(a, b);
     if (!is_floating(t)) t = kDefaultDType;  // true division, as torch.div

@@ -1,5 +1,5 @@
 // Reductions: sum, mean, max/min, var, argmax. Each differentiable op is one struct, its forward
-// and backward side by side; the loops themselves are in core/kernels/reduce.h.
+// and backward side by side; the loops themselves are in core/kernels/reduce_kernels.h.
 //
 // A reduction removes the dims it reduces (or keeps them with size 1 when keepdim). Its backward
 // puts them back: the gradient is unsqueezed where the dims were removed, then expanded over the
@@ -13,7 +13,7 @@
 
 #include "core/autograd/function.h"
 #include "core/kernels/cascade_sum.h"
-#include "core/kernels/reduce.h"
+#include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 
 namespace ember {
@@ -56,7 +56,8 @@ std::vector<int64_t> dim_list(const std::vector<bool>& reduced) {
   return dims;
 }
 
-// The input of a reduction as one contiguous [outer, reduced, inner] block (core/kernels/reduce.h).
+// The input of a reduction as one contiguous [outer, reduced, inner] block
+// (core/kernels/reduce_kernels.h).
 struct ReductionInput {
   Tensor data;  // contiguous: the input with its dims put in `order`
   kernels::ReduceShape shape;
@@ -573,6 +574,26 @@ Tensor Tensor::var(Dim dim, Bool unbiased, Bool keepdim) const {
 }
 Tensor Tensor::std(Dim dim, Bool unbiased, Bool keepdim) const {
   return ember::std(*this, int64_t{dim}, unbiased, keepdim);
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_name) {
+  if (grad.shape() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  bool ok = lead >= 0;
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; ok && d < grad.dim(); ++d) {
+    if (d < lead) {
+      dims.push_back(d);
+    } else if (shape[d - lead] == 1 && grad.shape()[d] != 1) {
+      dims.push_back(d);
+    } else if (shape[d - lead] != grad.shape()[d]) {
+      ok = false;
+    }
+  }
+  check(ok, node_name, ": backward returned a gradient of shape ", grad.shape(),
+        " for an input of shape ", shape, " (not a broadcast of it)");
+  Tensor reduced = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  return reduced.reshape(shape);
 }
 
 }  // namespace ember

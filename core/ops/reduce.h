@@ -2,6 +2,7 @@
 #pragma once
 
 #include <concepts>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -14,6 +15,9 @@ struct ValuesIndices {  // what max(t, dim) and min(t, dim) return
 };
 
 Tensor sum(const Tensor& t);
+// A broadcast gradient summed back to `shape` (the engine and expand's backward undo broadcasting
+// with it); an Error naming `node_name` if grad's shape is not a broadcast of `shape`.
+Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_name);
 Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, Bool keepdim = false);
 Tensor mean(const Tensor& t);
 Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, Bool keepdim = false);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/autograd/engine.h"
 #include "core/autograd/function.h"
+#include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 
 namespace ember {
@@ -228,9 +228,7 @@ struct Expand : Function<Expand> {
     return make_tracked_view(x, target, broadcast_strides(x.shape(), x.strides(), target),
                              x.offset());
   }
-  std::vector<Tensor> backward(const Tensor& grad) {
-    return {autograd::sum_to(grad, input_shape, name)};
-  }
+  std::vector<Tensor> backward(const Tensor& grad) { return {sum_to(grad, input_shape, name)}; }
 };
 
 // The gradient of a view that picks part of x: zeros of x's shape with dy written into the part.

@@ -29,7 +29,7 @@
 
 #include "core/kernels/gemm.h"
 #include "core/parallel.h"
-#include "examples/bench/bench_util.h"
+#include "examples/common/bench_util.h"
 
 #ifdef EMBER_BENCH_WITH_OPENBLAS
 #include <cblas.h>

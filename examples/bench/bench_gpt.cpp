@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "examples/bench/bench_util.h"
+#include "examples/common/bench_util.h"
 #include "nn/gpt.h"
 
 namespace {

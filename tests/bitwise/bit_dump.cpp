@@ -1,7 +1,8 @@
 // bit_dump: the bit patterns of a set of ops and of the chapter-3 modules (forward and every
 // parameter's gradient), one line per tensor. scripts/test runs it from the release and the asan
-// build and requires identical output: every preset computes the same numbers (issue 6, class 13;
-// the project compiles with -ffp-contract=off, so -O3 cannot fuse what -O1 does not).
+// build and requires identical output: every preset computes the same numbers (a build flag must
+// never change a result; the project compiles with -ffp-contract=off, so -O3 cannot fuse what -O1
+// does not).
 #include <bit>
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Adversarial empty tensors (issue 6, class 1): a tensor with a zero dim may have huge other
+// Adversarial empty tensors: a tensor with a zero dim may have huge other
 // dims, zeros({2^62, 0}). It holds nothing, so every op on it must finish at once: a kernel that
 // loops over the product of the non-empty dims runs for 2^62 iterations (fuzz_ops found softmax
 // doing that), and products of the sizes overflow. Each op below gives PyTorch's (empty or

@@ -1,5 +1,6 @@
-// Adversarial graph shapes (issue 6, classes 4, 6 and 12): teardown and backward of any graph
-// use bounded stack; a hook that captures its own tensor; autograd::grad with repeated inputs.
+// Adversarial graph shapes (deep chains, wide fan-outs, shared and reused nodes): teardown and
+// backward of any graph use bounded stack; a hook that captures its own tensor; autograd::grad with
+// repeated inputs.
 #include <gtest/gtest.h>
 
 #include <memory>

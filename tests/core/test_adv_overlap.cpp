@@ -1,4 +1,4 @@
-// Adversarial: writes through tensors that share memory (issue 6, class 7).
+// Adversarial: writes through tensors that share memory.
 //
 // PyTorch's rules: a destination with internal overlap (expand) is an Error for every write but
 // fill_/zero_ (all elements get one value); a source that partially overlaps a dense destination

@@ -1,4 +1,4 @@
-// Adversarial: overloads (issue 6, class 10). An integer or a braced list must not bind to the
+// Adversarial: overloads. An integer or a braced list must not bind to the
 // wrong parameter: var(x, {1}) and var(x, 1) are per-dim as torch.var(x, 1); a flag takes a
 // bool only and a dim an integer only, so the calls that would silently mean something else do
 // not compile. The static_asserts below are the compile-time half of the test: each
@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "tests/core/adv_fixture.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
-using test::expect_exact;
-using test::fixture;
+// PyTorch's tensors for these tests (scripts/fixtures/gen_adversarial.py).
+const test::Fixture& adv() { return test::fixture_file("adversarial.txt"); }
 
 // ---- what compiles and what does not ----
 
@@ -77,23 +77,23 @@ static_assert(EMBER_COMPILES(x.clamp_(None, 1.5)));
 
 TEST(AdvOverloads, VarOfABracedDimIsPerDimLikeTorchVar) {
   // torch.var(x, 1): per-dim, unbiased.
-  Tensor x = fixture("var/in/x");
-  expect_exact(var(x, 1), "var/var_dim1/out");
-  expect_exact(var(x, {1}), "var/var_dim1/out");
-  expect_exact(var(x, std::vector<int64_t>{1}), "var/var_dim1/out");
-  expect_exact(x.var(1), "var/var_dim1/out");
-  expect_exact(var(x, {0, 2}, false, true), "var/var_dims02_biased_keep/out");
-  expect_exact(var(x, false), "var/var_all_biased/out");
-  expect_exact(var(x, {1}, Correction(2)), "var/var_correction2/out");
+  Tensor x = adv().tensor("var/in/x");
+  adv().expect_exact(var(x, 1), "var/var_dim1/out");
+  adv().expect_exact(var(x, {1}), "var/var_dim1/out");
+  adv().expect_exact(var(x, std::vector<int64_t>{1}), "var/var_dim1/out");
+  adv().expect_exact(x.var(1), "var/var_dim1/out");
+  adv().expect_exact(var(x, {0, 2}, false, true), "var/var_dims02_biased_keep/out");
+  adv().expect_exact(var(x, false), "var/var_all_biased/out");
+  adv().expect_exact(var(x, {1}, Correction(2)), "var/var_correction2/out");
 }
 
 TEST(AdvOverloads, StdOverloads) {
-  Tensor x = fixture("var/in/x");
-  expect_exact(std(x), "var/std_all/out");
-  expect_exact(std(x, 1), "var/std_dim1/out");
-  expect_exact(x.std(1), "var/std_dim1/out");
-  expect_exact(x.std(-1, true, true), "var/std_dim_neg1_keep/out");
-  expect_exact(std(x, {0, 2}, false), "var/std_dims02_biased/out");
+  Tensor x = adv().tensor("var/in/x");
+  adv().expect_exact(std(x), "var/std_all/out");
+  adv().expect_exact(std(x, 1), "var/std_dim1/out");
+  adv().expect_exact(x.std(1), "var/std_dim1/out");
+  adv().expect_exact(x.std(-1, true, true), "var/std_dim_neg1_keep/out");
+  adv().expect_exact(std(x, {0, 2}, false), "var/std_dims02_biased/out");
 }
 
 TEST(AdvOverloads, IntegerAndFloatScalarsPromoteDifferently) {

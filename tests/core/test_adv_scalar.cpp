@@ -1,4 +1,4 @@
-// Adversarial 0-d tensors (issue 6, class 3): dims are wrapped as PyTorch does; ops that need a
+// Adversarial 0-d tensors: dims are wrapped as PyTorch does; ops that need a
 // dimension raise PyTorch's messages instead of reading past an empty shape.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Adversarial sizes (issue 6, class 1): every element count and byte size is checked for
+// Adversarial sizes: every element count and byte size is checked for
 // overflow, and a buffer that cannot be had is an ember::Error, never a crash or a short buffer.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Adversarial: type rules (issue 6, class 8). An in-place result must be castable to the
+// Adversarial: type rules. An in-place result must be castable to the
 // destination's dtype, a hook may not change a gradient's dtype, sizes are never negative, a
 // fill value must fit float32, and mixed-dtype ops promote as torch.result_type.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Adversarial undefined tensors (issue 6, class 2): every op and method on an undefined tensor
+// Adversarial undefined tensors: every op and method on an undefined tensor
 // (a gradient that was never computed, a default-constructed Tensor) is an Error naming the op.
 #include <gtest/gtest.h>
 

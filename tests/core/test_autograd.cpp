@@ -608,6 +608,18 @@ TEST(AutogradInPlace, ModifyingASavedTensorIsCaughtAtBackward) {
   EXPECT_THAT(error_of([&] { loss.backward(); }), HasSubstr("ExpBackward0"));
 }
 
+TEST(AutogradInPlace, TheErrorNamesTheNodeThatSavedTheTensor) {
+  // minimum's node is written as maximum's (struct Minimum : MaxMin) with a name of its own; the
+  // error names the node whose saved tensor changed by that name, not by MaxMin's.
+  Tensor a = tensor({1, 5}).requires_grad_() * 1.0;
+  Tensor m = minimum(a, tensor({2, 3}));
+  a.add_(ones({2}));
+  std::string msg = error_of([&] { m.sum().backward(); });
+  EXPECT_THAT(msg, HasSubstr("modified by an inplace operation"));
+  EXPECT_THAT(msg, HasSubstr("MinimumBackward0"));
+  EXPECT_THAT(msg, ::testing::Not(HasSubstr("Maximum")));
+}
+
 TEST(AutogradInPlace, ModifyingATensorNobodySavedIsFine) {
   Tensor x = tensor({1, 2}).requires_grad_();
   Tensor y = x * 2.0;  // Mul saves x and the scalar, not y

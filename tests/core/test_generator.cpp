@@ -2,7 +2,8 @@
 //
 // Most cases come from tests/fixtures/rng.txt, written by scripts/fixtures/gen_rng.py with
 // PyTorch (its docstring describes the format). The rest are the test vectors of
-// /work/shared/reference/pytorch_rng.md ("the doc") and properties of the generator itself.
+// "the doc" (the notes on PyTorch's RNG named in core/generator.h) and properties of the
+// generator itself.
 #include "core/generator.h"
 
 #include <gtest/gtest.h>

@@ -4,7 +4,9 @@
 // One table, one parametrized test: each row names a case, builds its inputs from a seeded
 // generator and says what to compute. Rows cover broadcasting ([2, 3] with [3], [2, 1] with
 // [1, 3]), non-contiguous inputs (transposed, sliced with a step, expanded with stride 0) and
-// negative dims. Then a few plain tests show that gradcheck itself catches wrong backwards.
+// negative dims. Every case is also run against PyTorch's output and input gradients
+// (tests/fixtures/op_grads.txt, below). Then a few plain tests show that gradcheck itself catches
+// wrong backwards.
 #include "core/autograd/gradcheck.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
+#include "tests/fixtures.h"
 
 namespace ember {
 namespace {
@@ -725,6 +729,59 @@ INSTANTIATE_TEST_SUITE_P(Gradcheck, GradcheckOps, ::testing::ValuesIn(all_cases(
                          [](const ::testing::TestParamInfo<GradcheckCase>& info) {
                            return info.param.name;
                          });
+
+// ---- every case against PyTorch's output and gradients ----
+//
+// tests/fixtures/op_grads.txt (scripts/fixtures/gen_op_grads.py) holds, for each case of the
+// table, PyTorch 1.13's inputs (built by the same Lcg), output, a fixed upstream gradient and
+// every input's gradient, in float64. gradcheck above checks each backward against Ember's own
+// forward; this checks the forward and the backward against PyTorch's, as tinygrad's
+// helper_test_op does.
+
+constexpr double kPyTorchRtol = 1e-12;  // float64: a few ulps of difference in summation order
+constexpr double kPyTorchAtol = 1e-14;  // for results that cancel to (almost) zero
+
+// Runs case c in Ember on the inputs of the table, checks that they are PyTorch's bit for bit,
+// then compares the output and, after backward(upstream), every input's gradient with PyTorch's.
+void expect_matches_pytorch(const GradcheckCase& c) {
+  const test::Fixture& f = test::fixture_file("op_grads.txt");
+  ASSERT_TRUE(f.has(c.name + "/out"))
+      << "no PyTorch fixture for " << c.name << ": add it to scripts/fixtures/gen_op_grads.py";
+  const Generator generator_before = default_generator();  // the dropout case reseeds it
+  Lcg rng(20240601);
+  Inputs inputs;
+  for (const MakeInput& make : c.inputs) inputs.push_back(make(rng));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    test::expect_exact(inputs[i], f, c.name + "/in" + std::to_string(i));
+  }
+  Tensor out = c.function(inputs);
+  default_generator() = generator_before;
+  test::expect_near(out, f, c.name + "/out", kPyTorchRtol, kPyTorchAtol);
+  out.backward(f.tensor(c.name + "/upstream"));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string grad = c.name + "/grad" + std::to_string(i);
+    ASSERT_TRUE(f.has(grad)) << grad;
+    test::expect_near(inputs[i].grad(), f, grad, kPyTorchRtol, kPyTorchAtol);
+  }
+}
+
+TEST_P(GradcheckOps, ForwardAndBackwardMatchPyTorch) { expect_matches_pytorch(GetParam()); }
+
+// The fixture and the table name the same cases: none of the table lacks PyTorch's gradients,
+// and none in the fixture is stale.
+TEST(GradcheckTable, EveryCaseHasPyTorchGradients) {
+  std::set<std::string> table;
+  for (const GradcheckCase& c : all_cases()) table.insert(c.name);
+  std::set<std::string> fixture;
+  const std::string suffix = "/out";
+  for (const std::string& name : test::fixture_file("op_grads.txt").names()) {
+    if (name.size() > suffix.size() && name.ends_with(suffix)) {
+      fixture.insert(name.substr(0, name.size() - suffix.size()));
+    }
+  }
+  EXPECT_EQ(table, fixture);
+  EXPECT_GE(table.size(), 150u);
+}
 
 // ---- gradcheck checks itself: custom ops with wrong backwards must fail ----
 

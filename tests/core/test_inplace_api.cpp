@@ -1,4 +1,4 @@
-// In-place arithmetic with libtorch's signatures (issue 7) and Tensor::var/std: values and
+// In-place arithmetic with libtorch's signatures and Tensor::var/std: values and
 // gradients from PyTorch 1.13 (tests/fixtures/adversarial.txt), gradcheck of every new op, and
 // the autograd rules of in-place ops (version counter, leaves, history).
 #include <gtest/gtest.h>
@@ -10,16 +10,17 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
-#include "tests/core/adv_fixture.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
+// PyTorch's tensors for these tests (scripts/fixtures/gen_adversarial.py).
+const test::Fixture& adv() { return test::fixture_file("adversarial.txt"); }
+
 using test::error_of;
 using test::expect_error;
-using test::expect_exact;
-using test::fixture;
 using Inputs = std::vector<Tensor>;
 
 // The in-place calls of gen_adversarial.py, one per case: y is a non-leaf copy of x.
@@ -55,19 +56,20 @@ void run_case(const std::string& tag, const std::string& name, const InPlace& op
   SCOPED_TRACE(tag + "/" + name);
   const std::string in = "inplace_" + tag + "/in/";
   std::vector<Tensor> xs;
-  for (const char* n : {"x", "a", "b", "w", "row"}) xs.push_back(fixture(in + n).requires_grad_());
+  for (const char* n : {"x", "a", "b", "w", "row"})
+    xs.push_back(adv().tensor(in + n).requires_grad_());
   Tensor y = xs[0] * 1;  // a non-leaf, so the in-place op is recorded
   op(y, xs[1], xs[2], xs[3], xs[4]);
   const std::string out = "inplace_" + tag + "/" + name + "/";
-  expect_exact(y, out + "out");
+  adv().expect_exact(y, out + "out");
   Tensor weights = arange(0, 12, 1, xs[0].dtype()).reshape({3, 4}) * (2.0 / 11) - 1.0;
   (y * weights).sum().backward();  // torch.linspace(-1, 1, 12) (to the last bit or so)
   const char* names[] = {"x", "a", "b", "w", "row"};
   for (std::size_t k = 0; k < xs.size(); ++k) {
     const std::string key = out + "grad_" + names[k];
-    if (test::adversarial_fixture().count(key)) {
+    if (adv().has(key)) {
       // Gradients go through more roundings than the forward: compared to 2 ulp-ish.
-      test::expect_near_fixture(xs[k].grad(), key, tag == "f32" ? 1e-6 : 1e-14, 1e-7);
+      adv().expect_near(xs[k].grad(), key, tag == "f32" ? 1e-6 : 1e-14, 1e-7);
     } else {
       EXPECT_FALSE(xs[k].grad().defined()) << key << " should get no gradient";
     }
@@ -101,15 +103,15 @@ TEST(InPlaceApi, VarAndStdValuesAndGradientsMatchPyTorch) {
   };
   for (const auto& [name, fn] : ops) {
     SCOPED_TRACE(name);
-    Tensor x = fixture("var/in/x").requires_grad_();
+    Tensor x = adv().tensor("var/in/x").requires_grad_();
     Tensor y = fn(x);
-    expect_exact(y, "var/" + name + "/out");
+    adv().expect_exact(y, "var/" + name + "/out");
     const auto n = static_cast<double>(y.numel());
     Tensor g = n == 1
                    ? full(y.shape(), -1.0)
                    : (arange(0, n, 1, DType::Float32) * (3.0 / (n - 1)) - 1.0).reshape(y.shape());
     y.backward(g);
-    test::expect_near_fixture(x.grad(), "var/" + name + "/grad", 1e-5, 1e-7);
+    adv().expect_near(x.grad(), "var/" + name + "/grad", 1e-5, 1e-7);
   }
 }
 

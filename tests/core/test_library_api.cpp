@@ -1,4 +1,4 @@
-// The libtorch-style API of issue 7 (core half): TensorOptions and the dtype constants,
+// The libtorch-style API (core half): TensorOptions and the dtype constants,
 // from_vector for float/double/int64, OrderedDict, sampling and selection with PyTorch's
 // numbers (tests/fixtures/sampling.txt, from scripts/fixtures/gen_sampling.py), and the test
 // helpers (assert_close with torch.testing's report, EXPECT_TENSOR_CLOSE, EXPECT_GRADCHECK).
@@ -15,14 +15,16 @@
 #include "core/ember.h"
 #include "core/testing.h"
 #include "core/testing_gtest.h"
-#include "tests/sampling_fixture.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
+// PyTorch's sampling results (scripts/fixtures/gen_sampling.py).
+const test::Fixture& sampling() { return test::fixture_file("sampling.txt"); }
+
 using test::error_of;
-using test::sampling_fixture;
 using ::testing::HasSubstr;
 
 // ---- TensorOptions ----
@@ -117,11 +119,11 @@ TEST(OrderedDict, LooksUpByNameAndKeepsInsertionOrder) {
 
 TEST(Sampling, RandintMatchesPyTorch) {
   manual_seed(1);
-  EXPECT_TENSOR_CLOSE(randint(0, 10, {20}), sampling_fixture("randint_0_10"));
-  EXPECT_TENSOR_CLOSE(randint(-5, 5, {3, 4}), sampling_fixture("randint_m5_5"));
-  EXPECT_TENSOR_CLOSE(randint(7, {2, 5}), sampling_fixture("randint_high7"));
-  EXPECT_TENSOR_CLOSE(randint(0, int64_t{1} << 40, {5}), sampling_fixture("randint_big"));
-  EXPECT_TENSOR_CLOSE_TOL(randint(0, 100, {4}, kFloat32), sampling_fixture("randint_f32"), 0.0,
+  EXPECT_TENSOR_CLOSE(randint(0, 10, {20}), sampling().tensor("randint_0_10"));
+  EXPECT_TENSOR_CLOSE(randint(-5, 5, {3, 4}), sampling().tensor("randint_m5_5"));
+  EXPECT_TENSOR_CLOSE(randint(7, {2, 5}), sampling().tensor("randint_high7"));
+  EXPECT_TENSOR_CLOSE(randint(0, int64_t{1} << 40, {5}), sampling().tensor("randint_big"));
+  EXPECT_TENSOR_CLOSE_TOL(randint(0, 100, {4}, kFloat32), sampling().tensor("randint_f32"), 0.0,
                           0.0);
   EXPECT_THAT(error_of([] { (void)randint(3, 3, {2}); }),
               HasSubstr("expects 'from' to be less than 'to'"));
@@ -130,27 +132,27 @@ TEST(Sampling, RandintMatchesPyTorch) {
 TEST(Sampling, MultinomialWithReplacementMatchesPyTorch) {
   manual_seed(2);
   Tensor p = rand({8});
-  EXPECT_TENSOR_CLOSE(multinomial(p, 20, true), sampling_fixture("mult_repl_1d"));
+  EXPECT_TENSOR_CLOSE(multinomial(p, 20, true), sampling().tensor("mult_repl_1d"));
   Tensor p2 = rand({3, 5});
-  EXPECT_TENSOR_CLOSE(multinomial(p2, 10, true), sampling_fixture("mult_repl_2d"));
+  EXPECT_TENSOR_CLOSE(multinomial(p2, 10, true), sampling().tensor("mult_repl_2d"));
   Tensor p3 = rand({6}, kFloat64);
-  EXPECT_TENSOR_CLOSE(multinomial(p3, 7, true), sampling_fixture("mult_repl_f64"));
+  EXPECT_TENSOR_CLOSE(multinomial(p3, 7, true), sampling().tensor("mult_repl_f64"));
   Tensor p4 = tensor({0.0, 3.0, 0.0, 1.0});
   Tensor draws = multinomial(p4, 12, true);
-  EXPECT_TENSOR_CLOSE(draws, sampling_fixture("mult_repl_zeros"));
+  EXPECT_TENSOR_CLOSE(draws, sampling().tensor("mult_repl_zeros"));
 }
 
 TEST(Sampling, MultinomialWithoutReplacementMatchesPyTorch) {
   manual_seed(3);
   Tensor p = rand({10});
-  EXPECT_TENSOR_CLOSE(multinomial(p, 4), sampling_fixture("mult_norepl_1d"));
+  EXPECT_TENSOR_CLOSE(multinomial(p, 4), sampling().tensor("mult_norepl_1d"));
   Tensor p2 = rand({4, 6});
   Tensor all = multinomial(p2, 6);
-  EXPECT_TENSOR_CLOSE(all, sampling_fixture("mult_norepl_2d_all"));
-  EXPECT_TENSOR_CLOSE(multinomial(p, 1), sampling_fixture("mult_one"));
-  EXPECT_TENSOR_CLOSE(multinomial(p2, 1, true), sampling_fixture("mult_one_repl"));
+  EXPECT_TENSOR_CLOSE(all, sampling().tensor("mult_norepl_2d_all"));
+  EXPECT_TENSOR_CLOSE(multinomial(p, 1), sampling().tensor("mult_one"));
+  EXPECT_TENSOR_CLOSE(multinomial(p2, 1, true), sampling().tensor("mult_one_repl"));
   Tensor p3 = rand({2, 7}, kFloat64);
-  EXPECT_TENSOR_CLOSE(multinomial(p3, 3), sampling_fixture("mult_norepl_f64"));
+  EXPECT_TENSOR_CLOSE(multinomial(p3, 3), sampling().tensor("mult_norepl_f64"));
   // Without replacement each row is a permutation when all categories are drawn.
   Tensor sorted_rows = sort(all, 1).values;
   EXPECT_TENSOR_CLOSE(sorted_rows, arange(6).unsqueeze(0).expand({4, 6}).contiguous());
@@ -189,24 +191,24 @@ TEST(Selection, SortArgsortTopkMatchPyTorch) {
   manual_seed(4);
   Tensor x = rand({4, 6});
   ValuesIndices s = sort(x);
-  EXPECT_TENSOR_CLOSE_TOL(s.values, sampling_fixture("sort_values"), 0.0, 0.0);
-  EXPECT_TENSOR_CLOSE(s.indices, sampling_fixture("sort_indices"));
+  EXPECT_TENSOR_CLOSE_TOL(s.values, sampling().tensor("sort_values"), 0.0, 0.0);
+  EXPECT_TENSOR_CLOSE(s.indices, sampling().tensor("sort_indices"));
   s = sort(x, 0, /*descending=*/true);
-  EXPECT_TENSOR_CLOSE_TOL(s.values, sampling_fixture("sort_d0_desc_values"), 0.0, 0.0);
-  EXPECT_TENSOR_CLOSE(s.indices, sampling_fixture("sort_d0_desc_indices"));
-  EXPECT_TENSOR_CLOSE(argsort(x, -1, true), sampling_fixture("argsort_desc"));
+  EXPECT_TENSOR_CLOSE_TOL(s.values, sampling().tensor("sort_d0_desc_values"), 0.0, 0.0);
+  EXPECT_TENSOR_CLOSE(s.indices, sampling().tensor("sort_d0_desc_indices"));
+  EXPECT_TENSOR_CLOSE(argsort(x, -1, true), sampling().tensor("argsort_desc"));
   ValuesIndices k = topk(x, 3);
-  EXPECT_TENSOR_CLOSE_TOL(k.values, sampling_fixture("topk3_values"), 0.0, 0.0);
-  EXPECT_TENSOR_CLOSE(k.indices, sampling_fixture("topk3_indices"));
+  EXPECT_TENSOR_CLOSE_TOL(k.values, sampling().tensor("topk3_values"), 0.0, 0.0);
+  EXPECT_TENSOR_CLOSE(k.indices, sampling().tensor("topk3_indices"));
   k = topk(x, 2, 0, /*largest=*/false);
-  EXPECT_TENSOR_CLOSE_TOL(k.values, sampling_fixture("topk2_d0_smallest_values"), 0.0, 0.0);
-  EXPECT_TENSOR_CLOSE(k.indices, sampling_fixture("topk2_d0_smallest_indices"));
+  EXPECT_TENSOR_CLOSE_TOL(k.values, sampling().tensor("topk2_d0_smallest_values"), 0.0, 0.0);
+  EXPECT_TENSOR_CLOSE(k.indices, sampling().tensor("topk2_d0_smallest_indices"));
 }
 
 TEST(Selection, SortIsStableAndPutsNaNLast) {
   Tensor t = tensor({3.0, 1.0, 3.0, NAN, 1.0, 2.0, 3.0, 1.0});
-  EXPECT_TENSOR_CLOSE(sort(t).indices, sampling_fixture("sort_ties_indices"));
-  EXPECT_TENSOR_CLOSE(sort(t, -1, true).indices, sampling_fixture("sort_ties_desc_indices"));
+  EXPECT_TENSOR_CLOSE(sort(t).indices, sampling().tensor("sort_ties_indices"));
+  EXPECT_TENSOR_CLOSE(sort(t, -1, true).indices, sampling().tensor("sort_ties_desc_indices"));
   EXPECT_TRUE(std::isnan(sort(t).values.to_vector<double>().back()));
   // int64 keys are compared as integers (2^53 and 2^53 + 1 differ).
   const int64_t big = int64_t{1} << 53;
@@ -219,9 +221,9 @@ TEST(Selection, WhereAndNonzeroMatchPyTorch) {
   Tensor c = gt(rand({3, 4}), 0.5);
   std::vector<Tensor> idx = where(c);
   ASSERT_EQ(idx.size(), 2u);
-  EXPECT_TENSOR_CLOSE(idx[0], sampling_fixture("where_rows"));
-  EXPECT_TENSOR_CLOSE(idx[1], sampling_fixture("where_cols"));
-  EXPECT_TENSOR_CLOSE(nonzero(c), sampling_fixture("nonzero"));
+  EXPECT_TENSOR_CLOSE(idx[0], sampling().tensor("where_rows"));
+  EXPECT_TENSOR_CLOSE(idx[1], sampling().tensor("where_cols"));
+  EXPECT_TENSOR_CLOSE(nonzero(c), sampling().tensor("nonzero"));
   EXPECT_EQ(nonzero(scalar_tensor(2.0)).shape(), (Shape{1, 0}));
   EXPECT_EQ(nonzero(zeros({2, 0})).shape(), (Shape{0, 2}));
 }

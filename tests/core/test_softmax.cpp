@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/autograd/node.h"
-#include "core/kernels/reduce.h"
+#include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 #include "tests/test_helpers.h"
 

@@ -31,106 +31,43 @@
 #include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/layers.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
 
-using test::bits_of;
 using test::book_inputs;
 using test::error_of;
 using test::expect_allclose;
-using test::fixture_path;
 using test::keys;
-using test::parse_shape;
-using test::read_hex_words;
-using test::tensor_from_bits;
 
 // ---------------------------------------------------------------------------------------------
 // The fixture file
 
-struct Entry {
-  std::string kind;  // "f32", "keys" or "str"
-  Shape shape;
-  std::vector<uint32_t> bits;
-  std::vector<std::string> keys;
-  std::string text;
-};
-
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 1 < s.size()) {
-      ++i;
-      out += s[i] == 'n' ? '\n' : s[i];
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-std::map<std::string, Entry> load_fixture() {
-  std::ifstream file(fixture_path("attention.txt"));
-  EXPECT_TRUE(file.good()) << "cannot open attention.txt";
-  std::map<std::string, Entry> entries;
-  for (std::string line; std::getline(file, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream in(line);
-    std::string name;
-    Entry e;
-    in >> name >> e.kind;
-    if (e.kind == "f32") {
-      std::string shape, equals, all;
-      in >> shape >> equals >> all;
-      e.shape = parse_shape(shape);
-      e.bits = read_hex_words(in);
-    } else if (e.kind == "keys") {
-      std::string equals;
-      in >> equals;
-      for (std::string key; in >> key;) e.keys.push_back(key);
-    } else if (e.kind == "str") {
-      const std::string marker = " str = ";
-      e.text = unescape(line.substr(line.find(marker) + marker.size()));
-    }
-    entries[name] = e;
-  }
-  return entries;
-}
-
-const std::map<std::string, Entry>& fixture_entries() {
-  static const std::map<std::string, Entry> entries = load_fixture();
-  return entries;
-}
-
-const Entry& fixture(const std::string& name) {
-  auto it = fixture_entries().find(name);
-  if (it == fixture_entries().end()) throw std::runtime_error("no fixture entry " + name);
-  return it->second;
-}
+const test::Fixture& fixture() { return test::fixture_file("attention.txt"); }
 
 // The names of the fixture entries "<prefix><rest>", as the sorted list of <rest>.
 std::vector<std::string> fixture_names_under(const std::string& prefix) {
   std::vector<std::string> out;
-  for (const auto& [name, entry] : fixture_entries()) {
+  for (const std::string& name : fixture().names()) {
     if (name.rfind(prefix, 0) == 0) out.push_back(name.substr(prefix.size()));
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
-Tensor fixture_tensor(const std::string& name) {
-  const Entry& e = fixture(name);
-  return tensor_from_bits(e.bits, e.shape);
-}
+Tensor fixture_tensor(const std::string& name) { return fixture().tensor(name); }
 
 // `actual` has the fixture tensor's shape and exactly its float32 values.
 void expect_bits(const Tensor& actual, const std::string& name) {
   SCOPED_TRACE(name);
-  const Entry& expected = fixture(name);
+  const test::FixtureEntry& expected = fixture().entry(name);
   ASSERT_TRUE(actual.defined());
   ASSERT_EQ(actual.dtype(), DType::Float32);
+  ASSERT_EQ(expected.dtype, DType::Float32);
   ASSERT_EQ(actual.shape(), expected.shape);
-  EXPECT_EQ(bits_of(actual), expected.bits);
+  EXPECT_EQ(test::patterns_of(actual), expected.patterns);
 }
 
 // `actual` has the fixture tensor's shape and values to within float32 rounding of sums.
@@ -454,10 +391,10 @@ TEST(AttentionRegistry, KeyNamesAndOrderArePyTorchs) {
     SCOPED_TRACE(c.name);
     const std::string prefix = "registry/" + c.name + "/";
     std::shared_ptr<Module> m = c.build();
-    EXPECT_EQ(keys(m->named_parameters()), fixture(prefix + "named_parameters").keys);
-    EXPECT_EQ(keys(m->named_buffers()), fixture(prefix + "named_buffers").keys);
-    EXPECT_EQ(keys(m->state_dict()), fixture(prefix + "state_dict").keys);
-    EXPECT_EQ(keys(m->named_modules(), "<root>"), fixture(prefix + "named_modules").keys);
+    EXPECT_EQ(keys(m->named_parameters()), fixture().keys(prefix + "named_parameters"));
+    EXPECT_EQ(keys(m->named_buffers()), fixture().keys(prefix + "named_buffers"));
+    EXPECT_EQ(keys(m->state_dict()), fixture().keys(prefix + "state_dict"));
+    EXPECT_EQ(keys(m->named_modules(), "<root>"), fixture().keys(prefix + "named_modules"));
   }
   // Spelled out for the two multi-head modules.
   MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, 2, true);
@@ -533,7 +470,7 @@ TEST(AttentionRegistry, TrainAndEvalReachTheHeadsDropout) {
 TEST(AttentionRegistry, ReprIsPyTorchs) {
   for (const RegistryCase& c : registry_cases()) {
     SCOPED_TRACE(c.name);
-    EXPECT_EQ(c.build()->to_string(), fixture("registry/" + c.name + "/repr").text);
+    EXPECT_EQ(c.build()->to_string(), fixture().text("registry/" + c.name + "/repr"));
   }
   // What PyTorch prints for the two multi-head modules, spelled out.
   EXPECT_EQ(MultiHeadAttention(3, 4, 6, 0.1, 2).to_string(),
@@ -544,7 +481,7 @@ TEST(AttentionRegistry, ReprIsPyTorchs) {
             "  (out_proj): Linear(in_features=4, out_features=4, bias=True)\n"
             "  (dropout): Dropout(p=0.1, inplace=False)\n"
             ")");
-  EXPECT_EQ(fixture("registry/wrapper/repr").text,
+  EXPECT_EQ(fixture().text("registry/wrapper/repr"),
             MultiHeadAttentionWrapper(3, 2, 6, 0.1, 2).to_string());
 }
 
@@ -560,7 +497,7 @@ TEST(AttentionRegistry, LoadStateDictFromPyTorchGivesPyTorchsOutput) {
     std::shared_ptr<Module> m = make(kind, s, 0.5);
     m->eval();
     StateDict state;
-    for (const std::string& key : fixture(prefix + "state_dict").keys) {
+    for (const std::string& key : fixture().keys(prefix + "state_dict")) {
       state.emplace_back(key, fixture_tensor(prefix + "state/" + key));
     }
     const Tensor x = fixture_tensor(prefix + "x");

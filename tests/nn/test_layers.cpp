@@ -28,6 +28,7 @@
 #include "nn/container.h"
 #include "nn/init.h"
 #include "nn/layers.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember::nn {
@@ -36,87 +37,20 @@ namespace {
 using test::bits_of;
 using test::error_of;
 using test::expect_allclose;
-using test::fixture_path;
 using test::grad_fn_name;
-using test::parse_shape;
-using test::read_hex_words;
-using test::tensor_from_bits;
 
 // ---------------------------------------------------------------------------------------------
 // The fixture file
 
-struct FixtureTensor {
-  Shape shape;
-  std::vector<uint32_t> bits;        // every element, when stored in full
-  std::vector<uint32_t> head, tail;  // otherwise the first and last 16, and
-  uint64_t fnv = 0;                  // the FNV-1a hash of all elements' bytes
-  bool summary = false;
-};
+const test::Fixture& fixture() { return test::fixture_file("nn_layers.txt"); }
 
-std::map<std::string, FixtureTensor> load_fixture() {
-  std::ifstream file(fixture_path("nn_layers.txt"));
-  EXPECT_TRUE(file.good()) << "cannot open nn_layers.txt";
-  std::map<std::string, FixtureTensor> tensors;
-  for (std::string line; std::getline(file, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream in(line);
-    std::string name, dtype, shape, equals, kind;
-    in >> name >> dtype >> shape >> equals >> kind;
-    FixtureTensor t;
-    t.shape = parse_shape(shape);
-    const auto n = static_cast<std::size_t>(numel_of(t.shape));
-    if (kind == "all") {
-      t.bits = read_hex_words(in, n);
-    } else {
-      t.summary = true;
-      std::string word;
-      t.head = read_hex_words(in, 16);
-      in >> word;  // "tail"
-      t.tail = read_hex_words(in, 16);
-      in >> word >> word;  // "fnv" <hash>
-      t.fnv = std::stoull(word, nullptr, 16);
-    }
-    tensors[name] = t;
-  }
-  return tensors;
-}
+Tensor fixture_tensor(const std::string& name) { return fixture().tensor(name); }
 
-const FixtureTensor& fixture(const std::string& name) {
-  static const std::map<std::string, FixtureTensor> tensors = load_fixture();
-  auto it = tensors.find(name);
-  if (it == tensors.end()) throw std::runtime_error("no fixture tensor " + name);
-  return it->second;
-}
-
-Tensor fixture_tensor(const std::string& name) {
-  const FixtureTensor& t = fixture(name);
-  return tensor_from_bits(t.bits, t.shape);
-}
-
-uint64_t fnv1a64(const std::vector<uint32_t>& words) {
-  uint64_t h = 0xCBF29CE484222325ULL;
-  for (uint32_t w : words) {
-    for (int byte = 0; byte < 4; ++byte) {
-      h ^= (w >> (8 * byte)) & 0xFF;
-      h *= 0x100000001B3ULL;
-    }
-  }
-  return h;
-}
-
-// `actual` has the fixture tensor's shape and exactly its float32 values.
+// `actual` has the fixture tensor's dtype, shape and exactly its values (for a summarised
+// tensor: its first and last 16 and the hash of all).
 void expect_bits(const Tensor& actual, const std::string& name) {
   SCOPED_TRACE(name);
-  const FixtureTensor& expected = fixture(name);
-  ASSERT_EQ(actual.shape(), expected.shape);
-  const std::vector<uint32_t> bits = bits_of(actual);
-  if (!expected.summary) {
-    EXPECT_EQ(bits, expected.bits);
-    return;
-  }
-  EXPECT_EQ(std::vector<uint32_t>(bits.begin(), bits.begin() + 16), expected.head);
-  EXPECT_EQ(std::vector<uint32_t>(bits.end() - 16, bits.end()), expected.tail);
-  EXPECT_EQ(fnv1a64(bits), expected.fnv);
+  fixture().expect_exact(actual, name);
 }
 
 // `actual` has the fixture tensor's shape and values to within float32 rounding of sums.

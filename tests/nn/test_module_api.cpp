@@ -1,7 +1,7 @@
-// The libtorch-style module API of issue 7 and the registry fixes of issue 6 (items 6 and 11):
-// ordered dicts from named_parameters()/state_dict(), module handles (ModuleHolder,
-// EMBER_MODULE), Sequential built in order (weights checked against PyTorch's for the same
-// seed), cycles refused, and member tensors that stay the registered ones when replaced.
+// The libtorch-style module API and two fixes to the registry (reference cycles, replacing a
+// registered tensor): ordered dicts from named_parameters()/state_dict(), module handles
+// (ModuleHolder, EMBER_MODULE), Sequential built in order (weights checked against PyTorch's for
+// the same seed), cycles refused, and member tensors that stay the registered ones when replaced.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,14 +12,16 @@
 #include "core/ember.h"
 #include "core/testing_gtest.h"
 #include "nn/nn.h"
-#include "tests/sampling_fixture.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
 
+// PyTorch's sampling results (scripts/fixtures/gen_sampling.py).
+const test::Fixture& sampling() { return test::fixture_file("sampling.txt"); }
+
 using test::error_of;
-using test::sampling_fixture;
 using ::testing::HasSubstr;
 
 // ---- ordered dicts ----
@@ -110,7 +112,7 @@ void expect_pytorch_sequential_weights(const Module& seq) {
   EXPECT_EQ(state.keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
   for (const auto& [name, tensor] : state) {
     SCOPED_TRACE(name);
-    EXPECT_TENSOR_CLOSE_TOL(tensor, sampling_fixture("seq_" + name), 0.0, 0.0);
+    EXPECT_TENSOR_CLOSE_TOL(tensor, sampling().tensor("seq_" + name), 0.0, 0.0);
   }
 }
 
@@ -139,7 +141,7 @@ TEST(ModuleApi, SequentialBuildsItsLayersInTheOrderWritten) {
   expect_pytorch_sequential_weights(Sequential(first, act, last));
 }
 
-// ---- cycles (issue 6, item 6) ----
+// ---- cycles ----
 
 TEST(ModuleApi, RegisteringACycleThrows) {
   auto a = std::make_shared<Sequential>();
@@ -162,7 +164,7 @@ TEST(ModuleApi, RegisteringACycleThrows) {
   EXPECT_EQ(a->state_dict().size(), 4u);
 }
 
-// ---- replacing a registered tensor (issue 6, item 11) ----
+// ---- replacing a registered tensor ----
 
 TEST(ModuleApi, ReplacingAParameterMemberReplacesItEverywhere) {
   // lin = nn.Linear(3, 2); lin.weight = nn.Parameter(torch.zeros(2, 3))

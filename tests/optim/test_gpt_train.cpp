@@ -20,15 +20,15 @@
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "optim/optim.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
 struct ParamExpectation {
-  std::string shape;
   double sum = 0, sumsq = 0;
-  std::vector<std::pair<int64_t, uint32_t>> samples;
+  std::vector<std::pair<int64_t, float>> samples;
 };
 
 struct Expected {
@@ -37,36 +37,33 @@ struct Expected {
   std::vector<std::pair<std::string, ParamExpectation>> params;
 };
 
+// tests/fixtures/gpt_train.txt through tests/fixtures.h: "step/<i>/loss|lr|grad_norm" scalars;
+// for each parameter, in order, "param/<key>" (sum, sum of squares) and "param/<key>/index",
+// "param/<key>/value" (sampled elements).
 Expected read_fixture() {
   Expected e;
-  std::ifstream file(test::fixture_path("gpt_train.txt"));
-  EXPECT_TRUE(file.good()) << "cannot open gpt_train.txt";
-  for (std::string line; std::getline(file, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream in(line);
-    std::string kind;
-    in >> kind;
-    if (kind == "step") {
-      int step;
-      std::string word, hex;
-      in >> step >> word >> hex;
-      e.loss[step] = std::bit_cast<float>(static_cast<uint32_t>(std::stoul(hex, nullptr, 16)));
-    } else if (kind == "lr" || kind == "grad_norm") {
-      int step;
-      double value;
-      in >> step >> value;
-      (kind == "lr" ? e.lr : e.grad_norm)[step] = value;
-    } else if (kind == "param") {
-      std::string key;
-      ParamExpectation p;
-      in >> key >> p.shape >> p.sum >> p.sumsq;
-      for (std::string item; in >> item;) {
-        const auto colon = item.find(':');
-        p.samples.emplace_back(
-            std::stoll(item.substr(0, colon)),
-            static_cast<uint32_t>(std::stoul(item.substr(colon + 1), nullptr, 16)));
+  const test::Fixture& f = test::fixture_file("gpt_train.txt");
+  for (const std::string& name : f.names()) {
+    if (name.starts_with("step/")) {
+      const std::size_t slash = name.find('/', 5);
+      const int step = std::stoi(name.substr(5, slash - 5));
+      const std::string what = name.substr(slash + 1);
+      const Tensor t = f.tensor(name);
+      if (what == "loss") {
+        e.loss[step] = t.to_vector<float>()[0];
+      } else {
+        (what == "lr" ? e.lr : e.grad_norm)[step] = t.to_vector<double>()[0];
       }
-      e.params.emplace_back(key, p);
+    } else if (name.starts_with("param/") && !name.ends_with("/index") &&
+               !name.ends_with("/value")) {
+      ParamExpectation p;
+      const std::vector<double> stats = f.tensor(name).to_vector<double>();
+      p.sum = stats.at(0);
+      p.sumsq = stats.at(1);
+      const std::vector<int64_t> index = f.tensor(name + "/index").to_vector<int64_t>();
+      const std::vector<float> value = f.tensor(name + "/value").to_vector<float>();
+      for (std::size_t i = 0; i < index.size(); ++i) p.samples.emplace_back(index[i], value.at(i));
+      e.params.emplace_back(name.substr(6), p);
     }
   }
   return e;
@@ -138,10 +135,9 @@ TEST(GPTTrainingParity, TenAdamWStepsMatchPyTorch) {
     for (float x : v) sum += x, sumsq += static_cast<double>(x) * x, abs_sum += std::abs(x);
     EXPECT_NEAR(sum, e.sum, 1e-5 * (abs_sum + 1));
     EXPECT_NEAR(sumsq, e.sumsq, 1e-5 * (sumsq + 1));
-    for (const auto& [index, bits] : e.samples) {
+    for (const auto& [index, value] : e.samples) {
       ASSERT_LT(index, static_cast<int64_t>(v.size()));
-      EXPECT_NEAR(v[static_cast<std::size_t>(index)], std::bit_cast<float>(bits), 1e-5)
-          << "element " << index;
+      EXPECT_NEAR(v[static_cast<std::size_t>(index)], value, 1e-5) << "element " << index;
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
 #include "nn/loss.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -20,31 +21,20 @@ namespace {
 
 namespace F = nn::functional;
 using test::expect_error;
-using test::fixture_path;
-using test::parse_shape;
 
-// case -> what -> tensor, as the fixture stores them (float64; targets int64 when integral).
+// case -> what -> tensor, from tests/fixtures/losses.txt ("<case>/<what>" lines, read by
+// tests/fixtures.h): float64, class-index targets int64.
 using Case = std::map<std::string, Tensor>;
 
 const std::map<std::string, Case>& fixture() {
   static const std::map<std::string, Case> cases = [] {
     std::map<std::string, Case> out;
-    std::ifstream in(fixture_path("losses.txt"));
-    EXPECT_TRUE(in) << "missing fixture losses.txt";
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream s(line);
-      std::string name, what, shape_text;
-      s >> name >> what >> shape_text;
-      std::vector<double> values;
-      bool integral = true;
-      for (std::string v; s >> v;) {
-        integral = integral && v.find_first_of(".en") == std::string::npos;
-        values.push_back(std::stod(v));
-      }
-      const bool is_index = what == "target" && integral && !values.empty();
-      out[name][what] =
-          from_vector(values, parse_shape(shape_text), is_index ? DType::Int64 : DType::Float64);
+    const test::Fixture& f = test::fixture_file("losses.txt");
+    for (const std::string& name : f.names()) {
+      const std::size_t slash = name.find('/');
+      Tensor t = f.tensor(name);
+      if (is_floating(t.dtype())) t = t.to(DType::Float64);
+      out[name.substr(0, slash)][name.substr(slash + 1)] = t;
     }
     return out;
   }();

@@ -3,6 +3,7 @@
 // resumed training equal to uninterrupted training bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "core/ops/nn_ops.h"
 #include "nn/loss.h"
 #include "optim/optim.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -23,29 +25,22 @@ namespace {
 using test::expect_error;
 using test::pattern;
 
-// "opt sgd w1" -> (shape text, values)
+// "opt sgd w1" -> (shape, values), from tests/fixtures/optim.txt ("opt/sgd/w1" lines, read by
+// tests/fixtures.h; every value float64).
 struct Line {
-  std::string shape;
+  Shape shape;
   std::vector<double> values;
 };
 
 const std::map<std::string, Line>& fixture() {
   static const std::map<std::string, Line> lines = [] {
     std::map<std::string, Line> out;
-    std::ifstream in(test::fixture_path("optim.txt"));
-    EXPECT_TRUE(in) << "missing fixture optim.txt";
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream s(line);
-      std::string kind, config, key;
-      s >> kind >> config;
-      Line l;
-      if (kind == "opt") {
-        s >> key;
-        if (key != "loss") s >> l.shape;
-      }
-      for (std::string v; s >> v;) l.values.push_back(std::stod(v));
-      out[kind + " " + config + (key.empty() ? "" : " " + key)] = l;
+    const test::Fixture& f = test::fixture_file("optim.txt");
+    for (const std::string& name : f.names()) {
+      std::string key = name;
+      std::replace(key.begin(), key.end(), '/', ' ');
+      Tensor t = f.tensor(name);
+      out[key] = Line{t.shape(), test::values(t)};
     }
     return out;
   }();
@@ -167,7 +162,7 @@ TEST(Optim, TenStepsMatchPyTorch) {
         {"w1", m.w1}, {"b1", m.b1}, {"w2", m.w2}, {"b2", m.b2}};
     for (const auto& [pname, t] : params) {
       const Line& expected = fixture().at("opt " + name + " " + pname);
-      EXPECT_EQ(t.shape(), test::parse_shape(expected.shape));
+      EXPECT_EQ(t.shape(), expected.shape);
       expect_rel(test::values(t), expected.values, rel, f32);
     }
     ++configs;

@@ -1,11 +1,11 @@
-// The examples' SVG writer (examples/svg.h): what a picture holds, checked in its text.
+// The examples' SVG writer (examples/common/svg.h): what a picture holds, checked in its text.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "examples/svg.h"
+#include "examples/common/svg.h"
 
 namespace ember::examples::svg {
 namespace {

@@ -1,0 +1,185 @@
+// What the training examples (examples/train_toy.cpp, examples/train_chars.cpp) share: their
+// common flags and setup, the learning-rate schedule, one optimizer step, the progress line, a
+// timer and the loss curve. Not part of the library.
+#pragma once
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "examples/common/svg.h"
+#include "nn/gpt.h"
+#include "optim/optim.h"
+
+namespace ember::examples {
+
+// The flags every training program has; each program sets its own defaults before add_to().
+struct TrainingFlags {
+  uint64_t seed = 123;
+  int64_t steps = 200;
+  double lr = 3e-3;
+  int64_t batch = 32;
+  int threads = 1;
+  std::string out;
+  int64_t print_every = 25;
+
+  // Adds --seed, --steps, --lr, --batch, --threads and --out to app; seed_help, steps_help and
+  // out_help say what the program does with them.
+  void add_to(CLI::App& app, const std::string& seed_help, const std::string& steps_help,
+              const std::string& out_help) {
+    app.add_option("--seed", seed, seed_help)->capture_default_str();
+    app.add_option("--steps", steps, steps_help)->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--lr", lr, "peak learning rate (AdamW, warmup then cosine decay)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--batch", batch, "sequences per step")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--threads", threads, "threads for the kernels (ember::set_num_threads)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--out", out, out_help)->capture_default_str();
+  }
+
+  // Adds --print-every (kept apart: each program puts it after its own flags).
+  void add_print_every(CLI::App& app) {
+    app.add_option("--print-every", print_every,
+                   "steps between progress lines when stdout is not a terminal")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+  }
+
+  // After parsing: the kernels' threads, and the output directory made.
+  void apply() const {
+    set_num_threads(threads);
+    std::filesystem::create_directories(out);
+  }
+};
+
+// The number of elements of a model's parameters.
+inline int64_t parameter_count(const nn::Module& model) {
+  int64_t numel = 0;
+  for (const Tensor& p : model.parameters()) numel += p.numel();
+  return numel;
+}
+
+// The learning-rate factor of both programs: a linear warmup over the first 5% of `total`
+// steps (at least one), then a cosine decay to 0.1 of the peak at the last step.
+inline std::function<double(int64_t)> warmup_cosine(int64_t total) {
+  const int64_t warmup = std::max<int64_t>(1, total / 20);
+  return [total, warmup](int64_t step) {
+    if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup);
+    const double t = static_cast<double>(step - warmup) /
+                     static_cast<double>(std::max<int64_t>(1, total - warmup));
+    return 0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979323846 * std::min(1.0, t)));
+  };
+}
+
+// One training step on `loss`: gradients, clipped to norm 1, an optimizer step and a schedule
+// step. Returns the loss value.
+inline double optimizer_step(const Tensor& loss, const std::vector<Tensor>& parameters,
+                             optim::Optimizer& opt, optim::LRScheduler& schedule) {
+  opt.zero_grad();
+  loss.backward();
+  optim::clip_grad_norm_(parameters, 1.0);
+  opt.step();
+  schedule.step();
+  return loss.item();
+}
+
+// Seconds since construction.
+class Stopwatch {
+ public:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// "1m05s" or "4.2s".
+inline std::string duration_text(double seconds) {
+  char buf[32];
+  if (seconds >= 60) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds) / 60,
+                  static_cast<int>(seconds) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  }
+  return buf;
+}
+
+// One progress line: redrawn in place (carriage return) when stdout is a terminal; printed as
+// a plain line every `every` steps (and at the last step) otherwise, for CI logs.
+class Progress {
+ public:
+  Progress(int64_t total_steps, int64_t every)
+      : total_(total_steps), every_(every > 0 ? every : 1), tty_(isatty(fileno(stdout)) != 0) {}
+
+  // `extra` is what the example adds ("acc 97.5%"); tokens counts the tokens seen this step.
+  void update(int64_t step, double loss, const std::string& extra, int64_t tokens) {
+    tokens_ += tokens;
+    const bool last = step == total_;
+    if (!tty_ && step % every_ != 0 && !last) return;
+    const double elapsed = clock_.seconds();
+    const double eta = step > 0 ? elapsed / static_cast<double>(step) * (total_ - step) : 0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "step %5lld/%lld | loss %.4f | %s | %.0f tok/s | %s elapsed | ETA %s",
+                  static_cast<long long>(step), static_cast<long long>(total_), loss, extra.c_str(),
+                  elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0.0,
+                  duration_text(elapsed).c_str(), duration_text(eta).c_str());
+    if (tty_) {
+      std::printf("\r%s\033[K", line);
+      if (last) std::printf("\n");
+    } else {
+      std::printf("%s\n", line);
+    }
+    std::fflush(stdout);
+  }
+
+  // Prints a line of its own (a sample, an evaluation) without breaking the progress line.
+  void note(const std::string& text) {
+    if (tty_) std::printf("\r\033[K");
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+
+  bool is_tty() const { return tty_; }
+
+ private:
+  int64_t total_, every_;
+  bool tty_;
+  int64_t tokens_ = 0;
+  Stopwatch clock_;
+};
+
+// Train and validation loss against step, as an SVG line chart.
+struct LossHistory {
+  std::vector<double> train_steps, train_loss, val_steps, val_loss;
+
+  std::string svg(const std::string& title) const {
+    svg::LineChart chart;
+    chart.title = title;
+    chart.x_label = "step";
+    chart.y_label = "cross-entropy loss";
+    chart.log_y = true;
+    chart.series.push_back({"train", train_steps, train_loss});
+    if (!val_steps.empty()) chart.series.push_back({"validation", val_steps, val_loss});
+    return svg::line_chart(chart);
+  }
+};
+
+}  // namespace ember::examples

@@ -1,0 +1,167 @@
+// A training checkpoint (optim::save_checkpoint / load_checkpoint) resumes bit for bit, keeps
+// every scheduler's state (ReduceLROnPlateau's infinite best included) and refuses hostile or
+// mismatched states.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ember.h"
+#include "core/safetensors.h"
+#include "nn/container.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "optim/optim.h"
+#include "tests/test_helpers.h"
+
+namespace ember {
+namespace {
+
+using test::expect_error;
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// ---- a training checkpoint resumes bit for bit ----
+
+struct Trainer {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<optim::AdamW> opt;
+  std::unique_ptr<optim::LinearLR> warmup;
+  std::unique_ptr<optim::CosineAnnealingLR> cosine;
+  std::unique_ptr<optim::SequentialLR> sched;
+  explicit Trainer(uint64_t seed) {
+    manual_seed(seed);
+    model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(4, 8));
+    model->push_back(std::make_shared<nn::GELU>());
+    model->push_back(std::make_shared<nn::Linear>(8, 3));
+    opt = std::make_unique<optim::AdamW>(
+        model->parameters(), optim::AdamWOptions(1e-2).weight_decay(0.1).betas({0.9, 0.95}));
+    warmup = std::make_unique<optim::LinearLR>(*opt, 0.1, 1.0, 3);
+    cosine = std::make_unique<optim::CosineAnnealingLR>(*opt, 7);
+    sched = std::make_unique<optim::SequentialLR>(
+        *opt, std::vector<optim::LRScheduler*>{warmup.get(), cosine.get()},
+        std::vector<int64_t>{3});
+  }
+  void steps(int from, int to) {
+    for (int s = from; s < to; ++s) {
+      Tensor x = test::pattern({5, 4}, s, DType::Float32);
+      Tensor y = from_vector({0, 2, 1, 1, 0}, {5}, DType::Int64);
+      opt->zero_grad();
+      Tensor loss = nn::functional::cross_entropy((*model)(x), y);
+      loss.backward();
+      optim::clip_grad_norm_(model->parameters(), 0.5);
+      opt->step();
+      sched->step();
+    }
+  }
+};
+
+TEST(Checkpoint, ResumedTrainingEqualsUninterruptedBitForBit) {
+  Trainer straight(7);
+  straight.steps(0, 10);
+
+  Trainer first(7);
+  first.steps(0, 4);
+  const std::string path = temp_path("ckpt.safetensors");
+  optim::save_checkpoint(path, first.model->state_dict(), *first.opt, first.sched.get(), 4,
+                         {{"run", "test"}});
+
+  Trainer resumed(99);  // other weights, fresh optimizer and schedulers
+  NamedTensorList model_state;
+  const int64_t step = optim::load_checkpoint(path, model_state, *resumed.opt, resumed.sched.get());
+  EXPECT_EQ(step, 4);
+  resumed.model->load_state_dict(model_state);
+  resumed.steps(4, 10);
+  const auto expected = straight.model->state_dict(), actual = resumed.model->state_dict();
+  ASSERT_EQ(expected.size(), actual.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(equal(expected[i].second, actual[i].second)) << expected[i].first;
+  }
+  EXPECT_EQ(resumed.opt->param_groups()[0].options->get_lr(),
+            straight.opt->param_groups()[0].options->get_lr());
+
+  // A checkpoint of another optimizer kind, or a plain file, is refused.
+  optim::SGD sgd(straight.model->parameters(), optim::SGDOptions(0.1));
+  expect_error([&] { optim::load_checkpoint(path, model_state, sgd); },
+               "holds the state of a AdamW optimizer, not of SGD");
+  save_safetensors({{"a", ones({1})}}, temp_path("plain.safetensors"));
+  expect_error([&] { optim::load_checkpoint(temp_path("plain.safetensors"), model_state, sgd); },
+               "not a training checkpoint");
+}
+
+// ReduceLROnPlateau is not an LRScheduler (nor is PyTorch's), but a checkpoint stores it too,
+// including its initial best of inf, which JSON cannot hold as a number.
+TEST(Checkpoint, StoresReduceLROnPlateauIncludingInfiniteBest) {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(1.0));
+  optim::ReduceLROnPlateauOptions o;
+  o.patience = 1;
+  o.factor = 0.5;
+  const std::string path = temp_path("plateau.safetensors");
+  {
+    optim::ReduceLROnPlateau fresh(opt, o);  // best = inf, no metric yet
+    optim::save_checkpoint(path, {{"w", w}}, opt, &fresh, 0);
+  }
+  optim::ReduceLROnPlateau restored(opt, o);
+  NamedTensorList state;
+  EXPECT_EQ(optim::load_checkpoint(path, state, opt, &restored), 0);
+  EXPECT_EQ(restored.state_dict().at("best"), std::vector<double>{INFINITY});
+
+  // Mid-run: after a best of 1.0, two bad epochs (patience 1) have halved the lr once; an
+  // optimizer and scheduler restored from the checkpoint continue exactly as the originals.
+  optim::ReduceLROnPlateau original(opt, o);
+  for (double metric : {1.0, 2.0, 2.0}) original.step(metric);
+  EXPECT_EQ(opt.param_groups()[0].options->get_lr(), 0.5);
+  optim::save_checkpoint(path, {{"w", w}}, opt, &original, 3);
+  Tensor w2 = ones({2}).requires_grad_();
+  optim::SGD opt2({w2}, optim::SGDOptions(1.0));
+  optim::ReduceLROnPlateau resumed(opt2, o);
+  EXPECT_EQ(optim::load_checkpoint(path, state, opt2, &resumed), 3);
+  EXPECT_EQ(resumed.state_dict(), original.state_dict());
+  EXPECT_EQ(opt2.param_groups()[0].options->get_lr(), 0.5);
+  for (double metric : {3.0, 3.0, 0.5, 0.7, 0.7}) {
+    original.step(metric);
+    resumed.step(metric);
+    EXPECT_EQ(resumed.state_dict(), original.state_dict());
+    EXPECT_EQ(opt2.param_groups()[0].options->get_lr(), opt.param_groups()[0].options->get_lr());
+  }
+  EXPECT_EQ(opt2.param_groups()[0].options->get_lr(), 0.125);
+}
+
+// Scheduler states from a hostile file: every value is checked before anything is cast.
+TEST(Checkpoint, HostileSchedulerStatesAreErrors) {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(1.0));
+  optim::StepLR step_lr(opt, 2);
+  optim::SchedulerState good = step_lr.state_dict();
+  for (double bad : {double{NAN}, double{INFINITY}, 1e300, 2.5, -1e19}) {
+    optim::SchedulerState s = good;
+    s["last_epoch"] = {bad};
+    expect_error([&] { step_lr.load_state_dict(s); }, "'last_epoch' must be a whole number");
+  }
+  optim::SchedulerState missing = good;
+  missing.erase("_step_count");
+  expect_error([&] { step_lr.load_state_dict(missing); }, "missing '_step_count'");
+
+  optim::ReduceLROnPlateau plateau(opt);
+  optim::SchedulerState p = plateau.state_dict();
+  p["num_bad_epochs"] = {NAN};
+  expect_error([&] { plateau.load_state_dict(p); }, "'num_bad_epochs' must be a whole number");
+
+  optim::LinearLR warm(opt, 0.5, 1.0, 2);
+  optim::CosineAnnealingLR cosine(opt, 4);
+  optim::SequentialLR seq(opt, {&warm, &cosine}, {2});
+  for (const char* key : {"_schedulers.", "_schedulers.x.last_epoch", "_schedulers.7.last_epoch",
+                          "_schedulers.99999999999999999999.a", "_schedulers.-1.a"}) {
+    optim::SchedulerState s = seq.state_dict();
+    s[key] = {1.0};
+    expect_error([&] { seq.load_state_dict(s); }, "SequentialLR::load_state_dict: bad key");
+  }
+}
+
+}  // namespace
+}  // namespace ember
