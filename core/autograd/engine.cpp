@@ -19,6 +19,7 @@
 
 #include "core/autograd/anomaly.h"
 #include "core/autograd/function.h"
+#include "core/autograd/record.h"
 #include "core/log.h"
 #include "core/ops/elementwise.h"  // add: gradients arriving by several edges are summed
 #include "core/ops/reduce.h"       // sum_to: a broadcast input gets its gradient summed back
@@ -218,6 +219,9 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
         // Anomaly mode: an error raised by the backward says where its forward ran, and the
         // results are checked for NaN and infinity.
         try {
+          // Under create_graph the backward's own ops make nodes: they say whose backward
+          // made them (a NaN in a second derivative then names both).
+          RecordFunction label("backward of " + node->name());
           input_grads = node->apply(grad);
         } catch (const Error& e) {
           fail(e.what(), "\n  (in the backward of ", node->name(),
