@@ -119,7 +119,10 @@ class Tensor {
   Tensor grad() const;                // undefined until a backward reaches this tensor
   void set_grad(const Tensor& grad);  // e.g. an undefined Tensor to reset it
   std::shared_ptr<autograd::Node> grad_fn() const;
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // libtorch's: retain_graph defaults to create_graph; create_graph records the backward's own
+  // graph, so the gradients can be differentiated again (core/autograd/engine.h).
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   void retain_grad() const;  // keep .grad() on a non-leaf
   bool retains_grad() const;
   void register_hook(GradHook hook) const;

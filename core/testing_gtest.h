@@ -4,6 +4,7 @@
 //   EXPECT_TENSOR_CLOSE(y, expected);                   // torch.testing's default tolerances
 //   EXPECT_TENSOR_CLOSE_TOL(y, expected, 1e-4, 1e-6);   // rtol, atol
 //   EXPECT_GRADCHECK(fn, {x, w});                       // autograd::gradcheck in float64
+//   EXPECT_GRADGRADCHECK(fn, {x, w});                   // autograd::gradgradcheck (2nd order)
 //   (ASSERT_ forms too.)
 //
 // A failure prints torch.testing.assert_close's report (how many elements differ, the greatest
@@ -57,6 +58,18 @@ inline ::testing::AssertionResult gradcheck_passes(
          << result.report;
 }
 
+// EXPECT_PRED_FORMAT2's predicate: gradgradcheck passes.
+inline ::testing::AssertionResult gradgradcheck_passes(
+    const char* fn_text, const char* inputs_text,
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs) {
+  autograd::GradcheckResult result = autograd::gradgradcheck(fn, inputs);
+  if (result.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "gradgradcheck(" << fn_text << ", " << inputs_text << ") failed:\n"
+         << result.report;
+}
+
 }  // namespace ember::testing
 
 #define EXPECT_TENSOR_CLOSE(actual, expected) \
@@ -73,4 +86,10 @@ inline ::testing::AssertionResult gradcheck_passes(
                       (std::vector<::ember::Tensor>(__VA_ARGS__)))
 #define ASSERT_GRADCHECK(fn, ...)                             \
   ASSERT_PRED_FORMAT2(::ember::testing::gradcheck_passes, fn, \
+                      (std::vector<::ember::Tensor>(__VA_ARGS__)))
+#define EXPECT_GRADGRADCHECK(fn, ...)                             \
+  EXPECT_PRED_FORMAT2(::ember::testing::gradgradcheck_passes, fn, \
+                      (std::vector<::ember::Tensor>(__VA_ARGS__)))
+#define ASSERT_GRADGRADCHECK(fn, ...)                             \
+  ASSERT_PRED_FORMAT2(::ember::testing::gradgradcheck_passes, fn, \
                       (std::vector<::ember::Tensor>(__VA_ARGS__)))

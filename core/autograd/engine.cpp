@@ -7,6 +7,11 @@
 // 3. Each gradient a node returns is summed back to its input's shape (undoing broadcasting)
 //    and added into the buffer of the input's node.
 // 4. Without retain_graph, each node frees its saved tensors once it has run.
+//
+// The whole pass runs in no-grad mode, except with create_graph: then it runs in grad mode, so
+// every op the backward formulas (and the sums of steps 2-3) call records a graph of its own, and
+// the gradients it returns can be differentiated again. Saved tensors then come back with their
+// place in the graph (SavedTensors::get in core/autograd/function.cpp).
 #include "core/autograd/engine.h"
 
 #include <spdlog/spdlog.h>
@@ -149,9 +154,16 @@ Tensor run_output_hooks(Node* node, Tensor grad) {
 // Runs the graph. With `capture`, gradients reaching those nodes are returned instead of
 // accumulated, and no AccumulateGrad runs (autograd::grad).
 void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
-             bool retain_graph, const std::unordered_map<Node*, std::vector<std::size_t>>* capture,
+             bool retain_graph, bool create_graph,
+             const std::unordered_map<Node*, std::vector<std::size_t>>* capture,
              std::vector<Tensor>* captured) {
-  NoGradGuard no_grad;
+  // Grad mode is on for the whole pass exactly when the gradients must have a graph.
+  const bool previous_mode = GradMode::is_enabled();
+  GradMode::set_enabled(create_graph);
+  struct RestoreMode {
+    bool mode;
+    ~RestoreMode() { GradMode::set_enabled(mode); }
+  } restore{previous_mode};
   GraphTask task;
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -255,13 +267,14 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
 }  // namespace
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
-              bool retain_graph) {
-  execute(outputs, grad_outputs, retain_graph, nullptr, nullptr);
+              std::optional<bool> retain_graph, bool create_graph) {
+  execute(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, nullptr,
+          nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
-                         bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
   std::unordered_map<Node*, std::vector<std::size_t>> capture;
   std::vector<std::shared_ptr<Node>> keep_alive;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -272,12 +285,16 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     capture[edge.get()].push_back(i);
   }
   std::vector<Tensor> captured(inputs.size());
-  execute(outputs, grad_outputs, retain_graph, &capture, &captured);
+  execute(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, &capture,
+          &captured);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     check(captured[i].defined() || allow_unused, "autograd::grad: input ", i,
           " was not used in the graph (pass allow_unused=true to get an undefined gradient)");
-    if (captured[i].defined() && captured[i].shape() != inputs[i].shape())
+    if (captured[i].defined() && captured[i].shape() != inputs[i].shape()) {
+      std::optional<NoGradGuard> no_grad;
+      if (!create_graph) no_grad.emplace();
       captured[i] = sum_to(captured[i], inputs[i].shape(), "autograd::grad");
+    }
   }
   return captured;
 }
@@ -336,7 +353,8 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
       grad = replaced;
     }
   }
-  NoGradGuard no_grad;
+  // In the engine's grad mode: under create_graph the clone and the add are recorded, so the
+  // leaf's .grad has a grad_fn (as PyTorch's x.grad after backward(create_graph=True)).
   if (!leaf->grad.defined()) {
     leaf->grad = grad.clone();  // the leaf owns its gradient; later adds must not alias
   } else {
@@ -349,9 +367,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
 
 namespace ember {
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
+                      bool create_graph) const {
   detail::check_defined(*this, "backward");
-  autograd::backward({*this}, {gradient}, retain_graph);
+  autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
 }  // namespace ember

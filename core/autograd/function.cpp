@@ -42,12 +42,36 @@ Node::~Node() {
 void SavedTensors::save(const std::vector<Tensor>& tensors) {
   tensors_.reserve(tensors_.size() + tensors.size());
   versions_.reserve(versions_.size() + tensors.size());
+  originals_.reserve(originals_.size() + tensors.size());
   for (const Tensor& t : tensors) {
     // A detached handle: the saved tensor must not own the graph (the output saving itself
     // would be a reference cycle).
     tensors_.push_back(t.defined() ? t.detach() : Tensor());
     versions_.push_back(t.defined() ? t.storage()->version() : 0);
+    originals_.push_back(t.impl());
   }
+}
+
+void SavedTensors::bind(const std::shared_ptr<Node>& node,
+                        const ember::detail::ObjectVector<Tensor>& inputs, const Tensor& output) {
+  for (std::size_t i = 0; i < originals_.size(); ++i) {
+    const TensorImpl* original = originals_[i];
+    if (original == nullptr) continue;
+    if (original == output.impl()) {
+      output_index_ = static_cast<int>(i);
+      self_ = node;
+      continue;
+    }
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      if (inputs[k].impl() == original && node->next_functions[k]) {
+        if (edges_.empty()) edges_.resize(originals_.size());
+        edges_[i] = node->next_functions[k];
+        break;
+      }
+    }
+  }
+  originals_.clear();
+  originals_.shrink_to_fit();
 }
 
 Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
@@ -63,7 +87,21 @@ Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
         ", is at version ", t.storage()->version(), "; expected version ", versions_[i],
         " instead.");
   }
-  return t;
+  if (!GradMode::is_enabled() || !t.defined()) return t;
+  // Inside a create_graph backward: the saved input or output with its place in the graph.
+  std::shared_ptr<Node> edge;
+  if (static_cast<int>(i) == output_index_) {
+    edge = self_.lock();
+  } else if (i < edges_.size()) {
+    edge = edges_[i];
+  }
+  if (!edge) return t;
+  // A fresh handle on the same elements whose gradient flows to `edge` (a leaf's
+  // AccumulateGrad, or the node that made the tensor).
+  Tensor handle(std::make_shared<TensorImpl>(*t.impl()));
+  handle.impl()->grad_fn = std::move(edge);
+  handle.impl()->requires_grad = true;
+  return handle;
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {

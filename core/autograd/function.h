@@ -15,7 +15,8 @@
 // (as written in core/ops/elementwise.cpp, where unary_kernel maps a function over a tensor).
 //
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
-// wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors.
+// wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors,
+// except under create_graph (see SavedTensors and core/autograd/engine.cpp).
 #pragma once
 
 #include <memory>
@@ -30,13 +31,28 @@ namespace ember::autograd {
 
 // Saved tensors: detached handles (no ownership cycle with the output) plus the storage version
 // they were saved at, so an in-place change before backward is caught.
+//
+// Higher-order gradients (PyTorch's SavedVariable): a backward run with create_graph records its
+// own graph, so what it reads from here must keep its autograd identity. After forward, `bind`
+// tells which saved tensors are inputs of the op (their gradient edge is kept: the same Node the
+// op's next_functions already hold, so no new ownership) and which is the op's own output (a weak
+// pointer to the node: the output's grad_fn is this node, and a strong one would be a cycle).
+// `get` in grad mode (only inside a create_graph backward) hands out a handle with that identity;
+// in no-grad mode (every first-order backward) it returns the detached handle, as before.
+// Anything else saved (an intermediate such as layer_norm's rstd, or a mask) is a constant.
+class Node;
 class SavedTensors {
  public:
   void save(const std::vector<Tensor>& tensors);
+  // After forward and connect: finds the saved tensors that are the op's inputs or its output.
+  void bind(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
+            const Tensor& output);
   // The i-th saved tensor; throws if freed by an earlier backward or modified in place.
   Tensor get(std::size_t i, const std::string& node_name) const;
   void release() {
     tensors_.clear();
+    originals_.clear();
+    edges_.clear();
     released_ = true;
   }
   bool released() const { return released_; }
@@ -45,6 +61,13 @@ class SavedTensors {
  private:
   std::vector<Tensor> tensors_;
   std::vector<uint64_t> versions_;
+  // Per saved tensor, only between save and bind: the TensorImpl it was (for matching).
+  std::vector<const TensorImpl*> originals_;
+  // Per saved tensor, after bind (empty when nothing saved requires grad): the gradient edge of
+  // a saved input that requires grad; null otherwise.
+  std::vector<std::shared_ptr<Node>> edges_;
+  int output_index_ = -1;     // which saved tensor is the op's output, or -1
+  std::weak_ptr<Node> self_;  // the node, for the saved output's grad_fn
   bool released_ = false;
 };
 
@@ -75,7 +98,8 @@ class FunctionNode : public Node {
            "when you call backward() or autograd::grad(); specify retain_graph=true if you "
            "need to backward through the graph a second time.");
     }
-    NoGradGuard no_grad;
+    // Runs in the engine's grad mode: off, except in a backward with create_graph, where the
+    // formula's ops record the graph of the gradient (so it can be differentiated again).
     return op.backward(grad_output);
   }
   void release_saved() override {
@@ -166,6 +190,7 @@ Tensor apply(const Args&... args) {
   inputs.reserve(tensors);  // one allocation, not one per push_back that outgrows the last
   detail::collect_tensors(inputs, args...);
   detail::connect(node, inputs, output);
+  if (!node->op.saved_.empty()) node->op.saved_.bind(node, inputs, output);
   return output;
 }
 

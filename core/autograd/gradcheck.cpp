@@ -17,6 +17,10 @@
 
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/generator.h"
+#include "core/ops/shape.h"
+#include "core/random.h"
 
 namespace ember::autograd {
 
@@ -129,7 +133,8 @@ std::vector<Jacobian> analytic_jacobians(const Tensor& output,
     Tensor one_hot = zeros(output.shape(), DType::Float64);
     one_hot.set(unravel(j, output.shape()), 1.0);
     std::vector<Tensor> grads =
-        grad({output}, wrt, {one_hot}, /*retain_graph=*/true, /*allow_unused=*/true);
+        grad({output}, wrt, {one_hot}, /*retain_graph=*/true, /*create_graph=*/false,
+             /*allow_unused=*/true);
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       if (!grads[k].defined()) continue;  // no path from this input: its column stays zero
       if (grads[k].shape() != inputs[k].tensor.shape()) {
@@ -253,7 +258,8 @@ void check_zero_grad_output(const Tensor& output, const std::vector<CheckedInput
   std::vector<Tensor> wrt;
   for (const CheckedInput& input : inputs) wrt.push_back(input.tensor);
   std::vector<Tensor> grads = grad({output}, wrt, {zeros(output.shape(), DType::Float64)},
-                                   /*retain_graph=*/true, /*allow_unused=*/true);
+                                   /*retain_graph=*/true, /*create_graph=*/false,
+                                   /*allow_unused=*/true);
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (!grads[k].defined()) continue;
     std::vector<double> g = grads[k].to_vector<double>();
@@ -346,6 +352,67 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     }
   }
   result.report = report.str();
+  return result;
+}
+
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs,
+                              const GradgradcheckOptions& options) {
+  check_inputs(inputs);
+  // The output, once, for its shape and its name; the grad_output v drawn to its shape.
+  Tensor output = fn(inputs);
+  check(output.defined() && output.dtype() == DType::Float64,
+        "gradgradcheck: fn must return a defined float64 tensor");
+  const std::string op = output.grad_fn() ? output.grad_fn()->name() : std::string("(no graph)");
+  Generator generator(options.seed);
+  Tensor v = randn(output.shape(), DType::Float64, &generator).requires_grad_();
+
+  std::vector<std::size_t> differentiable;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].requires_grad()) differentiable.push_back(k);
+  }
+  const std::size_t n = inputs.size();
+  // The vector-Jacobian product as a function of (inputs..., v): each defined gradient,
+  // flattened, one after the other. Its graph (create_graph) is what gets checked.
+  auto vjp = [&](const std::vector<Tensor>& args) {
+    // gradcheck evaluates its fn in no-grad mode; this one needs a graph to differentiate.
+    const bool previous_mode = GradMode::is_enabled();
+    GradMode::set_enabled(true);
+    struct RestoreMode {
+      bool mode;
+      ~RestoreMode() { GradMode::set_enabled(mode); }
+    } restore{previous_mode};
+    std::vector<Tensor> fn_inputs(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(n));
+    Tensor out = fn(fn_inputs);
+    std::vector<Tensor> wrt;
+    for (std::size_t k : differentiable) wrt.push_back(fn_inputs[k]);
+    if (!out.requires_grad()) return zeros({0}, DType::Float64);
+    std::vector<Tensor> grads = grad({out}, wrt, {args[n]}, /*retain_graph=*/std::nullopt,
+                                     /*create_graph=*/true, /*allow_unused=*/true);
+    std::vector<Tensor> flat;
+    for (const Tensor& g : grads) {
+      if (g.defined()) flat.push_back(g.reshape({-1}));
+    }
+    if (flat.empty()) return zeros({0}, DType::Float64);
+    return flat.size() == 1 ? flat[0] : cat(flat, 0);
+  };
+  std::vector<Tensor> args = inputs;
+  args.push_back(v);
+  GradcheckResult result = gradcheck(vjp, args, options);
+  // Name the op, and the extra input for what it is.
+  std::string report = result.report;
+  const std::string extra = "input " + std::to_string(n);
+  for (std::size_t at = report.find(extra); at != std::string::npos; at = report.find(extra, at)) {
+    const char next = at + extra.size() < report.size() ? report[at + extra.size()] : ' ';
+    if (next >= '0' && next <= '9') {  // input 12, not input 1
+      at += extra.size();
+      continue;
+    }
+    report.replace(at, extra.size(), "input " + std::to_string(n) + " (the grad_output)");
+    at += extra.size() + 18;
+  }
+  result.report =
+      "gradgradcheck of " + op + (result.ok ? ": " : " failed (second derivatives):\n") + report;
   return result;
 }
 

@@ -15,6 +15,7 @@
 // Use float64: with eps = 1e-6, a central difference in float32 is mostly rounding noise.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -58,5 +59,23 @@ struct GradcheckResult {
 // inputs instead; the comparison here is the same for inputs without overlap.)
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+// gradgradcheck: are the gradients of fn themselves differentiated right?
+// (torch.autograd.gradgradcheck.) With random grad_outputs v (a fixed generator, seed
+// `seed`, float64 normal), it runs gradcheck on the vector-Jacobian product
+//
+//   vjp(inputs, v) = autograd::grad(fn(inputs), inputs that require grad, v, create_graph=true)
+//
+// (the gradients that are defined, flattened and concatenated), with respect to the inputs and
+// to v: the numerical Jacobian of the vjp (central differences of first-order backward passes)
+// against the analytic one (backward passes through the graph the create_graph backward
+// recorded). Options and the rules for inputs are gradcheck's; the report names the node that
+// made fn's output, and calls the inputs after fn's inputs "grad_output".
+struct GradgradcheckOptions : GradcheckOptions {
+  uint64_t seed = 0;  // of the generator that draws the grad_outputs
+};
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs,
+                              const GradgradcheckOptions& options = {});
 
 }  // namespace ember::autograd

@@ -411,7 +411,8 @@ TEST(AutogradGradFunction, AllowUnused) {
     (void)autograd::grad({out}, {x, unused}, {}, /*retain_graph=*/true);
   });
   EXPECT_THAT(msg, HasSubstr("allow_unused"));
-  std::vector<Tensor> g = autograd::grad({out}, {x, unused}, {}, false, /*allow_unused=*/true);
+  std::vector<Tensor> g =
+      autograd::grad({out}, {x, unused}, {}, false, false, /*allow_unused=*/true);
   EXPECT_THAT(values(g[0]), ElementsAre(2, 2));
   EXPECT_FALSE(g[1].defined());
   EXPECT_THAT(error_of([&] { (void)autograd::grad({out}, {tensor({1.0})}); }),

@@ -414,7 +414,7 @@ struct Machine {
         break;
       case 3: {
         Tensor y = pick(r);
-        autograd::grad({x}, {y, y}, {}, r.flag(), r.flag());
+        autograd::grad({x}, {y, y}, {}, r.flag(), /*create_graph=*/false, r.flag());
         break;
       }
       case 4:
