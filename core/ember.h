@@ -6,6 +6,7 @@
 #include "core/autograd/anomaly.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/function.h"
+#include "core/autograd/functional.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/record.h"
