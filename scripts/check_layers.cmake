@@ -21,8 +21,9 @@ function(layer_of path out)
   set(layer "")
   if(path MATCHES "^core/kernels/")
     set(layer kernels)
-  elseif(path MATCHES "^core/autograd/(node\\.h|function\\.h|function\\.cpp|grad_mode\\.h)$")
+  elseif(path MATCHES "^core/autograd/(node\\.h|function\\.h|function\\.cpp|grad_mode\\.h|record\\.h|record\\.cpp)$")
     set(layer graph)  # the graph's nodes, Function<Op> and apply: what ops are written with
+                      # (and record: the labels and module paths a node keeps, for anomaly mode)
   elseif(path MATCHES "^core/autograd/")
     set(layer engine)  # backward, grad, gradcheck: they run ops (add, sum_to) on gradients
   elseif(path MATCHES "^core/ops/")
