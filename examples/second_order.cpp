@@ -72,7 +72,7 @@ void print_matrix(const std::string& title, const Tensor& m, const std::vector<s
   const int64_t n = m.size(0), k = m.size(1);
   for (int64_t i = 0; i < n; ++i) {
     std::printf("  %-9s", rows[static_cast<std::size_t>(i)].c_str());
-    for (int64_t j = 0; j < k; ++j) std::printf(" %10.6f", v[static_cast<std::size_t>(i * k + j)]);
+    for (int64_t j = 0; j < k; ++j) std::printf(" %12.4e", v[static_cast<std::size_t>(i * k + j)]);
     std::printf("\n");
   }
 }
@@ -120,19 +120,21 @@ Tensor hessian_of_wq(const std::string& out_dir) {
       "%.3g\n",
       diff, asym);
 
-  // The heatmap: a symmetric colour range around 0.
-  const std::vector<double> values = h.contiguous().to_vector<double>();
+  // The heatmap, in units of 1e-6 (the second derivatives are small: the weights and the
+  // book's embeddings are), on a colour range symmetric around 0.
+  std::vector<double> values = h.contiguous().to_vector<double>();
   double big = 0;
-  for (double v : values) big = std::max(big, std::abs(v));
+  for (double& v : values) {
+    v *= 1e6;
+    big = std::max(big, std::abs(v));
+  }
   examples::svg::HeatmapGrid grid;
-  grid.title = "Hessian of the MSE loss w.r.t. W_query (chapter-3 MultiHeadAttention)";
-  grid.subtitle =
-      "\"Your journey starts with one step\", d_in 3, d_out 2, 2 heads; cell (i, j) "
-      "= d^2 loss / dWq_i dWq_j";
+  grid.title = "Hessian of the loss w.r.t. W_query";
+  grid.subtitle = "chapter-3 MHA, 2 heads; row 0 of Wq feeds head 0, row 1 head 1";
   grid.panels.push_back({"d^2 loss / dWq_i dWq_j", values, 6, 6, names, names});
   grid.vmin = -big;
   grid.vmax = big;
-  grid.scale_label = "second derivative";
+  grid.scale_label = "second derivative (x 1e-6)";
   grid.show_values = 1;
   grid.cell = 56;
   const std::string path = out_dir + "/hessian_wq.svg";
