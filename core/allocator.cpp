@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -52,8 +53,14 @@ struct ObjectList {
   std::size_t count = 0;
 };
 
+// A thread's lists keep at most kMaxCachedPerSize buffers of a class, or as many as the thread
+// has ever had out at once (taken and not given back to its lists), whichever is more: a step of
+// the small GPT config holds more than 32 activations of one class at its peak, and those past
+// 32 went back to glibc and came back as fresh pages on every step (700 page faults per step).
 struct Cache {
   std::array<std::vector<void*>, kClasses> free_lists;
+  std::array<std::size_t, kClasses> out{};   // buffers of the class handed out, not yet back
+  std::array<std::size_t, kClasses> peak{};  // the most `out` has been
   std::array<ObjectList, kMaxObjectBytes / kGranule> objects;
   ~Cache() {
     alive = false;
@@ -111,46 +118,77 @@ void* map_huge(std::size_t size, std::size_t bytes) {
 // Requests this large never wrap (allocate_buffer turns away anything past half the range).
 std::size_t mapped_size(std::size_t bytes) { return (bytes + kHuge - 1) / kHuge * kHuge; }
 
-// Freed mapped buffers, kept for a later buffer of the same class (at most kMaxKeptBytes in all,
-// shared by the threads): a training or inference loop allocates the same activation sizes on
-// every step, and mapping them afresh each time cost a page fault per 2 MiB (4 KiB where the
-// kernel has no huge page to give) plus the kernel's zeroing, serialized on the process's page
-// tables when two threads fault at once. The chapter's MultiHeadAttention at T = 1024 spent a
-// tenth of its 2-thread forward + backward there (perf: clear_page_erms, exc_page_fault). A
-// kept buffer is not known to be zeros, so Storage clears it as any reused buffer. Like glibc,
-// which keeps up to 64 MiB of freed heap below its mmap threshold.
-constexpr std::size_t kMaxKeptBytes = std::size_t{64} << 20;
+// Freed mapped buffers, kept for a later buffer of the same class (shared by the threads): a
+// training or inference loop allocates the same activation sizes on every step, and mapping them
+// afresh each time cost a page fault per 2 MiB (4 KiB where the kernel has no huge page to give)
+// plus the kernel's zeroing, serialized on the process's page tables when two threads fault at
+// once. The chapter's MultiHeadAttention at T = 1024 spent a tenth of its 2-thread forward +
+// backward there (perf: clear_page_erms, exc_page_fault). A kept buffer is not known to be zeros,
+// so Storage clears it as any reused buffer.
+//
+// How much is kept is sized from what the program really uses, as PyTorch's CUDA caching
+// allocator holds a loop's working set: up to the most mapped bytes ever in use at once (the
+// peak), and at least kMinKeptBytes (64 MiB, as glibc keeps up to 64 MiB of freed heap below its
+// mmap threshold). A training step frees its activations, gradients and temporaries (GBs for
+// GPT-124M) and asks for the same sizes in the next step: all of them are kept, and the step
+// after the first maps nothing (until 2026-11-26 at most 64 MiB were kept, and the chapter-5
+// GPT-124M step spent a quarter of its time in the kernel's clear_page_erms). Past the limit the
+// buffers freed longest ago go back to the system first (a generation's sequence grows a token
+// per step, so its classes grow too and the oldest are not asked for again).
+// ember::empty_cache() gives every kept buffer back and starts the peak again from what is in use.
+constexpr std::size_t kMinKeptBytes = std::size_t{64} << 20;
 struct KeptBuffers {
   std::mutex mutex;
-  std::vector<std::pair<void*, std::size_t>> buffers;  // (data, bytes)
-  std::size_t total = 0;
+  std::vector<std::pair<void*, std::size_t>> buffers;  // (data, bytes), the oldest first
+  std::size_t total = 0;                               // bytes in `buffers`
+  std::size_t in_use = 0;                              // mapped bytes handed out, not yet freed
+  std::size_t peak = 0;                                // the most `in_use` has been
 };
 KeptBuffers& kept() {
   static KeptBuffers* k = new KeptBuffers;  // never destroyed: frees may come after exit starts
   return *k;
 }
 
+// Counts `bytes` as in use (the caller maps them or has taken them from the kept list).
+void count_in_use(KeptBuffers& k, std::size_t bytes) {
+  k.in_use += bytes;
+  k.peak = std::max(k.peak, k.in_use);
+}
+
+// A kept buffer of `bytes` (the most recently freed), counted as in use; null when none is kept.
 void* take_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
-  for (std::size_t i = k.buffers.size(); i-- > 0;) {  // the most recently freed first
+  for (std::size_t i = k.buffers.size(); i-- > 0;) {
     if (k.buffers[i].second == bytes) {
       void* p = k.buffers[i].first;
       k.buffers.erase(k.buffers.begin() + static_cast<std::ptrdiff_t>(i));
       k.total -= bytes;
+      count_in_use(k, bytes);
       return p;
     }
   }
+  count_in_use(k, bytes);  // the caller maps it
   return nullptr;
 }
 
-bool keep(void* data, std::size_t bytes) {
+// Keeps a freed buffer; returns the buffers past the limit, the oldest, for the caller to unmap
+// (outside the lock: munmap of GBs takes a while).
+std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
   KeptBuffers& k = kept();
+  std::vector<std::pair<void*, std::size_t>> evicted;
   std::lock_guard<std::mutex> lock(k.mutex);
-  if (bytes > kMaxKeptBytes - k.total) return false;
+  k.in_use -= bytes;
   k.buffers.emplace_back(data, bytes);
   k.total += bytes;
-  return true;
+  const std::size_t limit = std::max(kMinKeptBytes, k.peak);
+  std::size_t n = 0;
+  while (k.total > limit) {
+    k.total -= k.buffers[n].second;
+    evicted.push_back(k.buffers[n++]);
+  }
+  k.buffers.erase(k.buffers.begin(), k.buffers.begin() + static_cast<std::ptrdiff_t>(n));
+  return evicted;
 }
 
 }  // namespace
@@ -167,7 +205,12 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
       return p;
     }
     void* p = map_huge(size, bytes);
-    if (p == nullptr) return nullptr;
+    if (p == nullptr) {
+      KeptBuffers& k = kept();
+      std::lock_guard<std::mutex> lock(k.mutex);
+      k.in_use -= size;
+      return nullptr;
+    }
     if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
     return p;
   }
@@ -176,7 +219,9 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   }
   const int c = size_class(bytes);
   if (Cache::alive) {
-    auto& list = cache().free_lists[c];
+    Cache& k = cache();
+    k.peak[c] = std::max(k.peak[c], ++k.out[c]);
+    auto& list = k.free_lists[c];
     if (!list.empty()) {
       void* p = list.back();
       list.pop_back();
@@ -192,16 +237,18 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
 void free_buffer(void* data, std::size_t bytes) {
   if (data == nullptr) return;
   if (kMap && bytes >= kMapBytes) {
-    const std::size_t size = mapped_size(bytes);
-    if (!keep(data, size)) munmap(data, size);
+    for (const auto& [p, size] : keep(data, mapped_size(bytes))) munmap(p, size);
     return;
   }
   if (!kCache || bytes > kMaxCachedBytes || !Cache::alive) {
     std::free(data);
     return;
   }
-  auto& list = cache().free_lists[size_class(bytes)];
-  if (list.size() >= kMaxCachedPerSize) {
+  Cache& k = cache();
+  const int c = size_class(bytes);
+  if (k.out[c] > 0) --k.out[c];  // (a buffer from another thread was not counted here)
+  auto& list = k.free_lists[c];
+  if (list.size() >= std::max(kMaxCachedPerSize, k.peak[c])) {
     std::free(data);
     return;
   }
@@ -242,3 +289,41 @@ void free_object(void* p, std::size_t bytes) noexcept {
 }
 
 }  // namespace ember::detail
+
+namespace ember {
+
+MemoryStats memory_stats() {
+  MemoryStats stats;
+  if (!detail::kMap) return stats;
+  detail::KeptBuffers& k = detail::kept();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  stats.mapped_in_use = k.in_use;
+  stats.mapped_kept = k.total;
+  stats.mapped_peak = k.peak;
+  return stats;
+}
+
+void empty_cache() {
+  if (!detail::kMap) return;  // under AddressSanitizer nothing is kept
+  std::vector<std::pair<void*, std::size_t>> buffers;
+  {
+    detail::KeptBuffers& k = detail::kept();
+    std::lock_guard<std::mutex> lock(k.mutex);
+    buffers.swap(k.buffers);
+    k.total = 0;
+    k.peak = k.in_use;
+  }
+  for (const auto& [p, size] : buffers) munmap(p, size);
+  // This thread's small buffers too (other threads' lists are theirs alone; they go back to the
+  // system when those threads exit).
+  if (detail::Cache::alive) {
+    detail::Cache& k = detail::cache();
+    for (int c = 0; c < detail::kClasses; ++c) {
+      for (void* p : k.free_lists[c]) std::free(p);
+      k.free_lists[c].clear();
+      k.peak[c] = k.out[c];
+    }
+  }
+}
+
+}  // namespace ember

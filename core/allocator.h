@@ -4,14 +4,19 @@
 // (glibc's aligned allocations bypass its fast per-thread cache).
 //
 // Buffers up to kMaxCachedBytes are rounded up to a power of two and, when freed, kept in the
-// freeing thread's list for their size (at most kMaxCachedPerSize each); a thread's lists are
+// freeing thread's list for their size (at most 32 each, or as many as the thread has had out at
+// once, whichever is more: a training step's working set); a thread's lists are
 // returned to the system when it exits. Larger buffers are mapped from the kernel directly,
 // 2 MiB-aligned and on transparent huge pages where the kernel has them (for each whole 2 MiB
 // of the buffer), so they are known to be zeros and Storage need not clear them (the 163M
 // parameters of GPT-124M are 650 MB of buffers a model's construction writes right away). Freed, a
-// big buffer is kept for the next one of its class, its size rounded up to a whole 2 MiB (64 MiB in
-// all; not zeros then, so Storage clears it): a loop's activations do not fault in fresh pages on
-// every step, nor do those of a generation whose sequence grows by a token at each step.
+// big buffer is kept for the next one of its class, its size rounded up to a whole 2 MiB (not
+// zeros then, so Storage clears it): a loop's activations do not fault in fresh pages on every
+// step, nor do those of a generation whose sequence grows by a token at each step. The kept
+// buffers may add up to the most mapped memory the program has had in use at once (its working
+// set: a training step's activations, gradients and temporaries; at least 64 MiB), the buffers
+// freed longest ago going back first; ember::empty_cache() gives them all back (as
+// torch.cuda.empty_cache).
 //
 // The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread
 // free lists too (allocate_object, ObjectAllocator for std::allocate_shared): a graph is built
@@ -65,3 +70,23 @@ template <typename T>
 using ObjectVector = std::vector<T, ObjectAllocator<T>>;
 
 }  // namespace ember::detail
+
+namespace ember {
+
+// The big (mapped) buffers, in bytes: those held by tensors, those kept for reuse, and the most
+// ever held at once (since the start or the last empty_cache). All zeros under AddressSanitizer,
+// which keeps nothing.
+struct MemoryStats {
+  std::size_t mapped_in_use = 0;
+  std::size_t mapped_kept = 0;
+  std::size_t mapped_peak = 0;
+};
+MemoryStats memory_stats();
+
+// Gives the memory the allocator keeps for reuse back to the system, as torch.cuda.empty_cache:
+// every kept big buffer, and the calling thread's cached small buffers. Memory of live tensors is
+// untouched (only what is unused is freed); the limit of what may be kept starts again from what
+// is in use now. Safe to call from any thread at any time.
+void empty_cache();
+
+}  // namespace ember

@@ -3,6 +3,7 @@
 // code that says `using namespace ember;`. Include core/testing.h or core/testing_gtest.h.)
 #pragma once
 
+#include "core/allocator.h"
 #include "core/autograd/anomaly.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/function.h"

@@ -12,6 +12,8 @@
 #include <new>
 #include <type_traits>
 
+#include "core/allocator.h"
+
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define EMBER_GEMM_X86 1
@@ -59,11 +61,14 @@ struct Product {
 };
 
 // Per-thread packing buffers, 64-byte aligned, allocated before the parallel region (so an
-// allocation failure is an exception on the calling thread, not inside OpenMP).
+// allocation failure is an exception on the calling thread, not inside OpenMP). From the
+// tensors' allocator (core/allocator.h), whose caches keep them from one product to the next
+// (from glibc, a buffer past its mmap threshold was mapped, faulted in and unmapped per call).
 template <typename T>
 struct Workspace {
   struct Free {
-    void operator()(T* p) const { std::free(p); }
+    std::size_t bytes = 0;
+    void operator()(T* p) const { ember::detail::free_buffer(p, bytes); }
   };
   std::unique_ptr<T, Free> memory;
   int64_t per_thread = 0, a_size = 0;
@@ -75,7 +80,9 @@ struct Workspace {
     per_thread = a_size + (b_elems + align - 1) / align * align;
     const std::size_t bytes =
         sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
-    memory.reset(static_cast<T*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
+    const std::size_t size = std::max<std::size_t>(bytes, 64);
+    memory =
+        std::unique_ptr<T, Free>(static_cast<T*>(ember::detail::allocate_buffer(size)), Free{size});
     if (!memory) throw std::bad_alloc();
   }
   T* a(int thread) const { return memory.get() + thread * per_thread; }

@@ -1,19 +1,17 @@
 // format_tensor must print exactly what PyTorch 1.13's repr() prints.
 //
-// Most cases come from tests/fixtures/format.txt (scripts/fixtures/gen_format.py); a few
-// are written out by hand, as they appear in the book.
+// Most cases come from tests/fixtures/format.txt (scripts/fixtures/gen_format.py, read by
+// tests/fixtures.h); a few are written out by hand, as they appear in the book.
 #include "core/format.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "tests/fixtures.h"
 
 namespace ember {
 namespace {
@@ -94,90 +92,17 @@ TEST(FormatShapeTuple, PrintsLikeAPythonTuple) {
 
 // ---- Fixture cases: repr() of ~70 tensors, printed by PyTorch ----
 
-struct FixtureCase {
-  std::string name;
-  DType dtype = DType::Float32;
-  std::vector<int64_t> shape;
-  std::vector<double> values;
-  std::vector<std::string> suffixes;
-  std::string repr;
-};
-
-DType parse_dtype(const std::string& s) {
-  if (s == "bool") return DType::Bool;
-  if (s == "int64") return DType::Int64;
-  if (s == "float32") return DType::Float32;
-  if (s == "float64") return DType::Float64;
-  ADD_FAILURE() << "unknown dtype " << s;
-  return DType::Float32;
-}
-
-// Reads the record format documented in scripts/fixtures/gen_format.py.
-std::vector<FixtureCase> load_fixtures(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  EXPECT_TRUE(file) << "cannot open " << path;
-  std::stringstream in;
-  in << file.rdbuf();
-
-  std::vector<FixtureCase> cases;
-  std::string word;
-  while (in >> word) {
-    if (word[0] == '#') {
-      std::getline(in, word);  // a comment line
-      continue;
-    }
-    EXPECT_EQ(word, "case");
-    FixtureCase c;
-    in >> c.name;
-
-    in >> word;
-    EXPECT_EQ(word, "dtype") << c.name;
-    in >> word;
-    c.dtype = parse_dtype(word);
-
-    std::size_t ndim = 0;
-    in >> word >> ndim;
-    EXPECT_EQ(word, "shape") << c.name;
-    c.shape.resize(ndim);
-    for (int64_t& d : c.shape) in >> d;
-
-    std::size_t n = 0;
-    in >> word >> n;
-    EXPECT_EQ(word, "values") << c.name;
-    for (std::size_t i = 0; i < n; ++i) {
-      in >> word;  // hex float, decimal, nan or inf: strtod reads them all exactly
-      c.values.push_back(std::strtod(word.c_str(), nullptr));
-    }
-
-    std::size_t k = 0;
-    in >> word >> k;
-    EXPECT_EQ(word, "suffixes") << c.name;
-    in.ignore(1);  // the newline
-    for (std::size_t i = 0; i < k; ++i) {
-      std::getline(in, word);
-      c.suffixes.push_back(word);
-    }
-
-    std::size_t bytes = 0;
-    in >> word >> bytes;
-    EXPECT_EQ(word, "repr") << c.name;
-    in.ignore(1);
-    c.repr.resize(bytes);
-    in.read(c.repr.data(), static_cast<std::streamsize>(bytes));
-
-    in >> word;
-    EXPECT_EQ(word, "end") << c.name;
-    if (!in) break;
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
-
+// Each case: the tensor (its values, dtype and shape), the suffixes repr() appends and repr().
 TEST(FormatTensor, MatchesPyTorchRepr) {
-  std::vector<FixtureCase> cases = load_fixtures(std::string(EMBER_FIXTURES_DIR) + "/format.txt");
+  const test::Fixture& f = test::fixture_file("format.txt");
+  const std::vector<std::string>& cases = f.keys("cases");
   ASSERT_GE(cases.size(), 60u);
-  for (const FixtureCase& c : cases) {
-    EXPECT_EQ(format_tensor(c.shape, c.values, c.dtype, c.suffixes), c.repr) << "case " << c.name;
+  for (const std::string& name : cases) {
+    const Tensor t = f.tensor(name);
+    EXPECT_EQ(
+        format_tensor(t.shape(), t.to_vector<double>(), t.dtype(), f.keys(name + ".suffixes")),
+        f.text(name + ".repr"))
+        << "case " << name;
   }
 }
 

@@ -1,8 +1,8 @@
 // Tests of ember::Generator and ember::random_fill against PyTorch 1.13, bit for bit.
 //
 // Most cases come from tests/fixtures/rng.txt, written by scripts/fixtures/gen_rng.py with
-// PyTorch (its docstring describes the format). The rest are the test vectors of
-// "the doc" (the notes on PyTorch's RNG named in core/generator.h) and properties of the
+// PyTorch (its docstring describes the steps) and read by tests/fixtures.h. The rest are the test
+// vectors of "the doc" (the notes on PyTorch's RNG named in core/generator.h) and properties of the
 // generator itself.
 #include "core/generator.h"
 
@@ -12,19 +12,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <memory>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-
-#ifndef EMBER_FIXTURES_DIR
-#error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"
-#endif
+#include "tests/fixtures.h"
 
 namespace ember {
 namespace {
@@ -308,36 +302,6 @@ TEST(DocVectors, DropoutMasks) {
 // ---------------------------------------------------------------------------------------------
 // The PyTorch fixtures (tests/fixtures/rng.txt, see scripts/fixtures/gen_rng.py)
 
-// One op's result: its elements' bit patterns, and how many bytes each one has.
-struct Patterns {
-  int width = 0;
-  std::vector<uint64_t> values;
-};
-
-template <typename T>
-Patterns patterns_of(const std::vector<T>& v) {
-  Patterns p;
-  p.width = sizeof(T);
-  for (const T& x : v) {
-    uint64_t u = 0;
-    std::memcpy(&u, &x, sizeof(T));  // the low bytes, on a little-endian host
-    p.values.push_back(u);
-  }
-  return p;
-}
-
-// 64-bit FNV-1a over the little-endian bytes of every element.
-uint64_t fnv1a64(const Patterns& p) {
-  uint64_t hash = 0xCBF29CE484222325ULL;
-  for (uint64_t v : p.values) {
-    for (int byte = 0; byte < p.width; ++byte) {
-      hash ^= (v >> (8 * byte)) & 0xFF;
-      hash *= 0x100000001B3ULL;
-    }
-  }
-  return hash;
-}
-
 double parse_double(const std::string& s) {  // decimal, or hex floats as float.hex() writes them
   std::size_t used = 0;
   const double x = std::stod(s, &used);
@@ -345,114 +309,67 @@ double parse_double(const std::string& s) {  // decimal, or hex floats as float.
   return x;
 }
 
-// Replays one op line on g and returns its result.
-Patterns run_op(const std::string& op, const std::string& dtype, int64_t n,
-                const std::vector<std::string>& params, Generator& g) {
-  auto param = [&](std::size_t i) { return parse_double(params.at(i)); };
-  auto run = [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<T> v(n);
+// Replays one call, `<op> <params...>`, on g into out (of the fixture's dtype and size).
+void run_call(const std::vector<std::string>& call, Tensor& out, Generator& g) {
+  const std::string& op = call.at(0);
+  auto param = [&](std::size_t i) { return parse_double(call.at(i + 1)); };
+  const int64_t n = out.numel();
+  auto run = [&](auto* v) {
     if (op == "rand") {
-      random_fill::uniform(v.data(), n, 0.0, 1.0, g);
+      random_fill::uniform(v, n, 0.0, 1.0, g);
     } else if (op == "uniform") {
-      random_fill::uniform(v.data(), n, param(0), param(1), g);
+      random_fill::uniform(v, n, param(0), param(1), g);
     } else if (op == "randn") {
-      random_fill::normal(v.data(), n, 0.0, 1.0, /*contiguous=*/true, g);
+      random_fill::normal(v, n, 0.0, 1.0, /*contiguous=*/true, g);
     } else if (op == "normal") {
-      random_fill::normal(v.data(), n, param(0), param(1), params.at(2) == "1", g);
+      random_fill::normal(v, n, param(0), param(1), call.at(3) == "1", g);
     } else if (op == "bernoulli") {
-      random_fill::bernoulli(v.data(), n, param(0), g);
+      random_fill::bernoulli(v, n, param(0), g);
     } else if (op == "dropout") {
-      random_fill::dropout_noise(v.data(), n, param(0), g);
+      random_fill::dropout_noise(v, n, param(0), g);
     } else {
       ADD_FAILURE() << "unknown op " << op;
     }
-    return patterns_of(v);
   };
-  if (dtype == "f32") return run(0.0f);
-  if (dtype == "f64") return run(0.0);
-  if (dtype == "bool") {
-    // std::vector<bool> is packed, so bool elements go through a plain array.
-    std::unique_ptr<bool[]> v(new bool[n]);
-    random_fill::bernoulli(v.get(), n, param(0), g);
-    Patterns p;
-    p.width = 1;
-    for (int64_t i = 0; i < n; ++i) p.values.push_back(v[i] ? 1 : 0);
-    return p;
+  if (out.dtype() == DType::Float32) return run(out.data_ptr<float>());
+  if (out.dtype() == DType::Float64) return run(out.data_ptr<double>());
+  if (out.dtype() == DType::Bool) {
+    ASSERT_EQ(op, "bernoulli");
+    return random_fill::bernoulli(out.data_ptr<bool>(), n, param(0), g);
   }
-  if (dtype == "i64") {
-    std::vector<int64_t> v(n);
-    for (auto& x : v)
-      x = random_fill::randint(std::stoll(params.at(0)), std::stoll(params.at(1)), g);
-    return patterns_of(v);
+  ASSERT_EQ(out.dtype(), DType::Int64);
+  ASSERT_EQ(op, "randint");
+  int64_t* v = out.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    v[i] = random_fill::randint(std::stoll(call.at(1)), std::stoll(call.at(2)), g);
   }
-  ADD_FAILURE() << "unknown dtype " << dtype;
-  return {};
 }
 
-// Compares a result with the line's data: `all <n>` or `head <16> tail <16> fnv <hash>`.
-void expect_matches(const Patterns& got, std::istringstream& data, int64_t n) {
-  ASSERT_EQ(static_cast<int64_t>(got.values.size()), n);
-  auto next_hex = [&]() {
-    std::string token;
-    data >> token;
-    return std::stoull(token, nullptr, 16);
-  };
-  std::string kind;
-  data >> kind;
-  if (kind == "all") {
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got.values[i], next_hex()) << "element " << i;
-  } else {
-    ASSERT_EQ(kind, "head");
-    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(got.values[i], next_hex()) << "element " << i;
-    data >> kind;
-    ASSERT_EQ(kind, "tail");
-    for (int64_t i = n - 16; i < n; ++i) EXPECT_EQ(got.values[i], next_hex()) << "element " << i;
-    data >> kind;
-    ASSERT_EQ(kind, "fnv");
-    EXPECT_EQ(fnv1a64(got), next_hex()) << "hash of all " << n << " elements";
-  }
-  std::string extra;
-  EXPECT_FALSE(data >> extra) << "unexpected trailing data: " << extra;
-}
-
+// The fixture is a script (see scripts/fixtures/gen_rng.py): step/1, step/2, ... each a seed or
+// a call whose result is step/<i>/out, replayed in order on one generator.
 TEST(PyTorchFixtures, EveryCaseMatchesBitForBit) {
-  const std::string path = std::string(EMBER_FIXTURES_DIR) + "/rng.txt";
-  std::ifstream file(path);
-  ASSERT_TRUE(file) << "cannot open " << path;
-
+  const test::Fixture& f = test::fixture_file("rng.txt");
   Generator g;
-  int cases = 0;
-  int declared_cases = -1;
-  std::string line;
-  for (int line_number = 1; std::getline(file, line); ++line_number) {
-    if (line.empty() || line[0] == '#') continue;
-    SCOPED_TRACE("rng.txt:" + std::to_string(line_number) + ": " + line.substr(0, 100));
-    std::istringstream in(line);
-    std::string word;
-    in >> word;
-    if (word == "seed") {
-      uint64_t seed = 0;
-      in >> seed;
+  int64_t calls = 0;
+  for (int i = 1; f.has("step/" + std::to_string(i)); ++i) {
+    const std::string name = "step/" + std::to_string(i);
+    const std::vector<std::string>& step = f.keys(name);
+    SCOPED_TRACE("rng.txt " + name);
+    ASSERT_FALSE(step.empty());
+    if (step[0] == "seed") {
+      const uint64_t seed = std::stoull(step.at(1));
       g.manual_seed(seed);
       EXPECT_EQ(g.initial_seed(), seed);
       continue;
     }
-    if (word == "end") {
-      in >> declared_cases;
-      continue;
-    }
-    // <op> <dtype> <n> <params...> = <data>
-    std::string dtype;
-    int64_t n = 0;
-    in >> dtype >> n;
-    std::vector<std::string> params;
-    for (std::string p; in >> p && p != "=";) params.push_back(p);
-    expect_matches(run_op(word, dtype, n, params, g), in, n);
-    ++cases;
+    const test::FixtureEntry& expected = f.entry(name + "/out");
+    Tensor out = empty(expected.shape, expected.dtype);
+    run_call(step, out, g);
+    f.expect_exact(out, name + "/out");
+    ++calls;
   }
-  EXPECT_EQ(cases, declared_cases) << "rng.txt looks truncated";
-  EXPECT_GE(cases, 300);
+  EXPECT_EQ(calls, f.tensor("calls").item<int64_t>()) << "rng.txt looks truncated";
+  EXPECT_GE(calls, 300);
 }
 
 }  // namespace

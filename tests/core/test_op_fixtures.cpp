@@ -1,10 +1,11 @@
 // The forward value of every op against PyTorch 1.13, without PyTorch.
 //
-// tests/fixtures/ops.txt is written by scripts/fixtures/gen_ops.py (its docstring describes the
-// format): for each case name, the inputs PyTorch was given (seeded random tensors or edge
-// values) and what it returned. The table below maps each name to the same expression written
-// with Ember's API. Every case in the file must have a lambda here and every lambda a case in the
-// file, so nothing is skipped silently. One test per name: OpFixtures.Matches/<name>.
+// tests/fixtures/ops.txt is written by scripts/fixtures/gen_ops.py (its docstring lists the
+// entries) and read by tests/fixtures.h: for each case name, the inputs PyTorch was given (seeded
+// random tensors or edge values) and what it returned. The table below maps each name to the same
+// expression written with Ember's API. Every case in the file must have a lambda here and every
+// lambda a case in the file, so nothing is skipped silently. One test per name:
+// OpFixtures.Matches/<name>.
 //
 // Results must have PyTorch's dtype and shape, and its values: bit for bit for integer and bool
 // results and for the cases the script marks "exact" (views, selections, comparisons, index
@@ -12,12 +13,9 @@
 // nan matches nan, inf matches the same inf.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <limits>
@@ -33,10 +31,7 @@
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
 #include "core/tensor.h"
-
-#ifndef EMBER_FIXTURES_DIR
-#error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"
-#endif
+#include "tests/fixtures.h"
 
 namespace ember {
 namespace {
@@ -593,129 +588,51 @@ std::vector<std::string> table_names() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fixture file (format: the docstring of scripts/fixtures/gen_ops.py).
+// The fixture file (tests/fixtures/ops.txt, read by tests/fixtures.h; its entries: the docstring
+// of scripts/fixtures/gen_ops.py).
 
-struct FixtureTensor {
-  DType dtype = DType::Float32;
-  Shape shape;
-  std::vector<double> floats;  // float32/float64 values, exactly
-  std::vector<int64_t> ints;   // int64/bool values
-};
+const test::Fixture& ops_fixture() { return test::fixture_file("ops.txt"); }
 
+// One case record, "<name>/<seed>": whether its results must be exact, and its tensors'
+// entries, "<name>/<seed>/in/<i>" and "<name>/<seed>/out/<i>".
 struct Record {
-  std::string name;
-  std::string seed;  // "-" for a case without random inputs
+  std::string name;  // the case's name
+  std::string id;    // "<name>/<seed>" ("-" for a case without random inputs)
   bool exact = false;
-  std::vector<FixtureTensor> inputs, outputs;
+  std::vector<std::string> inputs, outputs;
 };
 
-struct Fixtures {
+std::vector<Record> load_records() {
+  const test::Fixture& f = ops_fixture();
   std::vector<Record> records;
-  std::string error;  // why the file could not be read, if it could not
-};
-
-DType parse_dtype(const std::string& s, bool& ok) {
-  if (s == "bool") return DType::Bool;
-  if (s == "int64") return DType::Int64;
-  if (s == "float32") return DType::Float32;
-  if (s == "float64") return DType::Float64;
-  ok = false;
-  return DType::Float32;
-}
-
-bool read_tensor(std::istream& in, FixtureTensor& t) {
-  std::string word;
-  bool ok = static_cast<bool>(in >> word);
-  t.dtype = parse_dtype(word, ok);
-  std::size_t ndim = 0, n = 0;
-  in >> ndim;
-  t.shape.resize(ndim);
-  for (int64_t& d : t.shape) in >> d;
-  in >> n;
-  if (!ok || !in || static_cast<int64_t>(n) != numel_of(t.shape)) return false;
-  for (std::size_t i = 0; i < n && in >> word; ++i) {
-    if (t.dtype == DType::Float32) {
-      const auto bits = static_cast<uint32_t>(std::stoul(word, nullptr, 16));
-      t.floats.push_back(static_cast<double>(std::bit_cast<float>(bits)));
-    } else if (t.dtype == DType::Float64) {
-      t.floats.push_back(
-          std::bit_cast<double>(static_cast<uint64_t>(std::stoull(word, nullptr, 16))));
-    } else {
-      t.ints.push_back(std::stoll(word));
-    }
-  }
-  return static_cast<bool>(in);
-}
-
-Fixtures load_fixtures() {
-  const std::string path = std::string(EMBER_FIXTURES_DIR) + "/ops.txt";
-  Fixtures f;
-  std::ifstream in(path);
-  if (!in) {
-    f.error = "cannot open " + path;
-    return f;
-  }
-  std::string word;
-  while (in >> word) {
-    if (word[0] == '#') {
-      std::getline(in, word);
-      continue;
-    }
-    if (word == "end") {
-      std::size_t count = 0;
-      in >> count;
-      if (count != f.records.size())
-        f.error = "the file says " + std::to_string(count) + " cases, read " +
-                  std::to_string(f.records.size());
-      return f;
-    }
+  for (const std::string& id : f.names()) {
+    if (f.entry(id).kind != test::FixtureEntry::kKeys) continue;
     Record r;
-    std::string tolerance;
-    std::size_t n_in = 0, n_out = 0;
-    in >> r.name >> r.seed >> tolerance >> n_in >> n_out;
-    if (word != "case" || (tolerance != "exact" && tolerance != "close") || !in) {
-      f.error = "bad record after " + (f.records.empty() ? "the start" : f.records.back().name);
-      return f;
-    }
-    r.exact = tolerance == "exact";
-    for (std::size_t i = 0; i < n_in + n_out; ++i) {
-      FixtureTensor t;
-      in >> word;
-      if (word != (i < n_in ? "in" : "out") || !read_tensor(in, t)) {
-        f.error = "bad tensor in case " + r.name + " seed " + r.seed;
-        return f;
-      }
-      (i < n_in ? r.inputs : r.outputs).push_back(std::move(t));
-    }
-    f.records.push_back(std::move(r));
+    r.id = id;
+    r.name = id.substr(0, id.find('/'));
+    const std::vector<std::string>& mode = f.keys(id);
+    check(mode.size() == 1 && (mode[0] == "exact" || mode[0] == "close"), "ops.txt: ", id,
+          " is neither exact nor close");
+    r.exact = mode[0] == "exact";
+    for (int i = 0; f.has(id + "/in/" + std::to_string(i)); ++i)
+      r.inputs.push_back(id + "/in/" + std::to_string(i));
+    for (int i = 0; f.has(id + "/out/" + std::to_string(i)); ++i)
+      r.outputs.push_back(id + "/out/" + std::to_string(i));
+    records.push_back(std::move(r));
   }
-  f.error = "no 'end' line: the file is truncated";
-  return f;
+  check(static_cast<int64_t>(records.size()) == f.tensor("records").item<int64_t>(),
+        "ops.txt: ", records.size(), " case records, the file says ",
+        f.tensor("records").item<int64_t>(), ": truncated?");
+  return records;
 }
 
-const Fixtures& fixtures() {
-  static const Fixtures f = load_fixtures();
-  return f;
+const std::vector<Record>& records() {
+  static const std::vector<Record> r = load_records();
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Building inputs and comparing results.
-
-Tensor make_input(const FixtureTensor& f) {
-  Tensor t = empty(f.shape, f.dtype);
-  dispatch(f.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* data = t.data_ptr<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if constexpr (std::is_floating_point_v<T>) {
-        data[i] = static_cast<T>(f.floats[i]);
-      } else {
-        data[i] = static_cast<T>(f.ints[i]);
-      }
-    }
-  });
-  return t;
-}
+// Comparing results.
 
 std::string show(double v) {
   std::ostringstream s;
@@ -733,46 +650,48 @@ bool close_enough(double got, double want, bool exact, DType dtype) {
 }
 
 // Adds a failure naming `where` for each difference (the first few values only).
-void expect_matches(const Tensor& got, const FixtureTensor& want, bool exact,
+void expect_matches(const Tensor& got, const std::string& entry, bool exact,
                     const std::string& where) {
+  const Tensor want = ops_fixture().tensor(entry);
   if (!got.defined()) {
     ADD_FAILURE() << where << ": undefined result";
     return;
   }
-  if (got.dtype() != want.dtype) {
+  if (got.dtype() != want.dtype()) {
     ADD_FAILURE() << where << ": dtype " << dtype_name(got.dtype()) << ", PyTorch gives "
-                  << dtype_name(want.dtype);
+                  << dtype_name(want.dtype());
     return;
   }
-  if (got.shape() != want.shape) {
+  if (got.shape() != want.shape()) {
     ADD_FAILURE() << where << ": shape " << shape_str(got.shape()) << ", PyTorch gives "
-                  << shape_str(want.shape);
+                  << shape_str(want.shape());
     return;
   }
   int reported = 0, mismatches = 0;
   std::ostringstream details;
-  if (is_floating(want.dtype)) {
+  if (is_floating(want.dtype())) {
     const std::vector<double> values = got.to_vector<double>();
+    const std::vector<double> wanted = want.to_vector<double>();
     for (std::size_t i = 0; i < values.size(); ++i) {
-      if (close_enough(values[i], want.floats[i], exact, want.dtype)) continue;
+      if (close_enough(values[i], wanted[i], exact, want.dtype())) continue;
       ++mismatches;
       if (reported++ < 6)
-        details << "\n  [" << i << "] got " << show(values[i]) << ", PyTorch "
-                << show(want.floats[i]);
+        details << "\n  [" << i << "] got " << show(values[i]) << ", PyTorch " << show(wanted[i]);
     }
   } else {
     const std::vector<int64_t> values = got.to_vector<int64_t>();
+    const std::vector<int64_t> wanted = want.to_vector<int64_t>();
     for (std::size_t i = 0; i < values.size(); ++i) {
-      if (values[i] == want.ints[i]) continue;
+      if (values[i] == wanted[i]) continue;
       ++mismatches;
       if (reported++ < 6)
-        details << "\n  [" << i << "] got " << values[i] << ", PyTorch " << want.ints[i];
+        details << "\n  [" << i << "] got " << values[i] << ", PyTorch " << wanted[i];
     }
   }
   if (mismatches > 0)
-    ADD_FAILURE() << where << ": " << mismatches << " of " << numel_of(want.shape)
-                  << " values differ (" << (exact ? "exact" : "close") << ", "
-                  << dtype_name(want.dtype) << ")" << details.str();
+    ADD_FAILURE() << where << ": " << mismatches << " of " << want.numel() << " values differ ("
+                  << (exact ? "exact" : "close") << ", " << dtype_name(want.dtype()) << ")"
+                  << details.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -781,16 +700,14 @@ void expect_matches(const Tensor& got, const FixtureTensor& want, bool exact,
 class OpFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OpFixtures, Matches) {
-  const Fixtures& f = fixtures();
-  ASSERT_TRUE(f.error.empty()) << f.error;
   const OpFn& fn = table().at(GetParam());
-  int records = 0;
-  for (const Record& r : f.records) {
+  int matched = 0;
+  for (const Record& r : records()) {
     if (r.name != GetParam()) continue;
-    ++records;
-    const std::string where = "case " + r.name + " seed " + r.seed;
+    ++matched;
+    const std::string where = "case " + r.id;
     Inputs inputs;
-    for (const FixtureTensor& t : r.inputs) inputs.push_back(make_input(t));
+    for (const std::string& t : r.inputs) inputs.push_back(ops_fixture().tensor(t));
     Outputs outputs;
     try {
       outputs = fn(inputs);
@@ -807,7 +724,7 @@ TEST_P(OpFixtures, Matches) {
       expect_matches(outputs[i], r.outputs[i], r.exact,
                      where + (outputs.size() > 1 ? " output " + std::to_string(i) : ""));
   }
-  EXPECT_GT(records, 0) << GetParam() << " has a lambda but no case in ops.txt: regenerate it";
+  EXPECT_GT(matched, 0) << GetParam() << " has a lambda but no case in ops.txt: regenerate it";
 }
 
 INSTANTIATE_TEST_SUITE_P(, OpFixtures, ::testing::ValuesIn(table_names()),
@@ -816,14 +733,12 @@ INSTANTIATE_TEST_SUITE_P(, OpFixtures, ::testing::ValuesIn(table_names()),
                          });
 
 TEST(OpFixturesFile, EveryCaseHasALambda) {
-  const Fixtures& f = fixtures();
-  ASSERT_TRUE(f.error.empty()) << f.error;
   std::set<std::string> missing;
-  for (const Record& r : f.records)
+  for (const Record& r : records())
     if (!table().count(r.name)) missing.insert(r.name);
   for (const std::string& name : missing)
     ADD_FAILURE() << "case " << name << " in ops.txt has no lambda in test_op_fixtures.cpp";
-  EXPECT_GE(f.records.size(), 900u);
+  EXPECT_GE(records().size(), 900u);
 }
 
 }  // namespace

@@ -1,15 +1,15 @@
 // The acceptance test of the product: examples/ch03_attention prints every tensor chapter 3
 // prints, with the same digits. tests/fixtures/book_ch03.txt holds the book's printed outputs
-// (extracted by scripts/fixtures/extract_book_outputs.py); each must appear in the program's
-// output, in order.
+// (extracted by scripts/fixtures/extract_book_outputs.py, read by tests/fixtures.h); each must
+// appear in the program's output, in order.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/fixtures.h"
 
 namespace {
 
@@ -24,36 +24,18 @@ std::string run(const std::string& command) {
   return out;
 }
 
-struct BookCell {
-  std::string name;
-  std::string text;
-};
-
-std::vector<BookCell> load_book_cells() {
-  std::ifstream in(std::string(EMBER_FIXTURES_DIR) + "/book_ch03.txt");
-  std::vector<BookCell> cells;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("=== ", 0) == 0) {
-      cells.push_back({line.substr(4), ""});
-    } else if (!cells.empty()) {
-      cells.back().text += line + "\n";
-    }
-  }
-  return cells;
-}
-
 TEST(Ch03Example, PrintsEveryBookOutputInOrder) {
-  const std::vector<BookCell> cells = load_book_cells();
+  const ember::test::Fixture& book = ember::test::fixture_file("book_ch03.txt");
+  const std::vector<std::string>& cells = book.keys("cells");
   ASSERT_EQ(cells.size(), 38u) << "fixture book_ch03.txt is incomplete";
   const std::string output = run(EMBER_CH03_BINARY);
   ASSERT_FALSE(output.empty());
   std::size_t pos = 0;
-  for (const BookCell& cell : cells) {
-    std::size_t found = output.find(cell.text, pos);
-    EXPECT_NE(found, std::string::npos) << "book " << cell.name << " not printed (in order):\n"
-                                        << cell.text;
-    if (found != std::string::npos) pos = found + cell.text.size();
+  for (const std::string& cell : cells) {
+    const std::string& text = book.text(cell);
+    std::size_t found = output.find(text, pos);
+    EXPECT_NE(found, std::string::npos) << "book " << cell << " not printed (in order):\n" << text;
+    if (found != std::string::npos) pos = found + text.size();
   }
 }
 

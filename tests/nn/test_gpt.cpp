@@ -1,18 +1,16 @@
 // The GPT model of chapter 4 (nn/gpt.h) against PyTorch 1.13 running the book's classes.
 //
 // Expected values come from tests/fixtures/gpt.txt, written by scripts/fixtures/gen_gpt.py (its
-// docstring describes the format). Both sides start from manual_seed(123) and build the model
-// (which draws every weight), run the book's batch in training mode (dropout drawn as PyTorch
-// draws it), then in eval mode, then generate greedily. Weights must match bit for bit; logits
-// (sums in another order) to 1e-5.
+// docstring lists the entries) and read by tests/fixtures.h. Both sides start from manual_seed(123)
+// and build the model (which draws every weight), run the book's batch in training mode (dropout
+// drawn as PyTorch draws it), then in eval mode, then generate greedily. Weights must match bit for
+// bit; logits (sums in another order) to 1e-5.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +19,10 @@
 #include "core/autograd/gradcheck.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
+#include "core/ops/shape.h"
 #include "core/random.h"
 #include "nn/gpt.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember::nn {
@@ -30,111 +30,24 @@ namespace {
 
 using test::error_of;
 using test::expect_error;
-using test::fixture_path;
-using test::parse_shape;
 
-// ---- the fixture ----
+// ---- the fixture (tests/fixtures/gpt.txt: see scripts/fixtures/gen_gpt.py for its entries) ----
 
-struct ParamSums {
-  Shape shape;
-  double sum = 0, sumsq = 0, wsum = 0;
-  std::vector<std::pair<int64_t, uint32_t>> samples;  // (row-major index, float32 bits)
-};
+const test::Fixture& gpt_fixture() { return test::fixture_file("gpt.txt"); }
 
-struct LogitRow {
-  std::string mode;  // "train" or "eval"
-  Shape shape;
-  int64_t b = 0, t = 0;
-  std::vector<std::pair<int64_t, uint32_t>> samples;
-};
-
-struct ModelFixture {
-  int64_t numel = 0;
-  std::vector<std::pair<std::string, ParamSums>> params;  // in named_parameters() order
-  std::vector<LogitRow> logit_rows;
-  std::map<std::string, std::pair<Shape, std::vector<uint32_t>>> full_logits;  // by mode
-  std::vector<int64_t> generated;
-  struct Sample {
-    uint64_t seed;
-    double temperature;
-    int64_t top_k;  // 0: none
-    std::vector<int64_t> ids;
-  };
-  std::vector<Sample> samples;
-};
-
-std::vector<std::pair<int64_t, uint32_t>> read_samples(std::istream& in) {
-  std::vector<std::pair<int64_t, uint32_t>> out;
-  for (std::string item; in >> item;) {
-    const auto colon = item.find(':');
-    out.emplace_back(std::stoll(item.substr(0, colon)),
-                     static_cast<uint32_t>(std::stoul(item.substr(colon + 1), nullptr, 16)));
-  }
-  return out;
-}
-
-const ModelFixture& fixture(const std::string& model) {
-  static const std::map<std::string, ModelFixture> all = [] {
-    std::map<std::string, ModelFixture> out;
-    std::ifstream file(fixture_path("gpt.txt"));
-    EXPECT_TRUE(file.good()) << "cannot open " << fixture_path("gpt.txt");
-    for (std::string line; std::getline(file, line);) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream in(line);
-      std::string name, kind;
-      in >> name >> kind;
-      ModelFixture& m = out[name];
-      if (kind == "numel") {
-        in >> m.numel;
-      } else if (kind == "param") {
-        std::string key, shape;
-        ParamSums p;
-        in >> key >> shape >> p.sum >> p.sumsq >> p.wsum;
-        p.shape = parse_shape(shape);
-        p.samples = read_samples(in);
-        m.params.emplace_back(key, std::move(p));
-      } else if (kind.rfind("logits/", 0) == 0) {
-        LogitRow row;
-        std::string shape;
-        row.mode = kind.substr(7);
-        in >> shape >> row.b >> row.t;
-        row.shape = parse_shape(shape);
-        row.samples = read_samples(in);
-        m.logit_rows.push_back(std::move(row));
-      } else if (kind.rfind("full/", 0) == 0) {
-        std::string shape, all_word;
-        in >> shape >> all_word;
-        m.full_logits[kind.substr(5)] = {parse_shape(shape), test::read_hex_words(in)};
-      } else if (kind == "generate") {
-        for (int64_t id; in >> id;) m.generated.push_back(id);
-      } else if (kind == "sample") {
-        ModelFixture::Sample sample;
-        in >> sample.seed >> sample.temperature >> sample.top_k;
-        for (int64_t id; in >> id;) sample.ids.push_back(id);
-        m.samples.push_back(std::move(sample));
-      }
-    }
-    return out;
-  }();
-  auto it = all.find(model);
-  EXPECT_NE(it, all.end()) << "no model " << model << " in gpt.txt";
-  static const ModelFixture empty;
-  return it == all.end() ? empty : it->second;
-}
-
-// ---- comparisons ----
-
-// Every parameter has PyTorch's name, shape, checksums and sampled bit patterns, in order.
-void expect_weights(const GPTModel& model, const ModelFixture& expected) {
+// Every parameter has PyTorch's name, shape, checksums and elements (all of them, or a few
+// sampled ones), in order.
+void expect_weights(const GPTModel& model, const std::string& m) {
+  const test::Fixture& f = gpt_fixture();
   const NamedTensors params = model.named_parameters();
-  ASSERT_EQ(params.size(), expected.params.size());
+  const std::vector<std::string>& keys = f.keys(m + "/params");
+  ASSERT_EQ(params.size(), keys.size());
   int64_t numel = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& [key, p] = params[i];
-    const auto& [expected_key, e] = expected.params[i];
     SCOPED_TRACE(key);
-    ASSERT_EQ(key, expected_key);
-    ASSERT_EQ(p.shape(), e.shape);
+    ASSERT_EQ(key, keys[i]);
+    const std::string prefix = m + "/param/" + key;
     numel += p.numel();
     const std::vector<float> v = p.to_vector<float>();
     double sum = 0, sumsq = 0, wsum = 0, scale = 0;
@@ -146,35 +59,36 @@ void expect_weights(const GPTModel& model, const ModelFixture& expected) {
       scale += std::abs(x) * w;
     }
     // Float64 sums of the same float32 values, in another order: equal to rounding.
+    const std::vector<double> sums = f.tensor(prefix + "/sums").to_vector<double>();
+    ASSERT_EQ(sums.size(), 3u);
     const double tol = 1e-11 * (scale + 1);
-    EXPECT_NEAR(sum, e.sum, tol);
-    EXPECT_NEAR(sumsq, e.sumsq, tol);
-    EXPECT_NEAR(wsum, e.wsum, tol);
-    for (const auto& [index, bits] : e.samples) {
-      ASSERT_LT(index, static_cast<int64_t>(v.size()));
-      EXPECT_EQ(std::bit_cast<uint32_t>(v[static_cast<std::size_t>(index)]), bits)
-          << "element " << index << ": " << v[static_cast<std::size_t>(index)] << " vs "
-          << std::bit_cast<float>(bits);
+    EXPECT_NEAR(sum, sums[0], tol);
+    EXPECT_NEAR(sumsq, sums[1], tol);
+    EXPECT_NEAR(wsum, sums[2], tol);
+    if (f.has(prefix)) {
+      f.expect_exact(p, prefix);
+      continue;
     }
+    ASSERT_EQ(p.shape(), Shape(f.tensor(prefix + "/shape").to_vector<int64_t>()));
+    f.expect_exact(index_select(p.reshape({-1}), 0, f.tensor(prefix + "/index")),
+                   prefix + "/value");
   }
-  EXPECT_EQ(numel, expected.numel);
+  EXPECT_EQ(numel, f.tensor(m + "/numel").item<int64_t>());
 }
 
-// The sampled logits of `mode` equal PyTorch's to 1e-5.
-void expect_logit_rows(const Tensor& logits, const ModelFixture& expected,
-                       const std::string& mode) {
-  int rows = 0;
-  for (const LogitRow& row : expected.logit_rows) {
-    if (row.mode != mode) continue;
-    ++rows;
-    ASSERT_EQ(logits.shape(), row.shape);
-    const std::vector<float> v = logits.index({row.b, row.t}).to_vector<float>();
-    for (const auto& [index, bits] : row.samples) {
-      EXPECT_NEAR(v[static_cast<std::size_t>(index)], std::bit_cast<float>(bits), 1e-5)
-          << mode << " logits[" << row.b << ", " << row.t << ", " << index << "]";
+// The sampled logits of every row [b, t] of `mode` equal PyTorch's to 1e-5.
+void expect_logit_rows(const Tensor& logits, const std::string& m, const std::string& mode) {
+  const test::Fixture& f = gpt_fixture();
+  const Shape shape(f.tensor(m + "/logits/shape").to_vector<int64_t>());
+  ASSERT_EQ(logits.shape(), shape);
+  const Tensor index = f.tensor(m + "/logits/index");
+  for (int64_t b = 0; b < shape[0]; ++b) {
+    for (int64_t t = 0; t < shape[1]; ++t) {
+      const std::string name =
+          m + "/logits/" + mode + "/" + std::to_string(b) + "/" + std::to_string(t);
+      f.expect_near(index_select(logits.index({b, t}), 0, index), name, 0, 1e-5);
     }
   }
-  EXPECT_GT(rows, 0) << "no " << mode << " logits in the fixture";
 }
 
 // ---- the tiny model: every weight and every logit ----
@@ -192,10 +106,9 @@ GPTConfig tiny_config() {
 }
 
 TEST(GPTModel, TinyModelMatchesPyTorchWeightsAndLogits) {
-  const ModelFixture& expected = fixture("tiny");
   manual_seed(123);
   GPTModel model(tiny_config());
-  expect_weights(model, expected);
+  expect_weights(model, "tiny");
   if (HasFatalFailure()) return;
 
   Tensor batch = tensor({{1, 15, 3, 7, 0}, {4, 4, 9, 12, 2}}, DType::Int64);
@@ -207,14 +120,8 @@ TEST(GPTModel, TinyModelMatchesPyTorchWeightsAndLogits) {
       NoGradGuard no_grad;
       logits = model.forward(batch);
     }
-    const auto& [shape, bits] = expected.full_logits.at(mode);
-    ASSERT_EQ(logits.shape(), shape);
-    const std::vector<float> v = logits.to_vector<float>();
-    ASSERT_EQ(v.size(), bits.size());
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      EXPECT_NEAR(v[i], std::bit_cast<float>(bits[i]), 1e-5) << "element " << i;
-    }
-    expect_logit_rows(logits, expected, mode);
+    gpt_fixture().expect_near(logits, "tiny/logits/" + mode, 0, 1e-5);
+    expect_logit_rows(logits, "tiny", mode);
   }
 }
 
@@ -237,13 +144,12 @@ TEST(GPTModel, NamesAndReprFollowTheBook) {
 // ---- GPT_CONFIG_124M: the book's numbers (one test: building 163M parameters takes a while) --
 
 TEST(GPTModel, Config124MMatchesPyTorchAndTheBook) {
-  const ModelFixture& expected = fixture("124M");
   manual_seed(123);
   GPTModel model(GPT_CONFIG_124M);
   int64_t total = 0;
   for (const Tensor& p : model.parameters()) total += p.numel();
   EXPECT_EQ(total, 163009536);
-  expect_weights(model, expected);
+  expect_weights(model, "124M");
   if (HasFatalFailure()) return;
 
   // The book's batch, "Every effort moves you" and "Every day holds a", first in training mode
@@ -255,7 +161,7 @@ TEST(GPTModel, Config124MMatchesPyTorchAndTheBook) {
     NoGradGuard no_grad;
     Tensor logits = model.forward(batch);
     EXPECT_EQ(logits.shape(), (Shape{2, 4, 50257}));
-    expect_logit_rows(logits, expected, mode);
+    expect_logit_rows(logits, "124M", mode);
   }
 
   // "Hello, I am" and six greedy tokens.
@@ -263,7 +169,7 @@ TEST(GPTModel, Config124MMatchesPyTorchAndTheBook) {
                                     GPT_CONFIG_124M.context_length);
   const std::vector<int64_t> book = {15496, 11, 314, 716, 27018, 24086, 47843, 30961, 42348, 7267};
   EXPECT_EQ(out.to_vector<int64_t>(), book);
-  EXPECT_EQ(expected.generated, book);
+  EXPECT_EQ(gpt_fixture().tensor("124M/generate").to_vector<int64_t>(), book);
 }
 
 // ---- the book's LayerNorm and GELU ----
@@ -371,19 +277,21 @@ TEST(GPTGenerate, TopKOneAndTemperatureZeroAreGreedy) {
 
 // Chapter 5's generate (temperature, top-k, multinomial) draws PyTorch's tokens for the same seed.
 TEST(GPTGenerate, SamplingMatchesPyTorch) {
-  const ModelFixture& expected = fixture("tiny");
-  ASSERT_EQ(expected.samples.size(), 3u);
+  const test::Fixture& f = gpt_fixture();
+  const std::vector<std::string>& seeds = f.keys("tiny/samples");
+  ASSERT_EQ(seeds.size(), 3u);
   manual_seed(123);
   GPTModel model(tiny_config());
   model.eval();
-  for (const auto& sample : expected.samples) {
-    SCOPED_TRACE("seed " + std::to_string(sample.seed));
-    manual_seed(sample.seed);
+  for (const std::string& seed : seeds) {
+    SCOPED_TRACE("seed " + seed);
+    const std::string prefix = "tiny/sample/" + seed + "/";
+    manual_seed(std::stoull(seed));
     std::optional<int64_t> top_k;
-    if (sample.top_k > 0) top_k = sample.top_k;
-    Tensor out =
-        generate(model, tensor({{1, 2, 3}}, DType::Int64), 12, 8, sample.temperature, top_k);
-    EXPECT_EQ(out.to_vector<int64_t>(), sample.ids);
+    if (const int64_t k = f.tensor(prefix + "top_k").item<int64_t>(); k > 0) top_k = k;
+    Tensor out = generate(model, tensor({{1, 2, 3}}, DType::Int64), 12, 8,
+                          f.tensor(prefix + "temperature").item<double>(), top_k);
+    f.expect_exact(out.reshape({-1}), prefix + "ids");
   }
 }
 

@@ -183,5 +183,24 @@ TEST(Threads, TensorsOutliveTheThreadsThatMadeThem) {
   }
 }
 
+// Threads making and freeing big tensors while others call empty_cache (core/allocator.h): a
+// kept buffer is either handed out or given back, never both, and live tensors keep their values.
+TEST(Threads, EmptyCacheWhileOtherThreadsAllocate) {
+  run_threads([&](int t) {
+    for (int i = 0; i < 30; ++i) {
+      const double v = t * 1000 + i;
+      Tensor a = full({1024, 700 + 64 * t}, v);  // 2.7 to 3.5 MiB: mapped
+      Tensor b = full({2048, 600}, v + 1);
+      if (i % 3 == t % 3) empty_cache();
+      EXPECT_EQ(max(a).item(), v);
+      EXPECT_EQ(min(a).item(), v);
+      EXPECT_EQ(max(b).item(), v + 1);
+      EXPECT_EQ(min(b).item(), v + 1);
+    }
+  });
+  empty_cache();
+  EXPECT_EQ(memory_stats().mapped_kept, 0u);
+}
+
 }  // namespace
 }  // namespace ember
