@@ -118,6 +118,9 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
 struct CrossEntropy : Function<CrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "CrossEntropyLossBackward0";
+  // Its backward is one fused loop: under create_graph its gradients raise if differentiated
+  // again (the composite log_softmax + nll_loss is twice differentiable).
+  static constexpr bool twice_differentiable = false;
   ClassLayout l;
   bool probabilities = false;
   Reduction reduction = Reduction::Mean;
@@ -333,10 +336,15 @@ struct NllLoss : Function<NllLoss> {
   double denom = 0;
   Shape input_shape;
   DType dtype = DType::Float32;
+  Tensor target_, weight_;  // for the double backward (the loss is linear in the input)
+  NLLLossFuncOptions options_;
 
   Tensor forward(const Tensor& input, const Tensor& target, const Tensor& weight,
                  NLLLossFuncOptions options) {
     const char* op = "nll_loss";
+    target_ = target;
+    weight_ = weight.defined() ? weight.detach() : Tensor();
+    options_ = options;
     l = class_layout(op, input);
     reduction = options.reduction();
     ignore_index = options.ignore_index();
@@ -361,7 +369,20 @@ struct NllLoss : Function<NllLoss> {
     return reduce_losses(losses, denom, reduction, l.loss_shape, dtype);
   }
 
+  struct Twice {
+    static constexpr const char* name = "NllLossBackwardBackward0";
+  };
+  // The loss is linear in the input, so the derivative of this backward (create_graph) is the
+  // loss itself applied to gg.
   std::vector<Tensor> backward(const Tensor& grad) {
+    auto adjoint = [target = target_, weight = weight_, options = options_](const Tensor& gg) {
+      return apply<NllLoss>(gg, target, weight, options);
+    };
+    return {autograd::linear_in_grad<Twice>(
+                grad, [&](const Tensor& g) { return input_gradient(g); }, adjoint),
+            Tensor(), Tensor()};
+  }
+  Tensor input_gradient(const Tensor& grad) const {
     const std::vector<double> g = position_grads(grad, denom, reduction, indices.size());
     Tensor gx = zeros(input_shape, dtype);
     dispatch_floating(dtype, [&](auto tag) {
@@ -374,7 +395,7 @@ struct NllLoss : Function<NllLoss> {
         }
       }
     });
-    return {gx, Tensor(), Tensor()};
+    return gx;
   }
 };
 

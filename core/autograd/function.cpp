@@ -148,6 +148,47 @@ void fail_undefined_input(const char* node_name) {
   ember::detail::fail_undefined(op_name(node_name).c_str());
 }
 
+namespace {
+// The grad_fn of a gradient computed without a graph under create_graph: it raises when run.
+class NotImplementedNode : public Node {
+ public:
+  explicit NotImplementedNode(const char* op) : op_(op) {}
+  std::string name() const override { return "NotImplemented"; }
+  std::vector<Tensor> apply(const Tensor&) override {
+    fail("the derivative for '", op_name(op_), "' is not implemented: ", op_,
+         " computes its gradient with a raw kernel, so the gradient that a create_graph "
+         "backward recorded through it cannot be differentiated again");
+  }
+
+ private:
+  const char* op_;
+};
+}  // namespace
+
+void check_differentiable(const char* op, std::vector<Tensor>& grads, const Tensor& grad_output,
+                          const Node& node, bool always) {
+  if (!always && !grad_output.requires_grad()) return;
+  for (Tensor& g : grads) {
+    if (!g.defined() || g.requires_grad() || g.numel() == 0) continue;
+    auto error = std::make_shared<NotImplementedNode>(op);
+    if (grad_output.requires_grad()) {
+      error->next_functions.push_back(gradient_edge(grad_output));
+      error->input_shapes.push_back(grad_output.shape());
+      error->input_dtypes.push_back(grad_output.dtype());
+    }
+    for (std::size_t i = 0; i < node.next_functions.size(); ++i) {
+      error->next_functions.push_back(node.next_functions[i]);
+      error->input_shapes.push_back(node.input_shapes[i]);
+      error->input_dtypes.push_back(node.input_dtypes[i]);
+    }
+    Tensor handle(std::make_shared<TensorImpl>(*g.impl()));
+    handle.impl()->grad_fn = error;
+    handle.impl()->requires_grad = true;
+    error->output_shape = handle.shape();
+    g = handle;
+  }
+}
+
 void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
              Tensor& output) {
   node->next_functions.reserve(inputs.size());

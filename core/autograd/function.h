@@ -19,6 +19,7 @@
 // except under create_graph (see SavedTensors and core/autograd/engine.cpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -86,6 +87,38 @@ struct Function {
   bool recording_ = true;
 };
 
+namespace detail {
+// An op whose backward may return a constant (zeros_like(grad): copy_'s old self, pow(x, 0))
+// says so with `static constexpr bool has_constant_gradients = true;`: check_differentiable
+// then lets such a gradient through without a graph, as PyTorch does.
+template <typename Op>
+constexpr bool has_constant_gradients() {
+  if constexpr (requires { Op::has_constant_gradients; }) {
+    return Op::has_constant_gradients;
+  } else {
+    return false;
+  }
+}
+// An op whose backward is a raw kernel with no double backward yet says so with
+// `static constexpr bool twice_differentiable = false;`: under create_graph every gradient it
+// returns gets the NotImplemented node below, even when the incoming gradient has no graph.
+template <typename Op>
+constexpr bool twice_differentiable() {
+  if constexpr (requires { Op::twice_differentiable; }) {
+    return Op::twice_differentiable;
+  } else {
+    return true;
+  }
+}
+// Under create_graph: a gradient that does not require grad although the incoming one does was
+// computed by a raw kernel, not by ops, so it has no graph and its derivative would silently be
+// zero. Such a gradient is handed on with a NotImplemented node as its grad_fn, which raises an
+// Error naming `op` if anything differentiates through it (PyTorch's "the derivative for ... is
+// not implemented"). Every op of Ember is twice differentiable; this is the safety net.
+void check_differentiable(const char* op, std::vector<Tensor>& grads, const Tensor& grad_output,
+                          const Node& node, bool always);
+}  // namespace detail
+
 template <typename Op>
 class FunctionNode : public Node {
  public:
@@ -100,7 +133,14 @@ class FunctionNode : public Node {
     }
     // Runs in the engine's grad mode: off, except in a backward with create_graph, where the
     // formula's ops record the graph of the gradient (so it can be differentiated again).
-    return op.backward(grad_output);
+    std::vector<Tensor> grads = op.backward(grad_output);
+    if constexpr (!detail::has_constant_gradients<Op>()) {
+      if (GradMode::is_enabled()) {
+        detail::check_differentiable(Op::name, grads, grad_output, *this,
+                                     !detail::twice_differentiable<Op>());
+      }
+    }
+    return grads;
   }
   void release_saved() override {
     if (!op.saved_.empty()) op.saved_.release();
@@ -192,6 +232,31 @@ Tensor apply(const Args&... args) {
   detail::connect(node, inputs, output);
   if (!node->op.saved_.empty()) node->op.saved_.bind(node, inputs, output);
   return output;
+}
+
+// A backward that is linear in the incoming gradient and reads no input values (the backward of
+// select, slice, index_select, gather, embedding, where, masked_fill, max along a dim: it puts
+// grad's elements somewhere in zeros). The raw `compute(grad)` serves first-order backward as
+// before; under create_graph it runs as an op whose own backward is `adjoint(gg)` (the forward
+// op applied to gg, e.g. gg.index_select(dim, index) for index_select's scatter), so the
+// gradient is differentiable again, any number of times. Name: its node's name, as
+// "IndexSelectBackwardBackward0" (a struct with `static constexpr const char* name`).
+template <typename Name>
+struct LinearInGrad : Function<LinearInGrad<Name>> {
+  static constexpr const char* name = Name::name;
+  std::function<Tensor(const Tensor&)> adjoint;
+  Tensor forward(const Tensor& grad, const std::function<Tensor(const Tensor&)>& compute,
+                 const std::function<Tensor(const Tensor&)>& adjoint_) {
+    adjoint = adjoint_;
+    return compute(grad);
+  }
+  std::vector<Tensor> backward(const Tensor& gg) { return {adjoint(gg)}; }
+};
+template <typename Name, typename Compute, typename Adjoint>
+Tensor linear_in_grad(const Tensor& grad, Compute&& compute, Adjoint&& adjoint) {
+  if (!GradMode::is_enabled() || !grad.requires_grad()) return compute(grad);
+  return apply<LinearInGrad<Name>>(grad, std::function<Tensor(const Tensor&)>(compute),
+                                   std::function<Tensor(const Tensor&)>(adjoint));
 }
 
 }  // namespace ember::autograd

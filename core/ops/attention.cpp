@@ -67,6 +67,9 @@ kernels::AttentionDims dims_of(const Tensor& q) {
 
 struct CausalAttention : autograd::Function<CausalAttention> {
   static constexpr const char* name = "CausalAttentionBackward0";
+  // The fused backward kernel: under create_graph its gradients raise if differentiated again
+  // (nn::MultiHeadAttention with fused_attention = false runs the twice-differentiable composite).
+  static constexpr bool twice_differentiable = false;
   Tensor noise;
 
   Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Noise& n) {

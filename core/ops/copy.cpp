@@ -49,6 +49,7 @@ struct Clone : autograd::Function<Clone> {
 // the dims it was broadcast along (by the engine) and converted to its dtype.
 struct CopyBackwards : autograd::Function<CopyBackwards> {
   static constexpr const char* name = "CopyBackwards";
+  static constexpr bool has_constant_gradients = true;  // self's zero gradient
   Tensor forward(const Tensor& self, const Tensor& src) {
     return copy_to_contiguous(src.expand(self.shape()), self.dtype());
   }

@@ -320,6 +320,7 @@ struct Sqrt : Function<Sqrt> {
 // y = x^p:  dy/dx = p x^(p-1)
 struct Pow : Function<Pow> {
   static constexpr const char* name = "PowBackward0";
+  static constexpr bool has_constant_gradients = true;  // x^0: zero gradient
   double exponent = 1;
   Tensor forward(const Tensor& x, Scalar exponent_) {
     const double p = exponent_.to_double();
@@ -470,6 +471,7 @@ struct Gelu : Function<Gelu> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
+    if (GradMode::is_enabled()) return {grad * slope_from_ops(x)};  // create_graph
     Tensor slope;
     if (tanh_approximation) {
       slope = map_with_tanh(x, tanh_argument, [](auto v, auto t) {
@@ -489,6 +491,32 @@ struct Gelu : Function<Gelu> {
     }
     return {grad * slope};
   }
+  // The same slope written with ops (under create_graph, so it can be differentiated again):
+  // Phi(x) is NormalCdf below, whose own derivative phi(x) is written with ops.
+  Tensor slope_from_ops(const Tensor& x) const {
+    if (tanh_approximation) {
+      const double k = std::sqrt(2.0 / std::numbers::pi);
+      Tensor t = tanh(k * (x + kAlpha * x * x * x));
+      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3 * kAlpha * x * x);
+    }
+    return apply<NormalCdf>(x) + x * normal_pdf(x);
+  }
+  // phi(x) = e^(-x^2 / 2) / sqrt(2 pi)
+  static Tensor normal_pdf(const Tensor& x) {
+    return exp(-0.5 * x * x) * (std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  }
+  // Phi(x) = (1 + erf(x / sqrt 2)) / 2, dPhi/dx = phi(x): used only by create_graph backwards.
+  struct NormalCdf : Function<NormalCdf> {
+    static constexpr const char* name = "NormalCdfBackward";
+    Tensor forward(const Tensor& x) {
+      save_for_backward({x});
+      return unary_kernel(x, x.dtype(), [](auto v) {
+        using T = decltype(v);
+        return T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+      });
+    }
+    std::vector<Tensor> backward(const Tensor& grad) { return {grad * normal_pdf(saved(0))}; }
+  };
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -531,6 +559,9 @@ struct Where : Function<Where> {
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor c = saved(0);
     Tensor zero = zeros({}, grad.dtype());
+    if (GradMode::is_enabled()) {  // create_graph: the same selections, recorded
+      return {Tensor(), apply<Where>(c, grad, zero), apply<Where>(c, zero, grad)};
+    }
     return {Tensor(), where_kernel(c, grad, zero, "where"), where_kernel(c, zero, grad, "where")};
   }
 };
@@ -728,6 +759,8 @@ struct MaskedFill : Function<MaskedFill> {
     return where_kernel(mask, scalar_tensor(value, x.dtype()), x, "masked_fill");
   }
   std::vector<Tensor> backward(const Tensor& grad) {
+    // (Under create_graph the same fill of the gradient, recorded: its derivative is itself.)
+    if (GradMode::is_enabled()) return {apply<MaskedFill>(grad, saved(0), 0.0), Tensor()};
     return {where_kernel(saved(0), zeros({}, grad.dtype()), grad, "masked_fill"), Tensor()};
   }
 };

@@ -107,9 +107,20 @@ struct Embedding : Function<Embedding> {
     });
     return out;
   }
-  // dW[r] = the sum of dY[i...] over every position i... where indices[i...] == r
+  struct Twice {
+    static constexpr const char* name = "EmbeddingDenseBackwardBackward0";
+  };
   std::vector<Tensor> backward(const Tensor& grad) {
-    const std::vector<int64_t> rows = saved(0).to_vector<int64_t>();
+    const Tensor indices = saved(0);
+    // Its own derivative (create_graph): the rows of gg the indices pick, as forward.
+    auto adjoint = [indices](const Tensor& gg) { return apply<Embedding>(gg, indices); };
+    return {autograd::linear_in_grad<Twice>(
+                grad, [&](const Tensor& g) { return dense_backward(g, indices); }, adjoint),
+            Tensor()};  // no gradient for the indices
+  }
+  // dW[r] = the sum of dY[i...] over every position i... where indices[i...] == r
+  Tensor dense_backward(const Tensor& grad, const Tensor& indices) const {
+    const std::vector<int64_t> rows = indices.to_vector<int64_t>();
     const Tensor grad_rows = grad.contiguous();
     Tensor grad_weight = zeros({num_embeddings, embedding_dim}, grad.dtype());
     dispatch_floating(grad.dtype(), [&](auto tag) {
@@ -127,7 +138,7 @@ struct Embedding : Function<Embedding> {
         }
       });
     });
-    return {grad_weight, Tensor()};  // no gradient for the indices
+    return grad_weight;
   }
 };
 
@@ -142,6 +153,7 @@ struct LayerNorm : Function<LayerNorm> {
   static constexpr bool allows_undefined_inputs = true;  // weight and bias are optional
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, weight_needs_grad = false, bias_needs_grad = false;
+  double epsilon = 0;
 
   Tensor forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                  const Tensor& bias, double eps) {
@@ -190,7 +202,10 @@ struct LayerNorm : Function<LayerNorm> {
         }
       });
     });
-    save_for_backward({input, w, mean, rstd});
+    // x and weight themselves (not their contiguous copies): a create_graph backward
+    // differentiates through them. eps, for that backward too.
+    save_for_backward({x, weight, mean, rstd});
+    epsilon = eps;
     return y;
   }
 
@@ -198,7 +213,9 @@ struct LayerNorm : Function<LayerNorm> {
   //   dx_j = rstd * (g_j - mean_k(g_k) - xhat_j * mean_k(g_k * xhat_k))
   //   dw_j = sum over rows of dy_j * xhat_j        db_j = sum over rows of dy_j
   std::vector<Tensor> backward(const Tensor& grad) {
-    const Tensor input = saved(0), w = saved(1), mean = saved(2), rstd = saved(3);
+    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(0), saved(1));
+    const Tensor input = saved(0).contiguous(), mean = saved(2), rstd = saved(3);
+    const Tensor w = saved(1).defined() ? saved(1).contiguous() : Tensor();
     const Tensor dy = grad.contiguous();
     Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
     Tensor dw = weight_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
@@ -260,6 +277,26 @@ struct LayerNorm : Function<LayerNorm> {
         });
       }
     });
+    return {dx, dw, db};
+  }
+
+  // The same formulas written with ops, mean and rstd recomputed from x (under create_graph,
+  // so the gradients can be differentiated again; the kernel above computes the same values).
+  std::vector<Tensor> backward_with_ops(const Tensor& grad, const Tensor& x,
+                                        const Tensor& w) const {
+    const Shape shape = x.shape();
+    const Tensor x2 = x.reshape({rows, row_size});
+    const Tensor centered = x2 - x2.mean({1}, /*keepdim=*/true);
+    const Tensor rstd = 1.0 / sqrt((centered * centered).mean({1}, true) + epsilon);
+    const Tensor xhat = centered * rstd;
+    const Tensor dy = grad.reshape({rows, row_size});
+    const Tensor g = w.defined() ? dy * w.reshape({row_size}) : dy;
+    Tensor dx, dw, db;
+    if (x_needs_grad) {
+      dx = (rstd * (g - g.mean({1}, true) - xhat * (g * xhat).mean({1}, true))).reshape(shape);
+    }
+    if (weight_needs_grad) dw = (dy * xhat).sum({0}).reshape(w.shape());
+    if (bias_needs_grad) db = dy.sum({0}).reshape(w.defined() ? w.shape() : Shape{row_size});
     return {dx, dw, db};
   }
 

@@ -15,6 +15,7 @@
 #include "core/kernels/cascade_sum.h"
 #include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/shape.h"
 
 namespace ember {
 
@@ -369,7 +370,20 @@ struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
     *indices_out = result.indices;
     return result.values;
   }
+  struct Twice {
+    static constexpr const char* name = kMax ? "MaxBackwardBackward0" : "MinBackwardBackward0";
+  };
   std::vector<Tensor> backward(const Tensor& grad) {
+    Tensor indices = this->saved(0);
+    // Its own derivative (create_graph): gg read at the same indices.
+    auto adjoint = [d = dim, k = keepdim, indices](const Tensor& gg) {
+      Tensor picked = gather(gg, d, k || gg.dim() == 0 ? indices : indices.unsqueeze(d));
+      return k || gg.dim() == 0 ? picked : picked.squeeze(d);
+    };
+    return {autograd::linear_in_grad<Twice>(
+        grad, [&](const Tensor& g) { return scatter(g, indices); }, adjoint)};
+  }
+  Tensor scatter(const Tensor& grad, const Tensor& indices) const {
     // grad and indices read as [outer, 1, inner], the input as [outer, size of dim, inner].
     kernels::ReduceShape s;
     for (int64_t d = 0; d < static_cast<int64_t>(input_shape.size()); ++d) {
@@ -377,7 +391,6 @@ struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
       if (d == dim) s.reduced = input_shape[d];
       if (d > dim) s.inner = mul_wrap(s.inner, input_shape[d]);
     }
-    Tensor indices = this->saved(0);
     Tensor grad_data = grad.contiguous();
     Tensor grad_input = zeros(input_shape, grad.dtype());
     dispatch_floating(grad.dtype(), [&](auto tag) {
@@ -385,7 +398,7 @@ struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
       kernels::scatter_to_indices(grad_data.data_ptr<T>(), indices.data_ptr<int64_t>(),
                                   grad_input.data_ptr<T>(), s);
     });
-    return {grad_input};
+    return grad_input;
   }
 };
 

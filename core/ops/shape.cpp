@@ -187,12 +187,23 @@ struct IndexSelect : Function<IndexSelect> {
     });
     return out;
   }
+  struct Twice {
+    static constexpr const char* name = "IndexAddBackward0";
+  };
   std::vector<Tensor> backward(const Tensor& grad) {
+    const Tensor index = saved(0);
+    // Its own derivative (create_graph): the same selection of gg.
+    auto adjoint = [d = dim, index](const Tensor& gg) { return index_select(gg, d, index); };
+    return {autograd::linear_in_grad<Twice>(
+                grad, [&](const Tensor& g) { return index_add_into_zeros(g, index); }, adjoint),
+            Tensor()};
+  }
+  Tensor index_add_into_zeros(const Tensor& grad, const Tensor& index) const {
     // dx = zeros, then dx[.., idx[i], ..] += dy[.., i, ..]  (a repeated index adds up)
-    const std::vector<int64_t> rows = saved(0).to_vector<int64_t>();
+    const std::vector<int64_t> rows = index.to_vector<int64_t>();
     const Tensor dy = grad.contiguous();
     Tensor dx = zeros(input_shape, grad.dtype());
-    if (dy.numel() == 0) return {dx, Tensor()};
+    if (dy.numel() == 0) return dx;
     const AroundDim in(input_shape, dim), picked(dy.shape(), dim);
     dispatch_floating(grad.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -205,7 +216,7 @@ struct IndexSelect : Function<IndexSelect> {
           for (int64_t j = 0; j < in.inner; ++j) d[j] += g[j];
         }
     });
-    return {dx, Tensor()};
+    return dx;
   }
 };
 
@@ -259,9 +270,19 @@ struct Gather : Function<Gather> {
     });
     return out;
   }
+  struct Twice {
+    static constexpr const char* name = "ScatterAddBackward0";
+  };
   std::vector<Tensor> backward(const Tensor& grad) {
-    // dx = zeros, then dx[i][idx[i][j]] += dy[i][j]  (scatter_add; a repeated index adds up)
     const Tensor index = saved(0);
+    // Its own derivative (create_graph): the same gather of gg.
+    auto adjoint = [d = dim, index](const Tensor& gg) { return gather(gg, d, index); };
+    return {autograd::linear_in_grad<Twice>(
+                grad, [&](const Tensor& g) { return scatter_add_into_zeros(g, index); }, adjoint),
+            Tensor()};
+  }
+  Tensor scatter_add_into_zeros(const Tensor& grad, const Tensor& index) const {
+    // dx = zeros, then dx[i][idx[i][j]] += dy[i][j]  (scatter_add; a repeated index adds up)
     const std::vector<int64_t> values = index.to_vector<int64_t>();
     const Tensor dy = grad.contiguous();
     Tensor dx = zeros(input_shape, grad.dtype());
@@ -272,7 +293,7 @@ struct Gather : Function<Gather> {
       for_each_gathered(index.shape(), values, dx.strides(), dim,
                         [&](std::size_t n, int64_t offset) { to[offset] += from[n]; });
     });
-    return {dx, Tensor()};
+    return dx;
   }
 };
 

@@ -258,9 +258,13 @@ struct Select : Function<Select> {
     strides.erase(strides.begin() + dim);
     return make_tracked_view(x, std::move(shape), std::move(strides), offset);
   }
+  struct Twice {
+    static constexpr const char* name = "SelectBackwardBackward0";
+  };
   std::vector<Tensor> backward(const Tensor& grad) {
-    return {scatter_into_zeros(grad, input_shape,
-                               [&](const Tensor& dx) { return dx.select(dim, index); })};
+    auto pick = [d = dim, i = index](const Tensor& t) { return t.select(d, i); };
+    return {autograd::linear_in_grad<Twice>(
+        grad, [&](const Tensor& g) { return scatter_into_zeros(g, input_shape, pick); }, pick)};
   }
 };
 
@@ -293,9 +297,15 @@ struct SliceOp : Function<SliceOp> {
     const int64_t offset = view_offset(x.offset(), start, x.strides()[dim]);
     return make_tracked_view(x, std::move(shape), std::move(strides), offset);
   }
+  struct Twice {
+    static constexpr const char* name = "SliceBackwardBackward0";
+  };
   std::vector<Tensor> backward(const Tensor& grad) {
-    return {scatter_into_zeros(grad, input_shape,
-                               [&](const Tensor& dx) { return dx.slice(dim, start, end, step); })};
+    auto pick = [d = dim, a = start, b = end, s = step](const Tensor& t) {
+      return t.slice(d, a, b, s);
+    };
+    return {autograd::linear_in_grad<Twice>(
+        grad, [&](const Tensor& g) { return scatter_into_zeros(g, input_shape, pick); }, pick)};
   }
 };
 

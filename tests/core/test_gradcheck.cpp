@@ -33,6 +33,7 @@ namespace ember {
 namespace {
 
 using autograd::gradcheck;
+using autograd::gradgradcheck;
 using Inputs = std::vector<Tensor>;
 
 // ---- Deterministic inputs ----
@@ -721,6 +722,19 @@ TEST_P(GradcheckOps, BackwardMatchesCentralDifferences) {
   Inputs inputs;
   for (const MakeInput& make : c.inputs) inputs.push_back(make(rng));
   autograd::GradcheckResult result = gradcheck(c.function, inputs);
+  EXPECT_TRUE(result.ok) << c.name << "\n" << result.report;
+  default_generator() = generator_before;
+}
+
+// Second derivatives (issue 21): the backward of every case, differentiated again through the
+// graph a create_graph backward records, against central differences of its first derivatives.
+TEST_P(GradcheckOps, DoubleBackwardMatchesCentralDifferences) {
+  const GradcheckCase& c = GetParam();
+  const Generator generator_before = default_generator();
+  Lcg rng(20240601);
+  Inputs inputs;
+  for (const MakeInput& make : c.inputs) inputs.push_back(make(rng));
+  autograd::GradcheckResult result = gradgradcheck(c.function, inputs);
   EXPECT_TRUE(result.ok) << c.name << "\n" << result.report;
   default_generator() = generator_before;
 }
