@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/record.h"
 #include "core/tensor.h"
 
 namespace ember::autograd {
@@ -44,6 +45,9 @@ class Node {
   // The tensor this node produced, for retain_grad (weak: no ownership cycle).
   std::weak_ptr<TensorImpl> output;
   Shape output_shape;
+  // Where the forward ran (module path, labels), kept only when the node was made while anomaly
+  // mode or the profiler recorded (core/autograd/record.h); null otherwise.
+  std::shared_ptr<const ForwardContext> forward_context;
 };
 
 // The sink at a leaf: adds the incoming gradient into leaf.grad.
