@@ -4,12 +4,15 @@
 #pragma once
 
 #include "core/allocator.h"
+#include "core/autograd/anomaly.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/explore.h"
 #include "core/autograd/function.h"
+#include "core/autograd/functional.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/profiler.h"
+#include "core/autograd/record.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"

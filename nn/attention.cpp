@@ -72,6 +72,8 @@ SelfAttentionV1::SelfAttentionV1(int64_t d_in, int64_t d_out_)
 }
 
 Tensor SelfAttentionV1::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   detail::check_defined(x, "SelfAttentionV1");
   Tensor keys = matmul(x, W_key);
   Tensor queries = matmul(x, W_query);
@@ -91,6 +93,8 @@ SelfAttentionV2::SelfAttentionV2(int64_t d_in, int64_t d_out_, bool qkv_bias)
 }
 
 Tensor SelfAttentionV2::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   detail::check_defined(x, "SelfAttentionV2");
   Tensor keys = W_key->forward(x);
   Tensor queries = W_query->forward(x);
@@ -114,6 +118,8 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_l
 }
 
 Tensor CausalAttention::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   check_batch(x, W_query->in_features, mask.size(0), "CausalAttention");
   const int64_t num_tokens = x.size(1);
   Tensor keys = W_key->forward(x);
@@ -149,6 +155,8 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
 }
 
 Tensor MultiHeadAttentionWrapper::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   detail::check_defined(x, "MultiHeadAttentionWrapper");
   std::vector<Tensor> outputs;
   for (const auto& head : *heads) outputs.push_back(head->forward(x));
@@ -175,6 +183,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   check_batch(x, W_query->in_features, mask.size(0), "MultiHeadAttention");
   const int64_t b = x.size(0), num_tokens = x.size(1);
 

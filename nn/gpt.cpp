@@ -29,6 +29,8 @@ GPTLayerNorm::GPTLayerNorm(int64_t emb_dim) : Module("LayerNorm") {
 }
 
 Tensor GPTLayerNorm::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   detail::check_defined(x, "LayerNorm");
   check(x.dim() >= 1 && x.size(-1) == scale.size(0), "LayerNorm: expected input with last dim ",
         scale.size(0), ", got shape ", x.shape());
@@ -45,6 +47,8 @@ Tensor GPTLayerNorm::forward(const Tensor& x) {
 GPTGELU::GPTGELU() : Module("GELU") {}
 
 Tensor GPTGELU::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   detail::check_defined(x, "GELU");
   if (fused) return gpt_gelu(x);
   // The composite, the book's line (fused = false), for study:
@@ -64,7 +68,10 @@ FeedForward::FeedForward(const GPTConfig& cfg) {
   layers = register_module("layers", std::make_shared<Sequential>(first, gelu, second));
 }
 
-Tensor FeedForward::forward(const Tensor& x) { return layers->forward(x); }
+Tensor FeedForward::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+  return layers->forward(x);
+}
 
 // ---- TransformerBlock ----
 
@@ -79,6 +86,8 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& input) {
+  ForwardScope scope(*this);
+
   detail::check_defined(input, "TransformerBlock");
   // Shortcut connection around the attention block.
   Tensor shortcut = input;
@@ -120,6 +129,8 @@ GPTModel::GPTModel(const GPTConfig& cfg_) : cfg(cfg_) {
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx) {
+  ForwardScope scope(*this);
+
   detail::check_defined(in_idx, "GPTModel");
   check(in_idx.dim() == 2 && in_idx.dtype() == DType::Int64,
         "GPTModel: expected token ids of dtype int64 and shape [batch, num_tokens], got ",

@@ -25,6 +25,8 @@
 
 namespace ember::nn {
 
+class ForwardScope;  // nn/module.h (which includes this file)
+
 template <typename Impl>
 class ModuleHolder {
  public:
@@ -58,19 +60,21 @@ class ModuleHolder {
     return impl_;
   }
 
-  // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes (timed
-  // as the module's event while autograd::profiler records, as Module::operator()).
+  // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes (inside
+  // an nn::ForwardScope, for anomaly mode and the profiler).
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
-    if (autograd::profiler::is_recording()) [[unlikely]] {
-      autograd::profiler::RecordFunction record(get()->profiler_name(),
-                                                autograd::profiler::EventKind::kModule);
-      return get()->forward(std::forward<Args>(args)...);
-    }
+    typename Dependent<ForwardScope, Args...>::type scope(*get());
     return get()->forward(std::forward<Args>(args)...);
   }
 
  private:
+  // T, named through the call's template parameters so that it is looked up when the call is
+  // instantiated (ForwardScope is complete by then).
+  template <typename T, typename...>
+  struct Dependent {
+    using type = T;
+  };
   std::shared_ptr<Impl> impl_;
 };
 

@@ -38,7 +38,10 @@ void Linear::reset_parameters() {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+  return linear(x, weight, bias);
+}
 
 std::string Linear::extra_repr() const {
   return "in_features=" + std::to_string(in_features) +
@@ -52,7 +55,10 @@ Dropout::Dropout(double p_) : p(p_) {
         float_repr(p));
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Tensor Dropout::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+  return dropout(x, p, is_training());
+}
 
 std::string Dropout::extra_repr() const { return "p=" + float_repr(p) + ", inplace=False"; }
 
@@ -69,7 +75,10 @@ Embedding::Embedding(int64_t num_embeddings_, int64_t embedding_dim_)
 
 void Embedding::reset_parameters() { init::normal_(weight); }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) {
+  ForwardScope scope(*this);
+  return embedding(weight, indices);
+}
 
 std::string Embedding::extra_repr() const {
   return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
@@ -98,6 +107,8 @@ void LayerNorm::reset_parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+
   return layer_norm(x, normalized_shape, weight, bias, eps);
 }
 
@@ -113,10 +124,16 @@ GELU::GELU(std::string approximate_) : approximate(std::move(approximate_)) {
         "GELU: approximate must be 'none' or 'tanh', got '", approximate, "'");
 }
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+Tensor GELU::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+  return gelu(x, approximate);
+}
 
 std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor ReLU::forward(const Tensor& x) {
+  ForwardScope scope(*this);
+  return relu(x);
+}
 
 }  // namespace ember::nn

@@ -578,6 +578,8 @@ CrossEntropyLoss::CrossEntropyLoss(CrossEntropyFuncOptions o) : options(std::mov
   if (options.weight().defined()) register_buffer("weight", options.weight());
 }
 Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
+  ForwardScope scope(*this);
+
   return functional::cross_entropy(input, target, options);
 }
 
@@ -585,16 +587,22 @@ NLLLoss::NLLLoss(NLLLossFuncOptions o) : options(std::move(o)) {
   if (options.weight().defined()) register_buffer("weight", options.weight());
 }
 Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
+  ForwardScope scope(*this);
+
   return functional::nll_loss(input, target, options);
 }
 
 MSELoss::MSELoss(MSELossFuncOptions o) : options(o) {}
 Tensor MSELoss::forward(const Tensor& input, const Tensor& target) {
+  ForwardScope scope(*this);
+
   return functional::mse_loss(input, target, options);
 }
 
 L1Loss::L1Loss(L1LossFuncOptions o) : options(o) {}
 Tensor L1Loss::forward(const Tensor& input, const Tensor& target) {
+  ForwardScope scope(*this);
+
   return functional::l1_loss(input, target, options);
 }
 
@@ -602,6 +610,8 @@ BCELoss::BCELoss(BinaryCrossEntropyFuncOptions o) : options(std::move(o)) {
   if (options.weight().defined()) register_buffer("weight", options.weight());
 }
 Tensor BCELoss::forward(const Tensor& input, const Tensor& target) {
+  ForwardScope scope(*this);
+
   return functional::binary_cross_entropy(input, target, options);
 }
 
@@ -611,6 +621,8 @@ BCEWithLogitsLoss::BCEWithLogitsLoss(BinaryCrossEntropyWithLogitsFuncOptions o)
   if (options.pos_weight().defined()) register_buffer("pos_weight", options.pos_weight());
 }
 Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
+  ForwardScope scope(*this);
+
   return functional::binary_cross_entropy_with_logits(input, target, options);
 }
 

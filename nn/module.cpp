@@ -81,6 +81,57 @@ Tensor Module::forward(const Tensor& /*x*/) {
   fail("Module [", type_name(), "] is missing the required \"forward\" function");
 }
 
+Tensor Module::operator()(const Tensor& x) {
+  ForwardScope scope(*this);
+  return forward(x);
+}
+
+// ---- the call point of anomaly mode and the profiler ----
+
+std::string Module::path_to(const Module* module) const {
+  // Depth first, in registration order, as named_modules() lists them; a direct child is found
+  // at the first level. (Only run while someone records.)
+  std::vector<std::pair<const Module*, std::string>> stack{{this, ""}};
+  std::vector<const void*> seen;
+  while (!stack.empty()) {
+    auto [m, prefix] = stack.back();
+    stack.pop_back();
+    if (contains(seen, m)) continue;
+    seen.push_back(m);
+    for (auto it = m->submodules_.rbegin(); it != m->submodules_.rend(); ++it) {
+      const std::string path = prefix.empty() ? it->first : prefix + "." + it->first;
+      if (it->second.get() == module) return path;
+    }
+    for (auto it = m->submodules_.rbegin(); it != m->submodules_.rend(); ++it) {
+      if (it->second) {
+        stack.emplace_back(it->second.get(), prefix.empty() ? it->first : prefix + "." + it->first);
+      }
+    }
+  }
+  return "";
+}
+
+void ForwardScope::enter(const Module& module) {
+  const autograd::Scope* parent = autograd::current_module_scope();
+  if (parent && parent->module == &module)
+    return;  // already the innermost (operator() then forward)
+  std::string path;
+  if (parent) {
+    const std::string below = static_cast<const Module*>(parent->module)->path_to(&module);
+    if (!below.empty()) {
+      path = parent->name.empty() ? below : parent->name + "." + below;
+    } else {
+      // Not registered below the module running: named by its class, after the parent's path.
+      path = parent->name.empty() ? module.type_name() : parent->name + "." + module.type_name();
+    }
+  }
+  autograd::detail::push_module_scope(&module, std::move(path), module.type_name());
+  pushed_ = true;
+  if (autograd::profiler::is_recording()) {
+    event_.emplace("nn.Module: " + module.type_name(), autograd::profiler::EventKind::kModule);
+  }
+}
+
 // ---- registration ----
 
 void Module::check_new_name(const std::string& name, const char* what) const {

@@ -79,18 +79,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // The computation of the module on one input. Modules that take other arguments declare
   // their own forward (and operator()) instead; this one then throws, like PyTorch's.
   virtual Tensor forward(const Tensor& x);
-  // forward(x); while autograd::profiler records, timed as an event "nn.Module: Linear" whose
-  // name is also the module's step in the module path of the ops inside it.
-  Tensor operator()(const Tensor& x) {
-    if (autograd::profiler::is_recording()) [[unlikely]] {
-      autograd::profiler::RecordFunction record(profiler_name(),
-                                                autograd::profiler::EventKind::kModule);
-      return forward(x);
-    }
-    return forward(x);
-  }
-  // "nn.Module: " + type_name(): the profiler's event name for a call of this module.
-  std::string profiler_name() const { return "nn.Module: " + type_name(); }
+  Tensor operator()(const Tensor& x);
 
   // ---- registering what the module owns ----
   // Names must be non-empty, hold no dot, and be new to this module (among its parameters,
@@ -199,6 +188,9 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string to_string() const;
 
  private:
+  friend class ForwardScope;
+  // The dotted name of `module` below this one ("1.att"), or "" when it is not below it.
+  std::string path_to(const Module* module) const;
   void add_submodule(const std::string& name, std::shared_ptr<Module> module);
   void swap_submodule(const std::string& name, std::shared_ptr<Module> module);
   void check_acyclic(const std::string& name, const Module* module, const char* op) const;
@@ -234,6 +226,32 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// The call point that anomaly mode and the profiler need (core/autograd/record.h): while alive,
+// the ops run are recorded as made in this module, under its dotted path from the outermost
+// module being run ("trf_blocks.1.att"). Every Ember module's forward opens one first thing,
+// and so do Module::operator() and ModuleHolder's call; a module of your own that is called
+// through forward() directly may open one too:
+//   Tensor forward(const Tensor& x) override { nn::ForwardScope scope(*this); ... }
+// When no one records it costs one branch; a module already innermost is not pushed twice.
+class ForwardScope {
+ public:
+  explicit ForwardScope(const Module& module) {
+    if (autograd::is_recording()) enter(module);
+  }
+  ~ForwardScope() {
+    event_.reset();  // closes the profiler's event (if any) before the scope it names
+    if (pushed_) autograd::detail::pop_scope();
+  }
+  ForwardScope(const ForwardScope&) = delete;
+  ForwardScope& operator=(const ForwardScope&) = delete;
+
+ private:
+  void enter(const Module& module);
+  bool pushed_ = false;
+  // While the profiler records: the module's event "nn.Module: Linear", carrying its own path.
+  std::optional<autograd::profiler::RecordEvent> event_;
+};
 
 // Python's repr of a float, for extra_repr: 0.5 -> "0.5", 0.0 -> "0.0", 1e-5 -> "1e-05".
 using ember::float_repr;  // core/repr.h

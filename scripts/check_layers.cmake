@@ -22,9 +22,10 @@ function(layer_of path out)
   if(path MATCHES "^core/kernels/")
     set(layer kernels)
   elseif(path MATCHES
-         "^core/autograd/(node\\.h|function\\.h|function\\.cpp|grad_mode\\.h|profiler\\.h|profiler\\.cpp)$")
+         "^core/autograd/(node\\.h|function\\.h|function\\.cpp|grad_mode\\.h|record\\.h|record\\.cpp|profiler\\.h|profiler\\.cpp)$")
     set(layer graph)  # the graph's nodes, Function<Op> and apply: what ops are written with (and
-                      # the profiler's hook, which apply calls)
+                      # the recording hook apply calls: labels and module paths for anomaly mode
+                      # and the profiler)
   elseif(path MATCHES "^core/autograd/")
     set(layer engine)  # backward, grad, gradcheck: they run ops (add, sum_to) on gradients
   elseif(path MATCHES "^core/ops/")

@@ -24,8 +24,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/function.h"
 #include "core/autograd/profiler.h"
+#include "core/autograd/record.h"
 #include "core/log.h"
 #include "core/ops/elementwise.h"  // add: gradients arriving by several edges are summed
 #include "core/ops/reduce.h"       // sum_to: a broadcast input gets its gradient summed back
@@ -212,6 +214,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
   }
 
   const bool log_steps = logging::debug_enabled();
+  const bool anomaly = is_anomaly_enabled();  // read once per pass
   while (!ready.empty()) {
     const int slot = ready.back();
     ready.pop_back();
@@ -230,7 +233,7 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     // The profiler's hook: the node's backward, and the sums of its gradients into the buffers
     // below, timed as one event named after the node ("MmBackward0"); when nothing records, a
     // relaxed load and a branch.
-    std::optional<profiler::RecordFunction> record;
+    std::optional<profiler::RecordEvent> record;
     if (profiler::is_recording() && grad.defined()) [[unlikely]] {
       record.emplace(node->name(), profiler::EventKind::kBackward,
                      std::vector<Shape>{grad.shape()});
@@ -241,7 +244,22 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       if (!capture) acc->apply(grad);
     } else {
       grad = run_output_hooks(node, grad, observer != nullptr);
-      input_grads = node->apply(grad);
+      if (!anomaly) {
+        input_grads = node->apply(grad);
+      } else {
+        // Anomaly mode: an error raised by the backward says where its forward ran, and the
+        // results are checked for NaN and infinity.
+        try {
+          // Under create_graph the backward's own ops make nodes: they say whose backward
+          // made them (a NaN in a second derivative then names both).
+          RecordFunction label("backward of " + node->name());
+          input_grads = node->apply(grad);
+        } catch (const Error& e) {
+          fail(e.what(), "\n  (in the backward of ", node->name(),
+               "; forward: ", detail::describe_forward(*node), ")");
+        }
+        detail::check_backward_results(*node, input_grads);
+      }
       if (log_steps) logging::backward_step(node->name(), grad, input_grads);
       if (!retain_graph) {
         node->release_saved();

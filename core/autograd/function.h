@@ -18,7 +18,8 @@
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
 // wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors,
 // except under create_graph (see SavedTensors and core/autograd/engine.cpp).
-// apply is also where autograd::profiler times every op's forward (profiler.h).
+// apply is also the recording hook's (core/autograd/record.h): autograd::profiler times every
+// op's forward there, and anomaly mode gives each node the module path and labels of its forward.
 #pragma once
 
 #include <functional>
@@ -241,11 +242,15 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 // order) and records it in the graph when a tensor argument requires grad.
 template <typename Op, typename... Args>
 Tensor apply(const Args&... args) {
-  // The profiler's hook: when nothing records, one relaxed load and a branch (profiler.h).
-  std::optional<profiler::RecordFunction> record;
-  if (profiler::is_recording()) [[unlikely]] {
-    record.emplace(detail::forward_event_name<Op>(), profiler::EventKind::kOp,
-                   detail::tensor_shapes(args...));
+  // The recording hook (record.h): who records, read once; when no one does, this load and a
+  // branch are all it costs.
+  const unsigned recording = recorders();
+  std::optional<profiler::RecordEvent> record;
+  if (recording != 0) [[unlikely]] {
+    if (recording & static_cast<unsigned>(Recorder::Profiler)) {
+      record.emplace(detail::forward_event_name<Op>(), profiler::EventKind::kOp,
+                     detail::tensor_shapes(args...));
+    }
   }
   bool any_undefined = false, any_requires_grad = false;
   detail::for_each_tensor(
@@ -284,6 +289,10 @@ Tensor apply(const Args&... args) {
   detail::connect(node, inputs, output);
   if (!node->op.saved_.empty()) node->op.saved_.bind(node, inputs, output);
   if (KeepValuesGuard::is_enabled()) node->kept_value = output.detach();
+  // Anomaly mode: where the forward ran (the innermost module's path, the open labels).
+  if (recording & static_cast<unsigned>(Recorder::Anomaly)) [[unlikely]] {
+    node->forward_context = capture_forward_context();
+  }
   return output;
 }
 

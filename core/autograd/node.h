@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/record.h"
 #include "core/tensor.h"
 
 namespace ember::autograd {
@@ -60,6 +61,9 @@ class Node {
   // The output's value (a detached handle), kept only when the forward ran under
   // autograd::KeepValuesGuard: what autograd::explore shows of intermediates nobody holds.
   Tensor kept_value;
+  // Where the forward ran (module path, labels), kept only when the node was made while anomaly
+  // mode or the profiler recorded (core/autograd/record.h); null otherwise.
+  std::shared_ptr<const ForwardContext> forward_context;
 };
 
 // The sink at a leaf: adds the incoming gradient into leaf.grad.

@@ -19,10 +19,6 @@
 
 namespace ember::autograd::profiler {
 
-namespace detail {
-std::atomic<int> listeners{0};
-}  // namespace detail
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -57,8 +53,6 @@ struct ThreadState {
   uint64_t session = 0;
   std::shared_ptr<ThreadBuffer> buffer;
   std::vector<Open> open;
-  std::vector<std::string> modules;  // names of the modules open, outermost first
-  std::vector<std::string> labels;   // user labels open, outermost first
 };
 thread_local ThreadState state;
 
@@ -66,10 +60,18 @@ int64_t since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
 }
 
-std::string join_modules(const std::vector<std::string>& modules) {
-  std::string path;
-  for (const std::string& m : modules) path += (path.empty() ? "" : ".") + m;
-  return path;
+// The innermost user label open on this thread (core/autograd/record.h's scopes).
+std::string innermost_label() {
+  const auto& scopes = current_scopes();
+  for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
+    if (it->kind == Scope::Kind::Label) return it->name;
+  }
+  return {};
+}
+
+std::string innermost_module_path() {
+  const Scope* module = current_module_scope();
+  return module ? module->name : std::string();
 }
 
 std::string shapes_string(const std::vector<Shape>& shapes) {
@@ -82,7 +84,7 @@ std::string shapes_string(const std::vector<Shape>& shapes) {
 
 // ---- recording ----
 
-void RecordFunction::begin(std::string_view name, EventKind kind, std::vector<Shape> shapes) {
+void RecordEvent::begin(std::string_view name, EventKind kind, std::vector<Shape> shapes) {
   const uint64_t id = current_id.load(std::memory_order_acquire);
   if (id == 0) return;
   if (state.session != id) {
@@ -105,8 +107,8 @@ void RecordFunction::begin(std::string_view name, EventKind kind, std::vector<Sh
   event.name = std::string(name);
   event.kind = kind;
   event.input_shapes = std::move(shapes);
-  event.module_path = join_modules(state.modules);
-  event.label = state.labels.empty() ? std::string() : state.labels.back();
+  event.module_path = innermost_module_path();
+  event.label = innermost_label();
   event.thread = buffer.thread;
   event.depth = static_cast<int>(state.open.size());
   event.start_ns = since(buffer.start);
@@ -116,22 +118,19 @@ void RecordFunction::begin(std::string_view name, EventKind kind, std::vector<Sh
     buffer.events.push_back(std::move(event));
   }
   state.open.push_back({&buffer, index_});
-  if (kind == EventKind::kModule) state.modules.emplace_back(name.substr(name.find(' ') + 1));
-  if (kind == EventKind::kUser) state.labels.emplace_back(name);
   buffer_ = state.buffer;
   active_ = true;
 }
 
-RecordFunction::RecordFunction(std::string_view name, EventKind kind) {
+RecordEvent::RecordEvent(std::string_view name, EventKind kind) {
   if (is_recording()) begin(name, kind, {});
 }
 
-RecordFunction::RecordFunction(std::string_view name, EventKind kind,
-                               std::vector<Shape> input_shapes) {
+RecordEvent::RecordEvent(std::string_view name, EventKind kind, std::vector<Shape> input_shapes) {
   if (is_recording()) begin(name, kind, std::move(input_shapes));
 }
 
-RecordFunction::~RecordFunction() {
+RecordEvent::~RecordEvent() {
   if (!active_) return;
   auto* buffer = static_cast<ThreadBuffer*>(buffer_.get());
   // Events close in the reverse order they opened (RAII), so this one is on top.
@@ -139,24 +138,20 @@ RecordFunction::~RecordFunction() {
       state.open.back().index == index_) {
     state.open.pop_back();
   }
-  EventKind kind;
   int64_t total;
   {
     std::lock_guard<std::mutex> lock(buffer->mutex);
     Event& event = buffer->events[index_];
     event.end_ns = std::max(event.start_ns, since(buffer->start));
-    kind = event.kind;
     total = event.total_ns();
     if (!state.open.empty() && state.open.back().buffer == buffer) {
       buffer->events[state.open.back().index].children_ns += total;
     }
   }
-  if (kind == EventKind::kModule && !state.modules.empty()) state.modules.pop_back();
-  if (kind == EventKind::kUser && !state.labels.empty()) state.labels.pop_back();
 }
 
-std::string current_module_path() { return join_modules(state.modules); }
-std::string current_label() { return state.labels.empty() ? std::string() : state.labels.back(); }
+std::string current_module_path() { return innermost_module_path(); }
+std::string current_label() { return innermost_label(); }
 
 // ---- the session ----
 
@@ -170,7 +165,7 @@ Profile::Profile() {
   session->start = Clock::now();
   current = session;
   current_id.store(session->id, std::memory_order_release);
-  detail::listeners.fetch_add(1, std::memory_order_relaxed);
+  set_recording(Recorder::Profiler, true);
   session_ = session;
   recording_ = true;
 }
@@ -182,7 +177,7 @@ void Profile::stop() {
   std::lock_guard<std::mutex> lock(current_mutex);
   current.reset();
   current_id.store(0, std::memory_order_release);
-  detail::listeners.fetch_sub(1, std::memory_order_relaxed);
+  set_recording(Recorder::Profiler, false);
   recording_ = false;
 }
 

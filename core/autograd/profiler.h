@@ -16,19 +16,22 @@
 //    (under no_grad too);
 //  - every backward node the engine runs, by the node's name ("MmBackward0"), with the shapes of
 //    the gradients it receives;
-//  - every RecordFunction a user opens (`autograd::profiler::RecordFunction rf("my_label");`,
-//    torch.autograd.profiler.record_function), and every module called through
-//    nn::Module::operator() (or a ModuleHolder), as "nn.Module: Linear".
+//  - every RecordFunction a user opens (`autograd::RecordFunction rf("my_label");`, also
+//    spelled autograd::profiler::RecordFunction: torch.autograd.profiler.record_function), and
+//    every module's forward (nn::ForwardScope, opened by Module::operator(), ModuleHolder,
+//    Sequential and the modules' own forward) as "nn.Module: Linear".
 // An event's self time is its total time minus the total time of the events nested directly in
 // it on the same thread (an op's forward inside a user label, a backward node's ops inside the
 // node): PyTorch's "Self CPU".
 //
-// The hook is shared (issue 21's anomaly mode uses the same one): every recorded event also
-// carries the module path and the user label open around it on its thread
-// (current_module_path(), current_label()).
+// The hook is the one anomaly mode uses (core/autograd/record.h): a Profile sets the profiler's
+// bit of the recorders' word, and every event carries the module path open around it on its
+// thread ("trf_blocks.1.att": the dotted path from the outermost module running, as
+// named_modules() names it; "" for the outermost module itself) and the innermost user label
+// (current_module_path(), current_label()). A module's own event carries its own path.
 //
 // Cost when nothing records: one relaxed atomic load and a branch per op and per backward node
-// (is_recording()); nothing is allocated, timed or locked.
+// (autograd::is_recording()); nothing is allocated, timed or locked.
 //
 // Threads: each thread appends to its own buffer (registered with the running Profile the first
 // time the thread records); key_averages() and export_chrome_trace() merge the buffers. One
@@ -43,19 +46,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/autograd/record.h"
 #include "core/shape.h"
 
 namespace ember::autograd::profiler {
 
-namespace detail {
-// How many recorders are listening: a running Profile counts one.
-extern std::atomic<int> listeners;
-}  // namespace detail
-
-// Is anything recording? (One relaxed load: the whole cost of the hooks when nothing is.)
-inline bool is_recording() noexcept {
-  return detail::listeners.load(std::memory_order_relaxed) != 0;
-}
+// Is the profiler recording? (Its bit in the recorders' word of core/autograd/record.h.)
+inline bool is_recording() noexcept { return autograd::is_recording(Recorder::Profiler); }
 
 enum class EventKind { kOp, kBackward, kUser, kModule };
 
@@ -74,15 +71,15 @@ struct Event {
   int64_t self_ns() const { return total_ns() - children_ns; }
 };
 
-// Opens an event when recording, closes it on destruction (RAII). Used by the hooks and by
-// users for their own labels: `RecordFunction rf("data loading");`.
-class RecordFunction {
+// Opens an event when the profiler records, closes it on destruction (RAII): the hooks' timer
+// (apply, the engine, nn::ForwardScope, RecordFunction).
+class RecordEvent {
  public:
-  explicit RecordFunction(std::string_view name, EventKind kind = EventKind::kUser);
-  RecordFunction(std::string_view name, EventKind kind, std::vector<Shape> input_shapes);
-  ~RecordFunction();
-  RecordFunction(const RecordFunction&) = delete;
-  RecordFunction& operator=(const RecordFunction&) = delete;
+  explicit RecordEvent(std::string_view name, EventKind kind = EventKind::kUser);
+  RecordEvent(std::string_view name, EventKind kind, std::vector<Shape> input_shapes);
+  ~RecordEvent();
+  RecordEvent(const RecordEvent&) = delete;
+  RecordEvent& operator=(const RecordEvent&) = delete;
 
  private:
   void begin(std::string_view name, EventKind kind, std::vector<Shape> input_shapes);
@@ -90,6 +87,9 @@ class RecordFunction {
   std::size_t index_ = 0;         // its event in that buffer
   bool active_ = false;
 };
+
+// A user label: the one of core/autograd/record.h, seen by anomaly mode and the profiler alike.
+using RecordFunction = autograd::RecordFunction;
 
 // The module path and user label open on this thread ("" when none, or when nothing records).
 std::string current_module_path();
