@@ -274,6 +274,7 @@ struct GptLayerNorm : Function<GptLayerNorm> {
   static constexpr const char* name = "GptLayerNormBackward0";
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, scale_needs_grad = false, shift_needs_grad = false;
+  double epsilon = 0;
 
   Tensor forward(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps) {
     check(is_floating(x.dtype()), "gpt_layer_norm: expected a floating point input, got ",
@@ -301,13 +302,17 @@ struct GptLayerNorm : Function<GptLayerNorm> {
                                           y.data_ptr<T>(), mean.data_ptr<T>(), denom.data_ptr<T>(),
                                           rows, row_size, eps);
     });
-    save_for_backward({input, w, mean, denom});
+    // x and scale themselves too (the same tensors unless copied above): the create_graph
+    // backward differentiates through them.
+    save_for_backward({input, w, mean, denom, x, scale});
+    epsilon = eps;
     return y;
   }
 
   //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
   //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
   std::vector<Tensor> backward(const Tensor& grad) {
+    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(4), saved(5));
     const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
     const Tensor dy = grad.contiguous();
     Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
@@ -321,6 +326,21 @@ struct GptLayerNorm : Function<GptLayerNorm> {
                                       /*saved_denominator=*/true, data(dx), data(dw), data(db),
                                       rows, row_size);
     });
+    return {dx, dw, db};
+  }
+
+  // The same formulas written with ops, mean and denom recomputed from x as the composite does
+  // (under create_graph, so the gradients can be differentiated again).
+  std::vector<Tensor> backward_with_ops(const Tensor& dy, const Tensor& x,
+                                        const Tensor& scale) const {
+    const Tensor centered = x - x.mean({-1}, /*keepdim=*/true);
+    const Tensor denom = sqrt((centered * centered).mean({-1}, true) + epsilon);
+    const Tensor xhat = centered / denom;
+    const Tensor g = dy * scale;
+    Tensor dx, dw, db;
+    if (x_needs_grad) dx = (g - g.mean({-1}, true) - xhat * (g * xhat).mean({-1}, true)) / denom;
+    if (scale_needs_grad) dw = (dy * xhat).reshape({rows, row_size}).sum({0});
+    if (shift_needs_grad) db = dy.reshape({rows, row_size}).sum({0});
     return {dx, dw, db};
   }
 };
