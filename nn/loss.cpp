@@ -13,6 +13,7 @@
 #include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
+#include "core/ops/softmax.h"
 #include "core/parallel.h"
 
 namespace ember::nn {
@@ -118,9 +119,6 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
 struct CrossEntropy : Function<CrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "CrossEntropyLossBackward0";
-  // Its backward is one fused loop: under create_graph its gradients raise if differentiated
-  // again (the composite log_softmax + nll_loss is twice differentiable).
-  static constexpr bool twice_differentiable = false;
   static constexpr const char* formula =
       "l = -sum_c q_c log softmax(x)_c:  dl/dx_c = Q softmax(x)_c - q_c";
   ClassLayout l;
@@ -276,7 +274,9 @@ struct CrossEntropy : Function<CrossEntropy> {
     }
     Tensor x = input.contiguous();
     Tensor y = probabilities ? target.contiguous() : Tensor();
-    save_for_backward({x, y});
+    // input and target themselves too (the same tensors unless copied): the create_graph
+    // backward differentiates through them.
+    save_for_backward({x, y, input, probabilities ? target : Tensor()});
     std::vector<double> losses(static_cast<std::size_t>(l.n * l.s), 0.0);
     fast = !probabilities && eps == 0 && l.s == 1 && x.dtype() == DType::Float32;
     if (fast) {
@@ -301,6 +301,7 @@ struct CrossEntropy : Function<CrossEntropy> {
   }
 
   std::vector<Tensor> backward(const Tensor& grad) {
+    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(2), saved(3));
     Tensor x = saved(0), y = saved(1);
     const std::vector<double> g =
         position_grads(grad, denom, reduction, static_cast<std::size_t>(l.n * l.s));
@@ -329,6 +330,37 @@ struct CrossEntropy : Function<CrossEntropy> {
         }
       });
     });
+    return {gx, gy, Tensor()};
+  }
+
+  // The same formulas written with ops (under create_graph, so the gradients can be
+  // differentiated again), along the class dim of input [C], [N, C] or [N, C, d...]:
+  //   gx = g (Q softmax(x) - q),  Q = sum_c q_c       gy = -g (1 - eps) w log_softmax(x)
+  // with g the upstream gradient of each position (divided by denom for mean).
+  std::vector<Tensor> backward_with_ops(const Tensor& grad, const Tensor& x,
+                                        const Tensor& y) const {
+    const int64_t cd = x.dim() == 1 ? 0 : 1;  // the class dim
+    const Tensor g = reduction == Reduction::None  ? (cd == 1 ? grad.unsqueeze(1) : grad)
+                     : reduction == Reduction::Sum ? grad
+                                                   : grad / denom;
+    Shape class_shape(static_cast<std::size_t>(x.dim()), 1);  // [1, C, 1...]: w_c broadcast
+    class_shape[static_cast<std::size_t>(cd)] = l.c;
+    const Tensor w = from_vector(weights, {l.c}, x.dtype()).reshape(class_shape);
+    Tensor q;
+    if (probabilities) {
+      q = w * (y * (1 - eps) + eps / static_cast<double>(l.c));
+    } else {  // a constant: q_c of every position, laid out as x
+      std::vector<double> all(static_cast<std::size_t>(x.numel()), 0.0);
+      std::vector<double> row(static_cast<std::size_t>(l.c));
+      for (int64_t i = 0; i < l.n * l.s; ++i) {
+        if (!coefficients<double>(i, nullptr, l.s, row)) continue;
+        const int64_t n = i / l.s, s = i % l.s;
+        for (int64_t k = 0; k < l.c; ++k) all[(n * l.c + k) * l.s + s] = row[k];
+      }
+      q = from_vector(all, x.shape(), x.dtype());
+    }
+    const Tensor gx = g * (q.sum({cd}, /*keepdim=*/true) * softmax(x, cd) - q);
+    const Tensor gy = target_requires_grad ? g * (-(1 - eps)) * w * log_softmax(x, cd) : Tensor();
     return {gx, gy, Tensor()};
   }
 };

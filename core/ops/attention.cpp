@@ -24,13 +24,20 @@
 //   dS_ij = dA_ij / c for j <= i,  0 for j > i   (a masked S_ij does not reach A_ij)
 //   dQ  = dS K                     (S = Q K^T)
 //   dK  = dS^T Q
+// Under create_graph (grad mode on in the backward) the same formulas run as Ember ops on the
+// saved inputs (backward_with_ops), W recomputed from Q and K and N the forward's own noise, so
+// the gradients have a graph and can be differentiated again; the first-order path is the
+// kernel alone. tests/core/test_higher_order.cpp checks it against the composite's Hessian.
 #include "core/ops/attention.h"
 
 #include <cmath>
 
 #include "core/autograd/function.h"
 #include "core/kernels/attention.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/functional.h"
+#include "core/ops/linalg.h"
+#include "core/ops/softmax.h"
 
 namespace ember {
 
@@ -67,9 +74,6 @@ kernels::AttentionDims dims_of(const Tensor& q) {
 
 struct CausalAttention : autograd::Function<CausalAttention> {
   static constexpr const char* name = "CausalAttentionBackward0";
-  // The fused backward kernel: under create_graph its gradients raise if differentiated again
-  // (nn::MultiHeadAttention with fused_attention = false runs the twice-differentiable composite).
-  static constexpr bool twice_differentiable = false;
   static constexpr const char* formula =
       "O = softmax(Q K^T / sqrt(d) + causal mask) V:  dV = P^T dO, dP = dO V^T, dS = P (dP - "
       "rowsum(dP P)), dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d)";
@@ -81,7 +85,9 @@ struct CausalAttention : autograd::Function<CausalAttention> {
     Tensor out = new_heads(q);
     Tensor row_max = empty({q.size(0), q.size(1), q.size(2)}, q.dtype());
     Tensor row_inverse = empty({q.size(0), q.size(1), q.size(2)}, q.dtype());
-    save_for_backward({q, k, v, row_max, row_inverse});
+    // q_in, k_in, v_in (the same tensors as q, k, v unless copied above): the create_graph
+    // backward differentiates through the inputs themselves.
+    save_for_backward({q, k, v, row_max, row_inverse, q_in, k_in, v_in});
     // Nothing to compute for no rows (and an empty tensor's other dims may be huge).
     if (out.numel() == 0 || row_max.numel() == 0) return out;
     dispatch_floating(q.dtype(), [&](auto tag) {
@@ -96,6 +102,7 @@ struct CausalAttention : autograd::Function<CausalAttention> {
   }
 
   std::vector<Tensor> backward(const Tensor& grad) {
+    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(5), saved(6), saved(7));
     const Tensor q = saved(0), k = saved(1), v = saved(2), row_max = saved(3),
                  row_inverse = saved(4);
     const Tensor g = unit_last_stride(grad);
@@ -111,6 +118,23 @@ struct CausalAttention : autograd::Function<CausalAttention> {
           mutable_heads_of<T>(dk), mutable_heads_of<T>(dv));
     });
     return {dq, dk, dv};
+  }
+
+  // The derivation above written with ops (for create_graph): W recomputed from q and k.
+  std::vector<Tensor> backward_with_ops(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                        const Tensor& v) const {
+    const int64_t tokens = q.size(2);
+    const double c = std::sqrt(static_cast<double>(q.size(3)));
+    const Tensor above = triu(ones({tokens, tokens}), 1).to_bool();  // the masked j > i
+    const Tensor a = masked_fill(matmul(q, k.transpose(2, 3)), above, -INFINITY) / c;
+    const Tensor w = softmax(a, -1);
+    const Tensor w_tilde = noise.defined() ? w * noise : w;
+    const Tensor dv = matmul(w_tilde.transpose(2, 3), d_out);
+    const Tensor dw_tilde = matmul(d_out, v.transpose(2, 3));
+    const Tensor dw = noise.defined() ? dw_tilde * noise : dw_tilde;
+    const Tensor da = w * (dw - (dw * w).sum({-1}, /*keepdim=*/true));
+    const Tensor ds = da / c;  // W_ij = 0 where j > i, so dA_ij is 0 there already
+    return {matmul(ds, k), matmul(ds.transpose(2, 3), q), dv};
   }
 };
 

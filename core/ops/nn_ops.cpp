@@ -284,7 +284,7 @@ struct GptLayerNorm : Function<GptLayerNorm> {
       "xhat)) with g = dy scale; dscale = sum dy xhat, dshift = sum dy";
   int64_t rows = 0, row_size = 0;
   bool x_needs_grad = false, scale_needs_grad = false, shift_needs_grad = false;
-  double eps_ = 0;
+  double epsilon = 0;
 
   Tensor forward(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps) {
     check(is_floating(x.dtype()), "gpt_layer_norm: expected a floating point input, got ",
@@ -313,28 +313,19 @@ struct GptLayerNorm : Function<GptLayerNorm> {
                                           y.data_ptr<T>(), mean.data_ptr<T>(), denom.data_ptr<T>(),
                                           rows, row_size, eps);
     });
-    // x and scale themselves (not their contiguous copies), so that under create_graph the
-    // backward below can be recorded from them.
-    save_for_backward({x, scale, mean, denom});
+    // x and scale themselves too (the same tensors unless copied above): the create_graph
+    // backward differentiates through them.
+    save_for_backward({input, w, mean, denom, x, scale});
+    epsilon = eps;
     return y;
   }
 
   //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
   //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
   std::vector<Tensor> backward(const Tensor& grad) {
-    if (GradMode::is_enabled()) {
-      // create_graph: the same formulas written with ops (the book's composite's statistics),
-      // recorded so that the gradient can be differentiated again. The engine sums the scale's
-      // and shift's gradients back to their shapes.
-      const Tensor x = saved(0), w = saved(1);
-      const Tensor xc = x - x.mean({-1}, true);
-      const Tensor rstd = 1.0 / sqrt((xc * xc).mean({-1}, true) + eps_);
-      const Tensor xhat = xc * rstd, g = grad * w;
-      const Tensor dx = rstd * (g - g.mean({-1}, true) - xhat * (g * xhat).mean({-1}, true));
-      return {dx, grad * xhat, grad};
-    }
-    const Tensor input = saved(0).contiguous(), w = saved(1).contiguous(), mean = saved(2),
-                 denom = saved(3);
+
+    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(4), saved(5));
+    const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
     const Tensor dy = grad.contiguous();
     Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
     Tensor dw = scale_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
@@ -347,6 +338,21 @@ struct GptLayerNorm : Function<GptLayerNorm> {
                                       /*saved_denominator=*/true, data(dx), data(dw), data(db),
                                       rows, row_size);
     });
+    return {dx, dw, db};
+  }
+
+  // The same formulas written with ops, mean and denom recomputed from x as the composite does
+  // (under create_graph, so the gradients can be differentiated again).
+  std::vector<Tensor> backward_with_ops(const Tensor& dy, const Tensor& x,
+                                        const Tensor& scale) const {
+    const Tensor centered = x - x.mean({-1}, /*keepdim=*/true);
+    const Tensor denom = sqrt((centered * centered).mean({-1}, true) + epsilon);
+    const Tensor xhat = centered / denom;
+    const Tensor g = dy * scale;
+    Tensor dx, dw, db;
+    if (x_needs_grad) dx = (g - g.mean({-1}, true) - xhat * (g * xhat).mean({-1}, true)) / denom;
+    if (scale_needs_grad) dw = (dy * xhat).reshape({rows, row_size}).sum({0});
+    if (shift_needs_grad) db = dy.reshape({rows, row_size}).sum({0});
     return {dx, dw, db};
   }
 };

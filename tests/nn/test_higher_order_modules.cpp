@@ -1,14 +1,18 @@
 // Second derivatives through the modules (issue 21): gradgradcheck, in float64, of every nn
 // layer, the losses, the chapter's attention modules and the GPT blocks, with respect to their
-// input (and the losses' targets where differentiable). The fused causal attention and the fused
-// cross-entropy raise under create_graph when differentiated twice (tested in
-// tests/core/test_higher_order.cpp); here the attention modules run the book's composite.
+// input (and the losses' targets where differentiable). The fused cross-entropy and the fused
+// attention of MultiHeadAttention give the composite's second derivatives (the fused attention op
+// itself: tests/core/test_higher_order_fused.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "core/autograd/engine.h"
 #include "core/autograd/gradcheck.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/softmax.h"
@@ -98,12 +102,112 @@ TEST(HigherOrderModules, Losses) {
                        {input({3, 4}, 17), input({3, 4}, 18)});
 }
 
-TEST(HigherOrderModules, FusedCrossEntropyRaisesUnderCreateGraph) {
-  Tensor logits = input({3, 4}, 19);
+// The Hessian-vector products of fn: d/d inputs of sum_i <d fn(inputs) . v / d input_i, w_i>,
+// with v and the w_i fixed random tensors (seeded).
+std::vector<Tensor> second_derivative(const std::function<Tensor(const Inputs&)>& fn,
+                                      const Inputs& inputs) {
+  Tensor out = fn(inputs);
+  Generator gen(99);
+  Tensor v = randn(out.shape(), DType::Float64, &gen);
+  std::vector<Tensor> g = autograd::grad({out}, inputs, {v}, std::nullopt, /*create_graph=*/true);
+  Tensor total = scalar_tensor(0.0, DType::Float64);
+  for (const Tensor& gi : g) total = total + (gi * randn(gi.shape(), DType::Float64, &gen)).sum();
+  return autograd::grad({total}, inputs);
+}
+
+// Every element within 1e-10 * max|b| of b's (and b not all zero).
+void expect_same_tensors(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::vector<double> av = test::values(a[i]), bv = test::values(b[i]);
+    ASSERT_EQ(av.size(), bv.size());
+    double scale = 0;
+    for (double x : bv) scale = std::max(scale, std::abs(x));
+    EXPECT_GT(scale, 0.0) << "tensor " << i;
+    for (std::size_t j = 0; j < av.size(); ++j) {
+      EXPECT_NEAR(av[j], bv[j], 1e-10 * scale) << "tensor " << i << ", element " << j;
+    }
+  }
+}
+
+void expect_same_second_derivative(const std::function<Tensor(const Inputs&)>& fused,
+                                   const std::function<Tensor(const Inputs&)>& composite,
+                                   const Inputs& inputs) {
+  expect_same_tensors(second_derivative(fused, inputs), second_derivative(composite, inputs));
+}
+
+TEST(HigherOrderModules, FusedCrossEntropyIsTwiceDifferentiable) {
+  // The fused op against its composite nll_loss(log_softmax(x)): class indices, with weights,
+  // ignore_index, every reduction, [N, C], [N, C, d] and [C].
   Tensor classes = from_vector(std::vector<double>{1, 0, 3}, {3}, DType::Int64);
-  Tensor g = autograd::grad({cross_entropy(logits, classes)}, {logits}, {}, std::nullopt, true)[0];
-  EXPECT_THAT(test::error_of([&] { (void)autograd::grad({g.sum()}, {logits}); }),
-              ::testing::HasSubstr("the derivative for 'cross_entropy_loss' is not implemented"));
+  EXPECT_GRADGRADCHECK([classes](const Inputs& x) { return cross_entropy(x[0], classes); },
+                       {input({3, 4}, 19)});
+  Tensor weight = from_vector(std::vector<double>{0.5, 2.0, 1.0, 1.5}, {4}, DType::Float64);
+  for (nn::Reduction r : {nn::kMean, nn::kSum, nn::kNone}) {
+    const auto ce = CrossEntropyFuncOptions().weight(weight).ignore_index(0).reduction(r);
+    const auto nll = NLLLossFuncOptions().weight(weight).ignore_index(0).reduction(r);
+    EXPECT_GRADGRADCHECK([&](const Inputs& x) { return cross_entropy(x[0], classes, ce); },
+                         {input({3, 4}, 20)});
+    expect_same_second_derivative(
+        [&](const Inputs& x) { return cross_entropy(x[0], classes, ce); },
+        [&](const Inputs& x) { return nll_loss(log_softmax(x[0], 1), classes, nll); },
+        {input({3, 4}, 21)});
+  }
+  Tensor spatial = from_vector(std::vector<double>{1, 0, 2, 2, 1, 0}, {2, 3}, DType::Int64);
+  expect_same_second_derivative(
+      [&](const Inputs& x) { return cross_entropy(x[0], spatial); },
+      [&](const Inputs& x) { return nll_loss(log_softmax(x[0], 1), spatial); },
+      {input({2, 3, 3}, 22)});
+  Tensor one = from_vector(std::vector<double>{2}, {}, DType::Int64);
+  expect_same_second_derivative(
+      [&](const Inputs& x) { return cross_entropy(x[0], one); },
+      [&](const Inputs& x) { return nll_loss(log_softmax(x[0], 0), one); }, {input({4}, 23)});
+}
+
+TEST(HigherOrderModules, FusedCrossEntropyWithSmoothingAndProbabilities) {
+  // Label smoothing eps: (1 - eps) nll + eps / C * mean over rows of -sum_c log p_c.
+  Tensor classes = from_vector(std::vector<double>{1, 0, 3}, {3}, DType::Int64);
+  const auto smooth = CrossEntropyFuncOptions().label_smoothing(0.2);
+  EXPECT_GRADGRADCHECK([&](const Inputs& x) { return cross_entropy(x[0], classes, smooth); },
+                       {input({3, 4}, 24)});
+  expect_same_second_derivative(
+      [&](const Inputs& x) { return cross_entropy(x[0], classes, smooth); },
+      [&](const Inputs& x) {
+        Tensor logp = log_softmax(x[0], 1);
+        return 0.8 * nll_loss(logp, classes) + (0.2 / 4) * (-logp.sum({1})).mean();
+      },
+      {input({3, 4}, 25)});
+  // Probabilities as target (differentiable too): -(y log p).sum(1).mean().
+  Generator gen(26);
+  Tensor y = rand({3, 4}, DType::Float64, &gen).requires_grad_();
+  EXPECT_GRADGRADCHECK([](const Inputs& x) { return cross_entropy(x[0], x[1]); },
+                       {input({3, 4}, 27), y});
+  expect_same_second_derivative(
+      [](const Inputs& x) { return cross_entropy(x[0], x[1]); },
+      [](const Inputs& x) { return (-(x[1] * log_softmax(x[0], 1)).sum({1})).mean(); },
+      {input({3, 4}, 28), y});
+}
+
+TEST(HigherOrderModules, FusedMultiHeadAttentionHasTheCompositesHessian) {
+  // nn::MultiHeadAttention on its default fused path and with fused_attention = false: the same
+  // Hessian-vector products with respect to the input and every parameter, without dropout and
+  // with it (the same draws on both paths, reseeded before each forward).
+  for (double p : {0.0, 0.25}) {
+    manual_seed(29);
+    auto mha = std::make_shared<nn::MultiHeadAttention>(4, 4, 5, p, 2);
+    mha->to(DType::Float64);
+    Inputs args = {input({2, 5, 4}, 30)};
+    for (const Tensor& param : mha->parameters()) args.push_back(param);
+    auto run = [mha](bool fused) {
+      return [mha, fused](const Inputs& x) {
+        mha->fused_attention = fused;
+        manual_seed(31);
+        return mha->forward(x[0]);
+      };
+    };
+    ASSERT_TRUE(mha->fused_attention);
+    expect_same_second_derivative(run(true), run(false), args);
+  }
 }
 
 TEST(HigherOrderModules, TheChaptersAttentionModules) {
