@@ -303,7 +303,6 @@ struct GptLayerNorm : Function<GptLayerNorm> {
     x_needs_grad = x.requires_grad();
     scale_needs_grad = scale.requires_grad();
     shift_needs_grad = shift.requires_grad();
-    eps_ = eps;
     const Tensor input = x.contiguous(), w = scale.contiguous(), b = shift.contiguous();
     Tensor y = empty(x.shape(), x.dtype());
     Tensor mean = empty({rows}, x.dtype()), denom = empty({rows}, x.dtype());

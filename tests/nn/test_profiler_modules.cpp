@@ -54,8 +54,12 @@ TEST(ProfilerModules, ModuleEventsAndPaths) {
   EXPECT_TRUE(saw_addmm);
   EXPECT_TRUE(saw_relu);
   for (const profiler::Event& e : prof.events()) {
-    if (e.name == "nn.Module: Sequential") EXPECT_EQ(e.module_path, "");  // its own path
-    if (e.name == "nn.Module: Linear") EXPECT_EQ(e.module_path, "0");
+    if (e.name == "nn.Module: Sequential") {
+      EXPECT_EQ(e.module_path, "");  // its own path
+    }
+    if (e.name == "nn.Module: Linear") {
+      EXPECT_EQ(e.module_path, "0");
+    }
   }
 }
 
