@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -13,12 +14,15 @@
 #include <functional>
 #include <istream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/autograd/engine.h"
 #include "core/autograd/node.h"
 #include "core/error.h"
+#include "core/random.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 
@@ -173,6 +177,47 @@ inline std::vector<uint32_t> bits_of(const Tensor& t) {
   std::vector<uint32_t> out;
   for (float v : t.to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
   return out;
+}
+
+// ---- second derivatives: a fused op (or module path) against its composite ----
+
+// The Hessian-vector products of fn: d/d inputs of sum_i <d fn(inputs) . v / d input_i, w_i>,
+// with v and the w_i fixed random tensors (seeded). An input the output is linear in (a bias, a
+// LayerNorm's shift) has no second derivative: its entry is undefined (allow_unused), as in
+// PyTorch.
+inline std::vector<Tensor> second_derivative(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs) {
+  Tensor out = fn(inputs);
+  Generator gen(99);
+  Tensor v = randn(out.shape(), DType::Float64, &gen);
+  std::vector<Tensor> g = autograd::grad({out}, inputs, {v}, std::nullopt, /*create_graph=*/true);
+  Tensor total = scalar_tensor(0.0, DType::Float64);
+  for (const Tensor& gi : g) total = total + (gi * randn(gi.shape(), DType::Float64, &gen)).sum();
+  return autograd::grad({total}, inputs, {}, std::nullopt, false, /*allow_unused=*/true);
+}
+
+// fused's and composite's second derivatives: undefined for the same inputs, and otherwise every
+// element within 1e-10 * max|composite's| (which is not all zero).
+inline void expect_same_second_derivative(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fused,
+    const std::function<Tensor(const std::vector<Tensor>&)>& composite,
+    const std::vector<Tensor>& inputs) {
+  const std::vector<Tensor> a = second_derivative(fused, inputs);
+  const std::vector<Tensor> b = second_derivative(composite, inputs);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].defined(), b[i].defined()) << "input " << i;
+    if (!b[i].defined()) continue;
+    const std::vector<double> av = values(a[i]), bv = values(b[i]);
+    ASSERT_EQ(av.size(), bv.size());
+    double scale = 0;
+    for (double x : bv) scale = std::max(scale, std::abs(x));
+    EXPECT_GT(scale, 0.0) << "input " << i;
+    for (std::size_t j = 0; j < av.size(); ++j) {
+      EXPECT_NEAR(av[j], bv[j], 1e-10 * scale) << "input " << i << ", element " << j;
+    }
+  }
 }
 
 }  // namespace ember::test

@@ -324,7 +324,9 @@ json build(const Tensor& output, const ExploreOptions& options, std::string* dot
       }
     }
     if (!leaves.empty()) {
-      const std::vector<Tensor> grads = autograd::grad({output}, leaves, {seed}, true, true);
+      const std::vector<Tensor> grads =
+          autograd::grad({output}, leaves, {seed}, /*retain_graph=*/true, /*create_graph=*/false,
+                         /*allow_unused=*/true);
       for (std::size_t i = 0; i < grads.size(); ++i)
         data["leaf_grads"][std::to_string(ids[i])] = tensor_json(grads[i], limit);
     }

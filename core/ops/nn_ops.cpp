@@ -322,7 +322,6 @@ struct GptLayerNorm : Function<GptLayerNorm> {
   //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
   //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
   std::vector<Tensor> backward(const Tensor& grad) {
-
     if (GradMode::is_enabled()) return backward_with_ops(grad, saved(4), saved(5));
     const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
     const Tensor dy = grad.contiguous();

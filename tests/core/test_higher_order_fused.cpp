@@ -34,34 +34,7 @@ Tensor input(const Shape& shape, uint64_t seed) {
   return randn(shape, DType::Float64, &gen).requires_grad_();
 }
 
-// The Hessian-vector products of fn: d/d inputs of sum_i <d fn(inputs) . v / d input_i, w_i>,
-// with v and the w_i fixed random tensors (seeded).
-std::vector<Tensor> second_derivative(const Fn& fn, const Inputs& inputs) {
-  Tensor out = fn(inputs);
-  Generator gen(99);
-  Tensor v = randn(out.shape(), DType::Float64, &gen);
-  std::vector<Tensor> g = autograd::grad({out}, inputs, {v}, std::nullopt, /*create_graph=*/true);
-  Tensor total = scalar_tensor(0.0, DType::Float64);
-  for (const Tensor& gi : g) total = total + (gi * randn(gi.shape(), DType::Float64, &gen)).sum();
-  return autograd::grad({total}, inputs);
-}
-
-// Every element of a within 1e-10 * max|b| of b's (and b not all zero).
-void expect_same_second_derivative(const Fn& fused, const Fn& composite, const Inputs& inputs) {
-  const std::vector<Tensor> a = second_derivative(fused, inputs);
-  const std::vector<Tensor> b = second_derivative(composite, inputs);
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::vector<double> av = test::values(a[i]), bv = test::values(b[i]);
-    ASSERT_EQ(av.size(), bv.size());
-    double scale = 0;
-    for (double x : bv) scale = std::max(scale, std::abs(x));
-    EXPECT_GT(scale, 0.0) << "input " << i;
-    for (std::size_t j = 0; j < av.size(); ++j) {
-      EXPECT_NEAR(av[j], bv[j], 1e-10 * scale) << "input " << i << ", element " << j;
-    }
-  }
-}
+using test::expect_same_second_derivative;
 
 // ---- causal attention ----
 

@@ -102,39 +102,7 @@ TEST(HigherOrderModules, Losses) {
                        {input({3, 4}, 17), input({3, 4}, 18)});
 }
 
-// The Hessian-vector products of fn: d/d inputs of sum_i <d fn(inputs) . v / d input_i, w_i>,
-// with v and the w_i fixed random tensors (seeded).
-std::vector<Tensor> second_derivative(const std::function<Tensor(const Inputs&)>& fn,
-                                      const Inputs& inputs) {
-  Tensor out = fn(inputs);
-  Generator gen(99);
-  Tensor v = randn(out.shape(), DType::Float64, &gen);
-  std::vector<Tensor> g = autograd::grad({out}, inputs, {v}, std::nullopt, /*create_graph=*/true);
-  Tensor total = scalar_tensor(0.0, DType::Float64);
-  for (const Tensor& gi : g) total = total + (gi * randn(gi.shape(), DType::Float64, &gen)).sum();
-  return autograd::grad({total}, inputs);
-}
-
-// Every element within 1e-10 * max|b| of b's (and b not all zero).
-void expect_same_tensors(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::vector<double> av = test::values(a[i]), bv = test::values(b[i]);
-    ASSERT_EQ(av.size(), bv.size());
-    double scale = 0;
-    for (double x : bv) scale = std::max(scale, std::abs(x));
-    EXPECT_GT(scale, 0.0) << "tensor " << i;
-    for (std::size_t j = 0; j < av.size(); ++j) {
-      EXPECT_NEAR(av[j], bv[j], 1e-10 * scale) << "tensor " << i << ", element " << j;
-    }
-  }
-}
-
-void expect_same_second_derivative(const std::function<Tensor(const Inputs&)>& fused,
-                                   const std::function<Tensor(const Inputs&)>& composite,
-                                   const Inputs& inputs) {
-  expect_same_tensors(second_derivative(fused, inputs), second_derivative(composite, inputs));
-}
+using test::expect_same_second_derivative;
 
 TEST(HigherOrderModules, FusedCrossEntropyIsTwiceDifferentiable) {
   // The fused op against its composite nll_loss(log_softmax(x)): class indices, with weights,
