@@ -1,13 +1,17 @@
-// Runs a shell command (an example program and its flags) and returns what it printed on stdout
-// and stderr together; `exit_code` is its exit status, or -1 if it did not exit normally.
-// Shared by the tests that run the example programs.
+// Shared by the tests that run the example programs: run_command runs a shell command (an example
+// program and its flags) and returns what it printed on stdout and stderr together, `exit_code`
+// being its exit status, or -1 if it did not exit normally; run_in runs a program in a directory;
+// TempDir is a fresh temporary directory, removed with everything in it at the end of its scope.
 #pragma once
 
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace ember::testing_examples {
 
@@ -23,5 +27,34 @@ inline std::string run_command(const std::string& command, int& exit_code) {
   exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return output;
 }
+
+struct ProgramRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+inline ProgramRun run_in(const std::filesystem::path& dir, const std::string& binary) {
+  ProgramRun run;
+  run.output = run_command("cd '" + dir.string() + "' && '" + binary + "'", run.exit_code);
+  return run;
+}
+
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+    if (mkdtemp(pattern.data())) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace ember::testing_examples

@@ -4,6 +4,8 @@
 // It runs in a fresh temporary directory, where it writes its .dot graphs and .svg maps.
 #include <gtest/gtest.h>
 
+#include "tests/examples/run_program.h"
+
 #include <sys/wait.h>
 #include "tests/browser.h"
 
@@ -25,23 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct ProgramRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-ProgramRun run_in(const fs::path& dir, const std::string& binary) {
-  ProgramRun run;
-  const std::string command = "cd '" + dir.string() + "' && '" + binary + "' 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
+using ember::testing_examples::ProgramRun;
+using ember::testing_examples::run_in;
+using ember::testing_examples::TempDir;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -50,27 +38,8 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// A temporary directory, removed with everything in it at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ember_backprop_XXXXXX").string();
-    if (mkdtemp(pattern.data())) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 TEST(BackpropExample, EveryCheckPassesAndNothingFails) {
-  TempDir dir;
+  TempDir dir("ember_backprop");
   ASSERT_FALSE(dir.path().empty()) << "cannot create a temporary directory";
   const ProgramRun run = run_in(dir.path(), EMBER_BACKPROP_BINARY);
   EXPECT_EQ(run.exit_code, 0) << run.output;

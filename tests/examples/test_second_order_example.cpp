@@ -4,7 +4,9 @@
 // step; the gradient penalty is PyTorch's; anomaly mode names the node, the module and the label;
 // the heatmap is written, labelled. It runs in a fresh temporary directory.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "tests/examples/run_program.h"
 
 #include <array>
 #include <cmath>
@@ -27,42 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct ProgramRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-ProgramRun run_in(const fs::path& dir, const std::string& binary) {
-  ProgramRun run;
-  const std::string command = "cd '" + dir.string() + "' && '" + binary + "' 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
-
-// A temporary directory, removed with everything in it at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ember_second_order_XXXXXX").string();
-    if (mkdtemp(pattern.data())) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ember::testing_examples::ProgramRun;
+using ember::testing_examples::run_in;
+using ember::testing_examples::TempDir;
 
 // The numbers on the first line that starts with `prefix` (after the prefix).
 std::vector<double> numbers_after(const std::string& output, const std::string& prefix) {
@@ -85,7 +54,7 @@ std::vector<double> numbers_after(const std::string& output, const std::string& 
 }
 
 TEST(SecondOrderExample, HessianNewtonPenaltyAndAnomalyAsPyTorch) {
-  TempDir dir;
+  TempDir dir("ember_second_order");
   ASSERT_FALSE(dir.path().empty()) << "cannot create a temporary directory";
   const ProgramRun run = run_in(dir.path(), EMBER_SECOND_ORDER_BINARY);
   ASSERT_EQ(run.exit_code, 0) << run.output;

@@ -2,7 +2,9 @@
 // per evaluation), and in headless Chromium its self-check moves the step slider across every
 // recorded step (tests/browser.h).
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "tests/examples/run_program.h"
 
 #include <array>
 #include <cstdio>
@@ -18,15 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string run(const std::string& command, int& exit_code) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return output;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  return ember::testing_examples::run_command(command, exit_code);
 }
 
 fs::path temp_dir(const char* name) {
