@@ -77,6 +77,43 @@ function heatmap(values, rows, cols, opts) {
   return canvas;
 }
 
+// A heatmap with its axes labelled: the row and column labels (tokens) as ticks (every k-th when
+// the cells are too small for all), the axes' names, and a colour scale from 0 (or -max) to max.
+// Options: those of heatmap, plus rowTitle, colTitle and scaleTitle.
+function labelledHeatmap(values, rows, cols, opts) {
+  const o = opts || {};
+  const canvas = heatmap(values, rows, cols, o);
+  const cell = canvas.width / cols;
+  const every = Math.max(1, Math.ceil(10 / cell));  // ticks at least 10 px apart
+  const box = el('div', { class: 'lheat' });
+  const ticks = (labels, n, cls) => {
+    const t = el('div', { class: cls });
+    for (let i = 0; i < n; ++i) {
+      const raw = labels ? String(labels[i]) : String(i);
+      const label = raw === ' ' ? '\u2423' : raw === '\n' ? '\u21b5' : raw;  // visible blanks
+      t.append(el('span', { style: `${cls === 'lheat-cols' ? 'width' : 'height'}: ${cell}px` },
+                  i % every === 0 ? label : ''));
+    }
+    return t;
+  };
+  box.append(el('div', { class: 'lheat-coltitle' }, o.colTitle || ''));
+  box.append(el('div', { class: 'lheat-rowtitle' }, o.rowTitle || ''));
+  box.append(ticks(o.rowLabels, rows, 'lheat-rows'));
+  box.append(canvas);
+  box.append(ticks(o.colLabels, cols, 'lheat-cols'));
+  let m = o.max || 0;
+  if (!o.max) for (const v of values) if (Number.isFinite(num(v))) m = Math.max(m, Math.abs(num(v)));
+  const signed = values.some((v) => num(v) < 0);
+  const stops = [];
+  for (let i = 0; i <= 10; ++i) stops.push(heatColor((signed ? -m : 0) + (i / 10) * (signed ? 2 * m : m), m));
+  box.append(el('div', { class: 'lheat-scale' },
+                el('span', {}, fmt(signed ? -m : 0)),
+                el('span', { class: 'lheat-bar', style: `background: linear-gradient(to right, ${stops.join(', ')})` }),
+                el('span', {}, fmt(m)),
+                el('span', { class: 'muted' }, o.scaleTitle || '')));
+  return box;
+}
+
 // A tensor of explore's JSON: its shape, PyTorch's text, and a heatmap of 1-d/2-d data or of
 // one slice of the last two dims (a selector picks the slice: a batch element, a head); a large
 // tensor as its summary.

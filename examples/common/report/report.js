@@ -8,7 +8,7 @@ document.getElementById('subtitle').textContent = data.subtitle || '';
 document.title = data.title;
 
 // ---- loss curves: train and held-out, log scale, a marker at the slider's step ----
-const W = 900, H = 300, M = { l: 60, r: 20, t: 10, b: 36 };
+const W = 900, H = 300, M = { l: 66, r: 30, t: 10, b: 36 };
 const chart = svgEl('svg', { width: W, height: H, class: 'chart' });
 const series = [
   { name: 'train', x: data.loss.train_steps, y: data.loss.train_loss, color: '#8aa4c8', width: 1 },
@@ -39,6 +39,10 @@ for (let k = 0; k <= 5; ++k) {
 const xl = svgEl('text', { x: (W + M.l) / 2, y: H - 4, 'text-anchor': 'middle' });
 xl.textContent = 'step';
 chart.append(xl);
+const yl = svgEl('text', { x: 14, y: (H - M.b + M.t) / 2, 'text-anchor': 'middle',
+                           transform: `rotate(-90 14 ${(H - M.b + M.t) / 2})` });
+yl.textContent = 'cross-entropy loss (log scale)';
+chart.append(yl);
 series.forEach((s, i) => {
   const d = s.x.map((x, k) => `${k ? 'L' : 'M'}${px(x).toFixed(1)},${py(s.y[k]).toFixed(1)}`).join('');
   chart.append(svgEl('path', { d, fill: 'none', stroke: s.color, 'stroke-width': s.width, class: 'curve' }));
@@ -63,8 +67,11 @@ function showStep(k) {
   document.getElementById('step-label').textContent = `step ${snap.step}  (${k + 1} of ${snaps.length})`;
   maps.dataset.step = snap.step;
   maps.replaceChildren(...snap.panels.map((p) => {
-    const c = heatmap(p.values, p.rows, p.cols, { max: 1, cell: Math.max(6, Math.floor(160 / p.cols)),
-                                                  rowLabels: data.labels, colLabels: data.labels });
+    const c = labelledHeatmap(p.values, p.rows, p.cols,
+                              { max: 1, cell: Math.max(6, Math.floor(160 / p.cols)),
+                                rowLabels: data.labels, colLabels: data.labels,
+                                rowTitle: 'query token', colTitle: 'key token',
+                                scaleTitle: 'attention weight' });
     return el('figure', {}, el('figcaption', {}, p.title), c);
   }));
   marker.setAttribute('x1', px(snap.step));
