@@ -32,12 +32,19 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+// A 2-d tensor laid out column by column (the transpose of a contiguous matrix; not a vector).
+bool is_column_major(const Tensor& t) {
+  return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 &&
+         t.stride(1) == t.size(0);
+}
+
 // ---- addmm: Y = bias + A B ----
 struct Addmm : Function<Addmm> {
   static constexpr const char* name = "AddmmBackward0";
   static constexpr const char* formula =
       "Y = bias + A B:  dbias = dY summed over rows, dA = dY B^T, dB = A^T dY";
   bool bias_needs_grad = false, a_needs_grad = false, b_needs_grad = false;
+  bool a_column_major = false, b_column_major = false;  // as in mm (core/ops/linalg.cpp)
 
   Tensor forward(const Tensor& bias, const Tensor& a, const Tensor& b) {
     check(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-D matrices, got shapes ", a.shape(),
@@ -54,6 +61,8 @@ struct Addmm : Function<Addmm> {
     bias_needs_grad = bias.requires_grad();
     a_needs_grad = a.requires_grad();
     b_needs_grad = b.requires_grad();
+    a_column_major = is_column_major(a);
+    b_column_major = is_column_major(b);
     save_for_backward({b_needs_grad ? a : Tensor(), a_needs_grad ? b : Tensor()});
 
     Tensor out = empty(out_shape, a.dtype());
@@ -67,9 +76,12 @@ struct Addmm : Function<Addmm> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
-    return {bias_needs_grad ? grad : Tensor(),           // dbias = dY (the engine sums the rows)
-            a_needs_grad ? mm(grad, b.t()) : Tensor(),   // dA = dY B^T
-            b_needs_grad ? mm(a.t(), grad) : Tensor()};  // dB = A^T dY
+    // Each gradient in its operand's layout (a linear layer's weight.t() is column-major: its
+    // gradient is computed as (dY^T A)^T, so the weight receives a contiguous one).
+    Tensor da, db;
+    if (a_needs_grad) da = a_column_major ? mm(b, grad.t()).t() : mm(grad, b.t());  // dY B^T
+    if (b_needs_grad) db = b_column_major ? mm(grad.t(), a).t() : mm(a.t(), grad);  // A^T dY
+    return {bias_needs_grad ? grad : Tensor(), da, db};  // dbias = dY (the engine sums the rows)
   }
 };
 
