@@ -20,9 +20,11 @@
 // matrix products: 6 x weights x tokens for the linear layers and out_head, 3 x the causal QK^T and
 // AV of every layer), and its efficiency: FLOPs / step time / Ember's own sgemm rate, measured in
 // the same process at 1024 x 1024 x 1024 after the steps (as scripts/bench reports
-// bench_attention's "% of Ember's sgemm rate"); cpu_efficiency is the same ratio by process CPU
-// time per thread, steadier on a machine busy with other work. --reference FILE reads the PyTorch
-// script's JSON line and adds the largest relative difference between the two sides' losses.
+// bench_attention's "% of Ember's sgemm rate"); gemm_isa names the GEMM's kernels (avx512, or
+// avx2 on CPUs without AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h);
+// cpu_efficiency is the same ratio by process CPU time per thread, steadier on a machine busy with
+// other work. --reference FILE reads the PyTorch script's JSON line and adds the largest relative
+// difference between the two sides' losses.
 // --profile runs one more step after the timed ones under autograd::profiler and prints its
 // key_averages() table (sorted by self time) on stderr; the figures stay those of the unrecorded
 // steps.
@@ -44,6 +46,7 @@
 #include <vector>
 
 #include "core/ember.h"
+#include "core/kernels/gemm.h"
 #include "examples/common/bench_util.h"
 #include "examples/common/step_profiler.h"
 #include "nn/gpt.h"
@@ -265,7 +268,8 @@ int main(int argc, char** argv) {
       << ", \"steps\": " << steps << ", \"step_ms\": " << ms
       << ", \"step_cpu_ms\": " << median(cpu_times) << ", \"tokens_per_s\": "
       << static_cast<double>(c.batch * c.model.context_length) / (ms * 1e-3)
-      << ", \"peak_rss_mb\": " << rss << ", \"faults_per_step\": " << faults
+      << ", \"peak_rss_mb\": " << rss << ", \"faults_per_step\": " << faults << ", \"gemm_isa\": \""
+      << kernels::gemm_isa() << "\""
       << ", \"step_gflop\": " << flops / 1e9 << ", \"sgemm_gflops\": " << gflops
       << ", \"efficiency\": " << flops / (ms * 1e-3) / 1e9 / gflops
       << ", \"cpu_efficiency\": " << flops / (cpu_ms_step * 1e-3) / 1e9 / cpu_gflops
