@@ -189,7 +189,8 @@ struct LayerNorm : Function<LayerNorm> {
     const Tensor input = x.contiguous();
     const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
     const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-    Tensor y = empty(x.shape(), x.dtype());
+    // y: every row written by the kernel (no clearing pass first).
+    Tensor y = detail::empty_for_overwrite(x.shape(), x.dtype());
     Tensor mean = empty({rows}, x.dtype()), rstd = empty({rows}, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -212,7 +213,8 @@ struct LayerNorm : Function<LayerNorm> {
     const Tensor input = saved(0).contiguous(), mean = saved(2), rstd = saved(3);
     const Tensor w = saved(1).defined() ? saved(1).contiguous() : Tensor();
     const Tensor dy = grad.contiguous();
-    Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
+    // dx: every row written by the kernel (and nothing to write when rows == 0).
+    Tensor dx = x_needs_grad ? detail::empty_for_overwrite(input.shape(), input.dtype()) : Tensor();
     Tensor dw = weight_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     Tensor db = bias_needs_grad ? zeros(w.defined() ? w.shape() : Shape{row_size}, input.dtype())
                                 : Tensor();
@@ -316,7 +318,7 @@ struct GptLayerNorm : Function<GptLayerNorm> {
     scale_needs_grad = scale.requires_grad();
     shift_needs_grad = shift.requires_grad();
     const Tensor input = x.contiguous(), w = scale.contiguous(), b = shift.contiguous();
-    Tensor y = empty(x.shape(), x.dtype());
+    Tensor y = detail::empty_for_overwrite(x.shape(), x.dtype());  // every row written
     Tensor mean = empty({rows}, x.dtype()), denom = empty({rows}, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -334,11 +336,11 @@ struct GptLayerNorm : Function<GptLayerNorm> {
   //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
   //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
   std::vector<Tensor> backward(const Tensor& grad) {
-
     if (GradMode::is_enabled()) return backward_with_ops(grad, saved(4), saved(5));
     const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
     const Tensor dy = grad.contiguous();
-    Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
+    // dx: every row written by the kernel (and nothing to write when rows == 0).
+    Tensor dx = x_needs_grad ? detail::empty_for_overwrite(input.shape(), input.dtype()) : Tensor();
     Tensor dw = scale_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     Tensor db = shift_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     if (rows == 0) return {dx, dw, db};
