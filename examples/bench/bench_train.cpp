@@ -16,12 +16,13 @@
 //
 // Reported (one JSON line, the same keys as the PyTorch script): the median ms per step over the
 // steps after two warm-up steps (and the median process CPU ms), tokens per second, peak RSS (MB),
-// minor page faults per timed step (getrusage), the losses of every step, the step's FLOPs (its
-// matrix products: 6 x weights x tokens for the linear layers and out_head, 3 x the causal QK^T and
-// AV of every layer), and its efficiency: FLOPs / step time / Ember's own sgemm rate, measured in
-// the same process at 1024 x 1024 x 1024 after the steps (as scripts/bench reports
-// bench_attention's "% of Ember's sgemm rate"); gemm_isa names the GEMM's kernels (avx512, or
-// avx2 on CPUs without AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h);
+// minor page faults per timed step (getrusage), the allocator's big buffers (memory_stats(): the
+// most in use at once, and those kept for reuse after the timed steps), the losses of every step,
+// the step's FLOPs (its matrix products: 6 x weights x tokens for the linear layers and out_head, 3
+// x the causal QK^T and AV of every layer), and its efficiency: FLOPs / step time / Ember's own
+// sgemm rate, measured in the same process at 1024 x 1024 x 1024 after the steps (as scripts/bench
+// reports bench_attention's "% of Ember's sgemm rate"); gemm_isa names the GEMM's kernels (avx512,
+// or avx2 on CPUs without AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h);
 // cpu_efficiency is the same ratio by process CPU time per thread, steadier on a machine busy with
 // other work. --reference FILE reads the PyTorch script's JSON line and adds the largest relative
 // difference between the two sides' losses.
@@ -251,6 +252,7 @@ int main(int argc, char** argv) {
   }
   const double faults = static_cast<double>(minor_faults() - faults_before) / (steps - 2);
   const double rss = peak_rss_mb();
+  const MemoryStats memory = memory_stats();
   if (profile) {  // one more step, recorded: its table on stderr
     examples::StepProfiler profiler(true, steps - 1, steps);
     profiler.before_step(steps);
@@ -268,8 +270,10 @@ int main(int argc, char** argv) {
       << ", \"steps\": " << steps << ", \"step_ms\": " << ms
       << ", \"step_cpu_ms\": " << median(cpu_times) << ", \"tokens_per_s\": "
       << static_cast<double>(c.batch * c.model.context_length) / (ms * 1e-3)
-      << ", \"peak_rss_mb\": " << rss << ", \"faults_per_step\": " << faults << ", \"gemm_isa\": \""
-      << kernels::gemm_isa() << "\""
+      << ", \"peak_rss_mb\": " << rss
+      << ", \"mapped_peak_mb\": " << static_cast<double>(memory.mapped_peak) / (1 << 20)
+      << ", \"mapped_kept_mb\": " << static_cast<double>(memory.mapped_kept) / (1 << 20)
+      << ", \"faults_per_step\": " << faults << ", \"gemm_isa\": \"" << kernels::gemm_isa() << "\""
       << ", \"step_gflop\": " << flops / 1e9 << ", \"sgemm_gflops\": " << gflops
       << ", \"efficiency\": " << flops / (ms * 1e-3) / 1e9 / gflops
       << ", \"cpu_efficiency\": " << flops / (cpu_ms_step * 1e-3) / 1e9 / cpu_gflops
