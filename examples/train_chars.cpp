@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
       if (s.html) report.samples.emplace_back(step, text_sample);
     }
     progress.update(step, loss_value, "validation " + svg::num(val, 4), s.batch * s.context);
-    profiler.after_step(step, progress);
+    if (auto table = profiler.after_step(step)) progress.note(*table);
   }
   const double seconds = clock.seconds();
 

@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
                     "held-out loss " + svg::num(last_eval.loss, 3) + ", acc " +
                         svg::num(100 * last_eval.token_accuracy, 4) + "%",
                     s.batch * 2 * n);
-    profiler.after_step(step, progress);
+    if (auto table = profiler.after_step(step)) progress.note(*table);
   }
   const double train_seconds = clock.seconds();
 

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "core/kernels/cpu.h"
+
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define EMBER_EXP_X86 1
@@ -234,7 +236,7 @@ __attribute__((target("avx512f"), noinline)) void exp_row_avx512(const float* x,
 #endif
 
 bool cpu_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512();  // core/kernels/cpu.h (EMBER_CPU_CAPABILITY=avx2)
   return has;
 }
 #endif

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/allocator.h"
+#include "core/kernels/cpu.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -34,10 +35,11 @@ inline T fused(T a, T b, T c) {
 }
 
 // Whether this CPU runs AVX-512 (the kernels for it are compiled with function-level target
-// attributes and chosen at run time: the rest of Ember stays x86-64-v3, see CMakeLists.txt).
+// attributes and chosen at run time: the rest of Ember stays x86-64-v3, see CMakeLists.txt), and
+// EMBER_CPU_CAPABILITY does not ask for AVX2 (core/kernels/cpu.h).
 inline bool cpu_has_avx512() {
 #ifdef EMBER_GEMM_X86
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = use_avx512();
   return has;
 #else
   return false;

@@ -274,13 +274,16 @@ void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
           const T v = x[j * s.inner + i];
           max[i] = v > max[i] ? v : max[i];
         }
+      // e = exp(x - max) a row of `inner` values at a time: the differences first, then the
+      // vectorised exp_row over them (exp(d - 0) is exp(d): d - 0 is d, bit for bit).
       std::fill(total.begin(), total.end(), T(0));
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < s.inner; ++i) {
-          const int64_t at = j * s.inner + i;
-          y[at] = std::exp(x[at] - max[i]);
-          total[i] += y[at];
-        }
+      for (int64_t j = 0; j < n; ++j) {
+        const T* xj = x + j * s.inner;
+        T* yj = y + j * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) yj[i] = xj[i] - max[i];
+        exp_row(yj, T(0), yj, s.inner);
+        for (int64_t i = 0; i < s.inner; ++i) total[i] += yj[i];
+      }
       if (log) {
         for (int64_t i = 0; i < s.inner; ++i) total[i] = std::log(total[i]);
         for (int64_t j = 0; j < n; ++j)

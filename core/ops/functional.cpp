@@ -22,7 +22,7 @@ Tensor dropout_noise(const Shape& shape, DType dtype, double p, Generator* gen) 
   check(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
   check(is_floating(dtype), "dropout: expected a floating point dtype, got ", dtype_name(dtype));
   if (p == 1) return zeros(shape, dtype);
-  Tensor noise = empty(shape, dtype);
+  Tensor noise = detail::empty_for_overwrite(shape, dtype);  // bernoulli_ writes every element
   bernoulli_(noise, 1 - p, gen);
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -32,12 +32,19 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+// A 2-d tensor laid out column by column (the transpose of a contiguous matrix; not a vector).
+bool is_column_major(const Tensor& t) {
+  return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 &&
+         t.stride(1) == t.size(0);
+}
+
 // ---- addmm: Y = bias + A B ----
 struct Addmm : Function<Addmm> {
   static constexpr const char* name = "AddmmBackward0";
   static constexpr const char* formula =
       "Y = bias + A B:  dbias = dY summed over rows, dA = dY B^T, dB = A^T dY";
   bool bias_needs_grad = false, a_needs_grad = false, b_needs_grad = false;
+  bool a_column_major = false, b_column_major = false;  // as in mm (core/ops/linalg.cpp)
 
   Tensor forward(const Tensor& bias, const Tensor& a, const Tensor& b) {
     check(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-D matrices, got shapes ", a.shape(),
@@ -54,6 +61,8 @@ struct Addmm : Function<Addmm> {
     bias_needs_grad = bias.requires_grad();
     a_needs_grad = a.requires_grad();
     b_needs_grad = b.requires_grad();
+    a_column_major = is_column_major(a);
+    b_column_major = is_column_major(b);
     save_for_backward({b_needs_grad ? a : Tensor(), a_needs_grad ? b : Tensor()});
 
     Tensor out = empty(out_shape, a.dtype());
@@ -67,9 +76,12 @@ struct Addmm : Function<Addmm> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
-    return {bias_needs_grad ? grad : Tensor(),           // dbias = dY (the engine sums the rows)
-            a_needs_grad ? mm(grad, b.t()) : Tensor(),   // dA = dY B^T
-            b_needs_grad ? mm(a.t(), grad) : Tensor()};  // dB = A^T dY
+    // Each gradient in its operand's layout (a linear layer's weight.t() is column-major: its
+    // gradient is computed as (dY^T A)^T, so the weight receives a contiguous one).
+    Tensor da, db;
+    if (a_needs_grad) da = a_column_major ? mm(b, grad.t()).t() : mm(grad, b.t());  // dY B^T
+    if (b_needs_grad) db = b_column_major ? mm(grad.t(), a).t() : mm(a.t(), grad);  // A^T dY
+    return {bias_needs_grad ? grad : Tensor(), da, db};  // dbias = dY (the engine sums the rows)
   }
 };
 
@@ -177,7 +189,8 @@ struct LayerNorm : Function<LayerNorm> {
     const Tensor input = x.contiguous();
     const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
     const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-    Tensor y = empty(x.shape(), x.dtype());
+    // y: every row written by the kernel (no clearing pass first).
+    Tensor y = detail::empty_for_overwrite(x.shape(), x.dtype());
     Tensor mean = empty({rows}, x.dtype()), rstd = empty({rows}, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -200,7 +213,8 @@ struct LayerNorm : Function<LayerNorm> {
     const Tensor input = saved(0).contiguous(), mean = saved(2), rstd = saved(3);
     const Tensor w = saved(1).defined() ? saved(1).contiguous() : Tensor();
     const Tensor dy = grad.contiguous();
-    Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
+    // dx: every row written by the kernel (and nothing to write when rows == 0).
+    Tensor dx = x_needs_grad ? detail::empty_for_overwrite(input.shape(), input.dtype()) : Tensor();
     Tensor dw = weight_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     Tensor db = bias_needs_grad ? zeros(w.defined() ? w.shape() : Shape{row_size}, input.dtype())
                                 : Tensor();
@@ -304,7 +318,7 @@ struct GptLayerNorm : Function<GptLayerNorm> {
     scale_needs_grad = scale.requires_grad();
     shift_needs_grad = shift.requires_grad();
     const Tensor input = x.contiguous(), w = scale.contiguous(), b = shift.contiguous();
-    Tensor y = empty(x.shape(), x.dtype());
+    Tensor y = detail::empty_for_overwrite(x.shape(), x.dtype());  // every row written
     Tensor mean = empty({rows}, x.dtype()), denom = empty({rows}, x.dtype());
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -325,7 +339,8 @@ struct GptLayerNorm : Function<GptLayerNorm> {
     if (GradMode::is_enabled()) return backward_with_ops(grad, saved(4), saved(5));
     const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
     const Tensor dy = grad.contiguous();
-    Tensor dx = x_needs_grad ? empty(input.shape(), input.dtype()) : Tensor();
+    // dx: every row written by the kernel (and nothing to write when rows == 0).
+    Tensor dx = x_needs_grad ? detail::empty_for_overwrite(input.shape(), input.dtype()) : Tensor();
     Tensor dw = scale_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     Tensor db = shift_needs_grad ? zeros(w.shape(), input.dtype()) : Tensor();
     if (rows == 0) return {dx, dw, db};

@@ -20,7 +20,7 @@ Tensor softmax_kernel(const Tensor& x, int64_t dim, bool log) {
     if (d > dim) s.inner = mul_wrap(s.inner, x.shape()[d]);
   }
   Tensor input = x.contiguous();
-  Tensor out = empty(x.shape(), x.dtype());
+  Tensor out = detail::empty_for_overwrite(x.shape(), x.dtype());  // every row written
   dispatch_floating(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::softmax(input.data_ptr<T>(), out.data_ptr<T>(), s, log);

@@ -16,15 +16,21 @@
 //
 // Reported (one JSON line, the same keys as the PyTorch script): the median ms per step over the
 // steps after two warm-up steps (and the median process CPU ms), tokens per second, peak RSS (MB),
-// minor page faults per timed step (getrusage), the losses of every step, the step's FLOPs (its
-// matrix products: 6 x weights x tokens for the linear layers and out_head, 3 x the causal QK^T and
-// AV of every layer), and its efficiency: FLOPs / step time / Ember's own sgemm rate, measured in
-// the same process at 1024 x 1024 x 1024 after the steps (as scripts/bench reports
-// bench_attention's "% of Ember's sgemm rate"); cpu_efficiency is the same ratio by process CPU
-// time per thread, steadier on a machine busy with other work. --reference FILE reads the PyTorch
-// script's JSON line and adds the largest relative difference between the two sides' losses.
+// minor page faults per timed step (getrusage), the allocator's big buffers (memory_stats(): the
+// most in use at once, and those kept for reuse after the timed steps), the losses of every step,
+// the step's FLOPs (its matrix products: 6 x weights x tokens for the linear layers and out_head, 3
+// x the causal QK^T and AV of every layer), and its efficiency: FLOPs / step time / Ember's own
+// sgemm rate, measured in the same process at 1024 x 1024 x 1024 after the steps (as scripts/bench
+// reports bench_attention's "% of Ember's sgemm rate"); gemm_isa names the GEMM's kernels (avx512,
+// or avx2 on CPUs without AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h);
+// cpu_efficiency is the same ratio by process CPU time per thread, steadier on a machine busy with
+// other work. --reference FILE reads the PyTorch script's JSON line and adds the largest relative
+// difference between the two sides' losses.
+// --profile runs one more step after the timed ones under autograd::profiler and prints its
+// key_averages() table (sorted by self time) on stderr; the figures stay those of the unrecorded
+// steps.
 //
-//   bench_train [--config ch5|small] [--steps 6] [--threads 1] [--reference FILE]
+//   bench_train [--config ch5|small] [--steps 6] [--threads 1] [--reference FILE] [--profile]
 //               [--batch B] [--context T] [--vocab V] [--emb C] [--heads H] [--layers L]
 //               [--dropout p] [--lr x] [--clip x]
 #include <sys/resource.h>
@@ -41,7 +47,9 @@
 #include <vector>
 
 #include "core/ember.h"
+#include "core/kernels/gemm.h"
 #include "examples/common/bench_util.h"
+#include "examples/common/step_profiler.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "optim/optim.h"
@@ -157,9 +165,19 @@ std::vector<double> reference_losses(const std::string& path) {
 int main(int argc, char** argv) {
   std::string config_name = "small", reference;
   int threads = 1, steps = 6;
+  bool profile = false;
   std::vector<std::pair<std::string, std::string>> overrides;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i], value = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--profile") {
+      profile = true;
+      continue;
+    }
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "bench_train: %s needs a value\n", arg.c_str());
+      return 2;
+    }
+    const std::string value = argv[++i];
     if (arg == "--config") {
       config_name = value;
     } else if (arg == "--threads") {
@@ -207,13 +225,9 @@ int main(int argc, char** argv) {
   optim::AdamW opt(params,
                    optim::AdamWOptions(c.lr).betas({0.9, c.beta2}).weight_decay(c.weight_decay));
 
-  std::vector<double> times, cpu_times, losses;
-  long faults_before = 0;
-  for (int step = 0; step < steps; ++step) {
-    if (step == 2) faults_before = minor_faults();
+  // One step; returns its loss.
+  auto train_step = [&](int step) {
     auto [inputs, targets] = batch_of(c, step);
-    const auto t = clock_type::now();
-    const double c0 = cpu_ms();
     Tensor logits = model.forward(inputs);
     Tensor loss = nn::functional::cross_entropy(logits.flatten(0, 1), targets.flatten());
     logits = Tensor();
@@ -221,7 +235,16 @@ int main(int argc, char** argv) {
     optim::clip_grad_norm_(params, c.clip);
     opt.step();
     opt.zero_grad();
-    losses.push_back(loss.item());
+    return loss.item();
+  };
+
+  std::vector<double> times, cpu_times, losses;
+  long faults_before = 0;
+  for (int step = 0; step < steps; ++step) {
+    if (step == 2) faults_before = minor_faults();
+    const auto t = clock_type::now();
+    const double c0 = cpu_ms();
+    losses.push_back(train_step(step));
     if (step >= 2) {
       times.push_back(ms_since(t));
       cpu_times.push_back(cpu_ms() - c0);
@@ -229,6 +252,13 @@ int main(int argc, char** argv) {
   }
   const double faults = static_cast<double>(minor_faults() - faults_before) / (steps - 2);
   const double rss = peak_rss_mb();
+  const MemoryStats memory = memory_stats();
+  if (profile) {  // one more step, recorded: its table on stderr
+    examples::StepProfiler profiler(true, steps - 1, steps);
+    profiler.before_step(steps);
+    train_step(steps);
+    if (auto table = profiler.after_step(steps)) std::fprintf(stderr, "%s\n", table->c_str());
+  }
   const double flops = step_flops(c);
   const double ms = median(times);
   const double cpu_ms_step = median(cpu_times) / threads;
@@ -240,7 +270,10 @@ int main(int argc, char** argv) {
       << ", \"steps\": " << steps << ", \"step_ms\": " << ms
       << ", \"step_cpu_ms\": " << median(cpu_times) << ", \"tokens_per_s\": "
       << static_cast<double>(c.batch * c.model.context_length) / (ms * 1e-3)
-      << ", \"peak_rss_mb\": " << rss << ", \"faults_per_step\": " << faults
+      << ", \"peak_rss_mb\": " << rss
+      << ", \"mapped_peak_mb\": " << static_cast<double>(memory.mapped_peak) / (1 << 20)
+      << ", \"mapped_kept_mb\": " << static_cast<double>(memory.mapped_kept) / (1 << 20)
+      << ", \"faults_per_step\": " << faults << ", \"gemm_isa\": \"" << kernels::gemm_isa() << "\""
       << ", \"step_gflop\": " << flops / 1e9 << ", \"sgemm_gflops\": " << gflops
       << ", \"efficiency\": " << flops / (ms * 1e-3) / 1e9 / gflops
       << ", \"cpu_efficiency\": " << flops / (cpu_ms_step * 1e-3) / 1e9 / cpu_gflops

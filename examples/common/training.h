@@ -13,13 +13,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "core/autograd/profiler.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "examples/common/step_profiler.h"
 #include "examples/common/svg.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
@@ -190,31 +189,6 @@ struct LossHistory {
     if (!val_steps.empty()) chart.series.push_back({"validation", val_steps, val_loss});
     return svg::line_chart(chart);
   }
-};
-
-// --profile: autograd::profiler records the run's steps 2-6 (after one warm-up step, whose first
-// allocations are not the loop's), then prints the table of key_averages() sorted by self time,
-// as a learner would print prof.key_averages().table(sort_by="self_cpu_time_total").
-class StepProfiler {
- public:
-  StepProfiler(bool on, int64_t first_step, int64_t last_step)
-      : on_(on), first_(first_step + 1), last_(std::min(first_step + 5, last_step)) {}
-  void before_step(int64_t step) {
-    if (on_ && step == first_) profile_.emplace();
-  }
-  void after_step(int64_t step, Progress& progress) {
-    if (!profile_ || step != last_) return;
-    profile_->stop();
-    progress.note("autograd::profiler, steps " + std::to_string(first_) + "-" +
-                  std::to_string(last_) + ":\n" +
-                  profile_->key_averages().table("self_cpu_time_total", 25));
-    profile_.reset();
-  }
-
- private:
-  bool on_;
-  int64_t first_, last_;
-  std::optional<autograd::profiler::Profile> profile_;
 };
 
 }  // namespace ember::examples

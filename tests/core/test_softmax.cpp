@@ -194,6 +194,41 @@ TEST(SoftmaxForward, KernelAloneOnARawBuffer) {
   EXPECT_NEAR(out[0], 0.0f - (2.0f + std::log(1.0f + std::exp(-2.0f))), 1e-6);
 }
 
+// Along a dim that is not the last (inner > 1: rows with a stride), the kernel runs exp through
+// the vectorised exp_row: the same bits as the scalar steps max, std::exp(x - max), a running
+// sum in float, then * (1 / sum) or (x - max) - log(sum), -inf and a row of -inf included.
+TEST(SoftmaxForward, StridedRowsHaveTheBitsOfTheScalarSteps) {
+  const int64_t outer = 3, n = 37, inner = 21;  // inner: more than one vector, with a tail
+  std::vector<float> in(static_cast<std::size_t>(outer * n * inner));
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    in[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) * 9.0);
+  }
+  in[5] = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    in[static_cast<std::size_t>(j * inner + 7)] = in[5];  // a -inf row
+  for (bool log : {false, true}) {
+    std::vector<float> out(in.size());
+    kernels::softmax(in.data(), out.data(), kernels::ReduceShape{outer, n, inner}, log);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t j) { return static_cast<std::size_t>((o * n + j) * inner + i); };
+        float max = -std::numeric_limits<float>::infinity(), total = 0;
+        for (int64_t j = 0; j < n; ++j) max = in[at(j)] > max ? in[at(j)] : max;
+        for (int64_t j = 0; j < n; ++j) total += std::exp(in[at(j)] - max);
+        for (int64_t j = 0; j < n; ++j) {
+          const float expected = log ? (in[at(j)] - max) - std::log(total)
+                                     : std::exp(in[at(j)] - max) * (1.0f / total);
+          if (std::isnan(expected)) {
+            EXPECT_TRUE(std::isnan(out[at(j)])) << o << " " << j << " " << i;
+          } else {
+            EXPECT_EQ(out[at(j)], expected) << log << " " << o << " " << j << " " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(SoftmaxForward, Errors) {
   // torch.arange(6).softmax(0) -> "softmax_lastdim_kernel_impl" not implemented for 'Long'
   expect_error([] { softmax(arange(6), 0); },
