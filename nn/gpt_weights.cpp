@@ -113,7 +113,10 @@ void load_gpt2_weights(GPTModel& model, const NamedTensorList& tensors) {
   whole("final_norm.shift", "ln_f.bias", {E});
 
   // What else the file may hold: the causal masks (buffers, not weights) and a tied lm_head.
-  for (const auto& [name, t] : file) {
+  for (const auto& entry : file) {
+    // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     if (used.count(name)) continue;
     auto ends_with = [&](const std::string& suffix) {
       return name.size() >= suffix.size() &&

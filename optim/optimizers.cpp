@@ -304,7 +304,8 @@ void adam_step(
         for (int64_t b = b0; b < b1; ++b) {
           const Block& k = blocks[static_cast<std::size_t>(b)];
           const AdamJob& job = jobs[k.job];
-          const auto [maximize, amsgrad] = flags[k.job];
+          // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
+          const bool maximize = flags[k.job].first, amsgrad = flags[k.job].second;
           for_floating(job.param, [&](auto tag) {
             adam_range<decltype(tag)>(job, decoupled, maximize, amsgrad, k.begin, k.end);
           });
