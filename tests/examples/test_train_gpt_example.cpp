@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <sstream>
 #include <string>
@@ -88,7 +89,9 @@ Printed parse(const std::string& output) {
 }
 
 void expect_rel(double got, double want, double tol, const std::string& what) {
-  EXPECT_LE(std::abs(got - want), tol * std::abs(want)) << what << ": " << got << " vs " << want;
+  EXPECT_LE(std::abs(got - want), tol * std::abs(want))
+      << what << ": " << std::setprecision(17) << got << " vs PyTorch's " << want << " (relative "
+      << std::setprecision(3) << std::abs(got - want) / std::abs(want) << ")";
 }
 
 // PyTorch's run of the notebook (tests/fixtures/ch05.txt; scripts/fixtures/gen_ch05.py says the
