@@ -3,6 +3,8 @@
 // views. The view ops themselves (view, reshape, narrow, ...) live in view.cpp.
 #include "core/ops/shape.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/autograd/function.h"
@@ -365,8 +367,20 @@ Tensor unsafe_view(const Tensor& t, const Shape& shape) { return apply<UnsafeVie
 
 namespace {
 // Room for `pieces` views, or an Error: an empty tensor may have a dim of 2^62, and splitting it
-// asks for more pieces than memory can list (PyTorch fails the same way, with bad_alloc).
+// (or chunking an empty dim into `chunks` pieces) asks for more pieces than memory can list
+// (PyTorch fails the same way, with bad_alloc). Each view costs a handle and a TensorImpl; a count
+// whose views would not fit in the machine's physical memory is refused before anything is
+// allocated (relying on bad_alloc alone does not work: with overcommit a large reserve succeeds
+// and making the views then exhausts memory, and AddressSanitizer's operator new aborts).
 std::vector<Tensor> room_for(int64_t pieces, const char* op, const Shape& shape) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  const double physical = pages > 0 && page_size > 0
+                              ? static_cast<double>(pages) * static_cast<double>(page_size)
+                              : 0x1p40;
+  const double per_view = static_cast<double>(sizeof(Tensor) + sizeof(TensorImpl));
+  check(static_cast<double>(pieces) * per_view <= physical, op, ": cannot hold ", pieces,
+        " pieces of a tensor of shape ", shape, " (their views would take more than the ",
+        static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has)");
   std::vector<Tensor> out;
   try {
     out.reserve(static_cast<std::size_t>(pieces));
