@@ -24,35 +24,15 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/explore.h"
 #include "core/safetensors.h"
 
 namespace ember::examples::svg {
 
 // ---- text helpers ----
 
-// s with &, <, >, " escaped for XML.
-inline std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+// s escaped for XML text and attributes (& < > " ', the core's HTML escaping: the same rules).
+inline std::string escape(const std::string& s) { return autograd::page::escape_html(s); }
 
 // A number with `digits` significant digits, without trailing zeros ("0.5", "1200", "1e-05").
 inline std::string num(double v, int digits = 4) {

@@ -45,6 +45,12 @@ TEST(Svg, HeatmapGridHasLabelsValuesPanelsAndScale) {
   EXPECT_THROW(heatmap_grid(HeatmapGrid{}), std::invalid_argument);
 }
 
+// svg::escape is the core's autograd::page::escape_html: all five XML specials, nothing else.
+TEST(Svg, EscapeReplacesTheFiveXmlSpecials) {
+  EXPECT_EQ(escape("<b class=\"x\">Tom's & co</b> 1.5"),
+            "&lt;b class=&quot;x&quot;&gt;Tom&#39;s &amp; co&lt;/b&gt; 1.5");
+}
+
 TEST(Svg, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_EQ(nice_ticks(0, 1, 6), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0}));
   EXPECT_EQ(nice_ticks(0, 950, 6), (std::vector<double>{0, 200, 400, 600, 800}));
