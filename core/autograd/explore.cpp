@@ -402,6 +402,14 @@ std::string escape_html(const std::string& text) {
   return out;
 }
 
+std::string fill(const std::string& html, const std::string& title, const std::string& page_js,
+                 const std::string& data_json) {
+  return assemble(html, {{"TITLE", escape_html(title)},
+                         {"CSS", css()},
+                         {"JS", std::string(common_js()) + "\n" + page_js},
+                         {"DATA", script_json(data_json)}});
+}
+
 const char* css() { return explorer_assets::page_css; }
 const char* common_js() { return explorer_assets::common_js; }
 
@@ -430,12 +438,9 @@ void explore(const Tensor& output, const std::string& path, const ExploreOptions
   std::string dot;
   json data = build(output, options, &dot);
   data["svg"] = run_dot(dot, options.dot_program);
-  const std::string page = page::assemble(
-      explorer_assets::graph_html,
-      {{"TITLE", page::escape_html(options.title)},
-       {"CSS", page::css()},
-       {"JS", std::string(explorer_assets::common_js) + "\n" + explorer_assets::graph_js},
-       {"DATA", page::script_json(data.dump(-1, ' ', false, json::error_handler_t::replace))}});
+  const std::string page =
+      page::fill(explorer_assets::graph_html, options.title, explorer_assets::graph_js,
+                 data.dump(-1, ' ', false, json::error_handler_t::replace));
   page::write_file(path, page, "explore");
 }
 

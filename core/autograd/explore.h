@@ -76,6 +76,10 @@ std::string script_json(const std::string& json);
 std::string assemble(const std::string& html, const std::map<std::string, std::string>& parts);
 // Text escaped for HTML (& < > " ').
 std::string escape_html(const std::string& text);
+// A page made like explore's: `html`'s {{TITLE}} (escaped here), {{CSS}} (page.css), {{JS}}
+// (common.js, then `page_js`) and {{DATA}} (`data_json`, through script_json) filled in.
+std::string fill(const std::string& html, const std::string& title, const std::string& page_js,
+                 const std::string& data_json);
 const char* css();        // core/autograd/explorer/page.css
 const char* common_js();  // core/autograd/explorer/common.js
 // Writes `text` to `path`, or throws an Error naming `who` and the path.

@@ -99,11 +99,7 @@ struct TrainingReport {
   void write(const std::string& path) const {
     namespace page = autograd::page;
     const std::string html =
-        page::assemble(report_assets::report_html,
-                       {{"TITLE", page::escape_html(title)},
-                        {"CSS", page::css()},
-                        {"JS", std::string(page::common_js()) + "\n" + report_assets::report_js},
-                        {"DATA", page::script_json(data_json())}});
+        page::fill(report_assets::report_html, title, report_assets::report_js, data_json());
     page::write_file(path, html, "report");
   }
 };
