@@ -3,30 +3,19 @@
 // recorded step (tests/browser.h).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include "tests/examples/run_program.h"
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "tests/browser.h"
+#include "tests/examples/run_program.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string run(const std::string& command, int& exit_code) {
-  return ember::testing_examples::run_command(command, exit_code);
-}
-
-fs::path temp_dir(const char* name) {
-  std::string pattern = (fs::temp_directory_path() / name).string() + "_XXXXXX";
-  return mkdtemp(pattern.data()) ? fs::path(pattern) : fs::path();
-}
+using ember::testing_examples::TempDir;
 
 std::string read(const fs::path& path) {
   std::ifstream f(path);
@@ -42,49 +31,55 @@ int count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-TEST(TrainingReport, TrainToyWritesAReportWhoseSliderCoversEveryEvaluation) {
-  const fs::path dir = temp_dir("ember_report_toy");
-  ASSERT_FALSE(dir.empty());
-  int code = -1;
-  const std::string out = run(std::string("'") + EMBER_TRAIN_TOY_BINARY +
-                                  "' --digits 4 --steps 30 --eval-every 10 --print-every 10 "
-                                  "--html --out '" +
-                                  dir.string() + "'",
-                              code);
-  ASSERT_EQ(code, 0) << out;
-  const fs::path report = dir / "report.html";
-  ASSERT_TRUE(fs::exists(report)) << out;
-  // Evaluations at steps 0, 10, 20, 30: four snapshots of 2 layers x 2 heads, four samples.
-  const std::string page = read(report);
-  EXPECT_EQ(count(page, "\"panels\":"), 4);
-  EXPECT_EQ(count(page, "\"title\":\"layer 1, head 1\""), 4);
-  if (ember::test::chromium_path().empty()) {
-    GTEST_SKIP() << "chromium is not installed (scripts/setup installs it): the browser check of "
-                    "report.html is skipped, not passed";
+// Each test runs one program with --html and checks the report.html it writes.
+class TrainingReport : public ::testing::Test {
+ protected:
+  // Runs `binary flags --html --out DIR` with DIR a fresh directory named after `prefix` (removed
+  // at the end of the test): the program must exit with 0 and write DIR/report.html, whose text
+  // is then page_.
+  void run_with_html(const char* prefix, const char* binary, const std::string& flags) {
+    dir_.emplace(prefix);
+    ASSERT_FALSE(dir_->path().empty());
+    int code = -1;
+    const std::string out = ember::testing_examples::run_command(
+        std::string("'") + binary + "' " + flags + " --html --out '" + dir_->path().string() + "'",
+        code);
+    ASSERT_EQ(code, 0) << out;
+    report_ = dir_->path() / "report.html";
+    ASSERT_TRUE(fs::exists(report_)) << out;
+    page_ = read(report_);
   }
-  EXPECT_EQ(ember::test::run_selftest(report.string()), "PASS 4 steps, 4 maps, 4 samples");
-  fs::remove_all(dir);
+
+  // In headless Chromium the page's self-check moves the step slider across every recorded step
+  // and reports `expected`; without Chromium the test is skipped, not passed.
+  void expect_selftest(const std::string& expected) {
+    if (ember::test::chromium_path().empty()) {
+      GTEST_SKIP() << "chromium is not installed (scripts/setup installs it): the browser check of "
+                      "report.html is skipped, not passed";
+    }
+    EXPECT_EQ(ember::test::run_selftest(report_.string()), expected);
+  }
+
+  std::optional<TempDir> dir_;
+  fs::path report_;
+  std::string page_;
+};
+
+TEST_F(TrainingReport, TrainToyWritesAReportWhoseSliderCoversEveryEvaluation) {
+  ASSERT_NO_FATAL_FAILURE(run_with_html("ember_report_toy", EMBER_TRAIN_TOY_BINARY,
+                                        "--digits 4 --steps 30 --eval-every 10 --print-every 10"));
+  // Evaluations at steps 0, 10, 20, 30: four snapshots of 2 layers x 2 heads, four samples.
+  EXPECT_EQ(count(page_, "\"panels\":"), 4);
+  EXPECT_EQ(count(page_, "\"title\":\"layer 1, head 1\""), 4);
+  expect_selftest("PASS 4 steps, 4 maps, 4 samples");
 }
 
-TEST(TrainingReport, TrainCharsWritesAReportWhoseSliderCoversEveryValidation) {
-  const fs::path dir = temp_dir("ember_report_chars");
-  ASSERT_FALSE(dir.empty());
-  int code = -1;
-  const std::string out = run(std::string("'") + EMBER_TRAIN_CHARS_BINARY +
-                                  "' --steps 20 --print-every 10 --sample-every 10 --context 16 "
-                                  "--html --out '" +
-                                  dir.string() + "'",
-                              code);
-  ASSERT_EQ(code, 0) << out;
-  const fs::path report = dir / "report.html";
-  ASSERT_TRUE(fs::exists(report)) << out;
-  if (ember::test::chromium_path().empty()) {
-    GTEST_SKIP() << "chromium is not installed (scripts/setup installs it): the browser check of "
-                    "report.html is skipped, not passed";
-  }
+TEST_F(TrainingReport, TrainCharsWritesAReportWhoseSliderCoversEveryValidation) {
+  ASSERT_NO_FATAL_FAILURE(
+      run_with_html("ember_report_chars", EMBER_TRAIN_CHARS_BINARY,
+                    "--steps 20 --print-every 10 --sample-every 10 --context 16"));
   // Validations at steps 10 and 20, 2 layers x 4 heads, samples at 10 and 20.
-  EXPECT_EQ(ember::test::run_selftest(report.string()), "PASS 2 steps, 8 maps, 2 samples");
-  fs::remove_all(dir);
+  expect_selftest("PASS 2 steps, 8 maps, 2 samples");
 }
 
 }  // namespace
