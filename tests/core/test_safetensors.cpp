@@ -13,26 +13,18 @@
 
 #include "core/ember.h"
 #include "core/safetensors.h"
+#include "tests/core/safetensors_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
 using test::expect_error;
+using test::file_with;
 using test::fixture_path;
-
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-SafetensorsFile parse(const std::string& bytes) {
-  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-}
+using test::parse;
+using test::read_bytes;
+using test::temp_path;
 
 const Tensor* find(const SafetensorsFile& f, const std::string& name) {
   for (const auto& [key, t] : f.tensors) {
@@ -113,14 +105,6 @@ TEST(Safetensors, ReadsPyTorchDtypes) {
 }
 
 // ---- hostile files ----
-
-std::string file_with(const std::string& header, const std::string& data = "",
-                      int64_t size_delta = 0) {
-  std::string out(8, '\0');
-  const uint64_t n = header.size() + static_cast<uint64_t>(size_delta);
-  std::memcpy(out.data(), &n, 8);
-  return out + header + data;
-}
 
 TEST(Safetensors, HostileFilesAreErrors) {
   const std::string four(4, '\0');

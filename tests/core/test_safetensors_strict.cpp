@@ -16,32 +16,17 @@
 
 #include "core/ember.h"
 #include "core/safetensors.h"
+#include "tests/core/safetensors_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
 namespace {
 
 using test::expect_error;
-
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-SafetensorsFile parse(const std::string& bytes) {
-  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-}
-
-std::string file_with(const std::string& header, const std::string& data = "") {
-  std::string out(8, '\0');
-  const uint64_t n = header.size();
-  std::memcpy(out.data(), &n, 8);
-  return out + header + data;
-}
+using test::file_with;
+using test::parse;
+using test::read_bytes;
+using test::temp_path;
 
 const std::string kFour(4, '\0');
 const std::string kEntry = R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
