@@ -19,6 +19,7 @@
 #include "nn/container.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"
+#include "tests/nn/gpt_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -167,21 +168,11 @@ TEST(AnomalyMode, AnErrorInABackwardSaysWhereItsForwardRan) {
   EXPECT_NE(message.find("label \"first pass\""), std::string::npos) << message;
 }
 
-nn::GPTConfig tiny_config() {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 16;
-  cfg.context_length = 8;
-  cfg.emb_dim = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
-  cfg.drop_rate = 0.0;
-  cfg.qkv_bias = true;
-  return cfg;
-}
-
 TEST(AnomalyMode, EveryNodeOfAGPTKnowsItsModulePath) {
+  nn::GPTConfig cfg = test::tiny_gpt_config();
+  cfg.drop_rate = 0.0;
   manual_seed(123);
-  nn::GPTModel model(tiny_config());
+  nn::GPTModel model(cfg);
   Tensor ids = tensor({{1, 15, 3, 7, 0}, {4, 4, 9, 12, 2}}, DType::Int64);
   std::set<std::string> paths;
   {

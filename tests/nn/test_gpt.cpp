@@ -23,6 +23,7 @@
 #include "core/random.h"
 #include "nn/gpt.h"
 #include "tests/fixtures.h"
+#include "tests/nn/gpt_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace ember::nn {
@@ -30,6 +31,7 @@ namespace {
 
 using test::error_of;
 using test::expect_error;
+using test::tiny_gpt_config;
 
 // ---- the fixture (tests/fixtures/gpt.txt: see scripts/fixtures/gen_gpt.py for its entries) ----
 
@@ -93,21 +95,9 @@ void expect_logit_rows(const Tensor& logits, const std::string& m, const std::st
 
 // ---- the tiny model: every weight and every logit ----
 
-GPTConfig tiny_config() {
-  GPTConfig cfg;
-  cfg.vocab_size = 16;
-  cfg.context_length = 8;
-  cfg.emb_dim = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
-  cfg.drop_rate = 0.1;
-  cfg.qkv_bias = true;
-  return cfg;
-}
-
 TEST(GPTModel, TinyModelMatchesPyTorchWeightsAndLogits) {
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   expect_weights(model, "tiny");
   if (HasFatalFailure()) return;
 
@@ -127,7 +117,7 @@ TEST(GPTModel, TinyModelMatchesPyTorchWeightsAndLogits) {
 
 TEST(GPTModel, NamesAndReprFollowTheBook) {
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   const NamedTensors params = model.named_parameters();
   EXPECT_EQ(params.front().first, "tok_emb.weight");
   EXPECT_EQ(params[2].first, "trf_blocks.0.att.W_query.weight");
@@ -213,7 +203,7 @@ void expect_gradcheck(Module& module, const Shape& shape) {
 }
 
 GPTConfig gradcheck_config() {
-  GPTConfig cfg = tiny_config();
+  GPTConfig cfg = tiny_gpt_config();
   cfg.emb_dim = 4;
   cfg.context_length = 4;
   cfg.n_layers = 1;
@@ -265,7 +255,7 @@ TEST(GPTGradcheck, GPTModelParameters) {
 
 TEST(GPTGenerate, TopKOneAndTemperatureZeroAreGreedy) {
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   model.eval();
   Tensor start = tensor({{1, 2}, {3, 4}}, DType::Int64);
   Tensor greedy = generate_text_simple(model, start, 10, 8);  // longer than the context: cropped
@@ -281,7 +271,7 @@ TEST(GPTGenerate, SamplingMatchesPyTorch) {
   const std::vector<std::string>& seeds = f.keys("tiny/samples");
   ASSERT_EQ(seeds.size(), 3u);
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   model.eval();
   for (const std::string& seed : seeds) {
     SCOPED_TRACE("seed " + seed);
@@ -297,7 +287,7 @@ TEST(GPTGenerate, SamplingMatchesPyTorch) {
 
 TEST(GPTGenerate, SamplingIsReproducibleAndRespectsTopK) {
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   model.eval();
   Tensor start = tensor({{1, 2, 3}}, DType::Int64);
   manual_seed(9);
@@ -329,7 +319,7 @@ TEST(GPTGenerate, SamplingIsReproducibleAndRespectsTopK) {
 
 TEST(GPTGenerate, StopsAtEos) {
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   model.eval();
   Tensor start = tensor({{1, 2}}, DType::Int64);
   Tensor greedy = generate(model, start, 1, 8);
@@ -341,7 +331,7 @@ TEST(GPTGenerate, StopsAtEos) {
 
 TEST(GPTModel, BadInputsAreErrors) {
   manual_seed(123);
-  GPTModel model(tiny_config());
+  GPTModel model(tiny_gpt_config());
   expect_error(
       [&] {
         model.forward(tensor({{1.0, 2.0}}));
@@ -374,7 +364,7 @@ TEST(GPTModel, BadInputsAreErrors) {
         generate(model, zeros({1, 2}, DType::Int64), 1, 0);
       },
       "context_size must be >= 1");
-  GPTConfig bad = tiny_config();
+  GPTConfig bad = tiny_gpt_config();
   bad.n_heads = 3;
   expect_error([&] { GPTModel m(bad); }, "GPTModel: emb_dim (8) must be divisible by n_heads (3)");
   EXPECT_EQ(error_of([&] { model.forward(zeros({1, 8}, DType::Int64)); }), "");

@@ -13,6 +13,7 @@
 #include "nn/gpt.h"
 #include "nn/holder.h"
 #include "nn/layers.h"
+#include "tests/nn/gpt_test_util.h"
 
 namespace ember {
 namespace {
@@ -65,13 +66,9 @@ TEST(ProfilerModules, ModuleEventsAndPaths) {
 
 TEST(ProfilerModules, AGPTsOpsCarryTheirModulePaths) {
   manual_seed(123);
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 16;
-  cfg.context_length = 8;
-  cfg.emb_dim = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
+  nn::GPTConfig cfg = test::tiny_gpt_config();
   cfg.drop_rate = 0.0;
+  cfg.qkv_bias = false;
   nn::GPTModel model(cfg);
   const Tensor ids = tensor({{1, 15, 3, 7, 0}, {4, 4, 9, 12, 2}}, DType::Int64);
   profiler::Profile prof;

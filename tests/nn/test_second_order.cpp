@@ -22,6 +22,7 @@
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "tests/fixtures.h"
+#include "tests/nn/gpt_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -206,16 +207,8 @@ TEST(SecondOrderModules, GradientPenaltyThroughMultiHeadAttention) {
 }
 
 TEST(SecondOrderModules, TinyGPTHessianVectorProduct) {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 16;
-  cfg.context_length = 8;
-  cfg.emb_dim = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
-  cfg.drop_rate = 0.1;
-  cfg.qkv_bias = true;
   manual_seed(123);
-  nn::GPTModel model(cfg);
+  nn::GPTModel model(test::tiny_gpt_config());
   model.to(DType::Float64);
   model.eval();
   const Tensor ids = fx().tensor("gpt/ids");
