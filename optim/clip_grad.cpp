@@ -1,12 +1,28 @@
 // Gradient clipping: PyTorch 1.13's torch/nn/utils/clip_grad.py.
 //
-// The gradients are read in place, in blocks of kBlock elements shared out to every thread at
-// once (all the parameters' blocks in one parallel loop, so the hundreds of small biases and
-// LayerNorm scales of a GPT do not each start a parallel region). Each block's sum of |g|^p is
-// accumulated in double, in 8 independent lanes the compiler turns into vector registers; the
-// blocks' sums are added in block order. So the result depends on the gradients alone, not on
-// the thread count. (Until 2026-11-26 every gradient was copied into a std::vector<double> and
-// summed serially: 2% of a GPT-124M training step, plus its allocations.)
+// clip_grad_norm_ computes total_norm = torch.norm(torch.stack([torch.norm(g, p) for g in
+// grads]), p), then scales every gradient by min(1, max_norm / (total_norm + 1e-6)).
+//
+// The 2-norm (the one everybody clips with) is PyTorch's to the bit, because the clip
+// coefficient multiplies every gradient and so reaches every parameter through the optimizer.
+// PyTorch 1.13 takes the 2-norm of a contiguous float32 tensor on the CPU in its norm kernel's
+// "reduce the last dimension" fast path (aten/src/ATen/native/cpu/ReduceOpsKernel.cpp,
+// norm_kernel_tensor_iterator_impl with binary_kernel_reduce_lastdim): one serial pass over the
+// whole tensor with ONE vector accumulator of 8 floats (Vectorized<float> with AVX2, the
+// capability Debian's build runs here), acc = fma(x, x, acc) lane by lane, then the lanes added
+// left to right, the numel % 8 last elements added to that sum one at a time (fma again: GCC
+// contracts x * x + sum in that AVX2-compiled file), and a square root, all in float. For the
+// 38.6M-element out_head gradient of GPT-124M that float32 sum is about 0.3% below the exact
+// norm (each lane adds 4.8M terms to a growing total), and torch.norm of the stacked norms is the
+// same kernel again, so PyTorch's clip coefficient is ~0.3% larger than the exact one. (Until
+// 2026-11-26 Ember summed in double, 8 lanes per block of 65536 elements: the exact norm.)
+// A float64 tensor takes PyTorch's generic reduction instead (pytorch_norm2(const double*)).
+// Each gradient's pass is serial, as PyTorch's; the gradients are shared out to the threads, so
+// the result does not depend on the thread count.
+//
+// Other orders p (1, inf, 3...) are summed in double in blocks of kBlock elements (their
+// PyTorch kernel, binary_kernel_reduce, is not reproduced bit for bit; p = inf is a max, exact
+// either way).
 #include "optim/clip_grad.h"
 
 #include <algorithm>
@@ -55,15 +71,7 @@ double block_power_sum(const T* x, int64_t n, double p) {
     }
     return nan ? NAN : acc[0];
   }
-  if (p == 2.0) {
-    for (; i + kLanes <= n; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) {
-        const double v = static_cast<double>(x[i + j]);
-        acc[j] += v * v;
-      }
-    }
-    for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  } else if (p == 1.0) {
+  if (p == 1.0) {
     for (; i + kLanes <= n; i += kLanes) {
       for (int j = 0; j < kLanes; ++j) acc[j] += std::abs(static_cast<double>(x[i + j]));
     }
@@ -76,10 +84,37 @@ double block_power_sum(const T* x, int64_t n, double p) {
   return sum;
 }
 
+// PyTorch's 2-norm of float32 x[0, n) (see the top of this file): one accumulator of 8 floats,
+// acc[j] = fma(x, x, acc[j]) over the whole range in order, the lanes added left to right, the
+// tail added with fma, the square root; all in float.
+float pytorch_norm2(const float* x, int64_t n) {
+  constexpr int kLanes = 8;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] = std::fma(x[i + j], x[i + j], acc[j]);
+  }
+  float sum = acc[0];
+  for (int j = 1; j < kLanes; ++j) sum = sum + acc[j];
+  for (; i < n; ++i) sum = std::fma(x[i], x[i], sum);
+  return std::sqrt(sum);
+}
+
+// PyTorch's 2-norm of float64 x[0, n): not the fast path above (float32 only) but its generic
+// reduction (binary_kernel_reduce with NormTwoOps), which at one thread, or below 32768 elements
+// (its GRAIN_SIZE), is one sequential sum acc = fma(x, x, acc) (contracted by GCC), then the
+// square root. At more threads and more elements it adds one partial sum per thread, so its result
+// depends on its thread count; Ember's is always that of one thread.
+double pytorch_norm2(const double* x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum = std::fma(x[i], x[i], sum);
+  return std::sqrt(sum);
+}
+
 // The p-norm from the sum of |x|^p (or the max for p = inf).
 double finish_norm(double power_sum, double p) {
   if (std::isinf(p)) return power_sum;
-  return p == 2.0 ? std::sqrt(power_sum) : std::pow(power_sum, 1.0 / p);
+  return std::pow(power_sum, 1.0 / p);
 }
 
 // Combines two blocks' sums (max for p = inf, keeping nan).
@@ -100,6 +135,60 @@ std::vector<Tensor> gradients(const std::vector<Tensor>& params, const char* op)
   return grads;
 }
 
+// torch.norm(torch.stack([torch.norm(g) for g in grads])) for p = 2, as PyTorch computes it:
+// each gradient's norm in its own type by pytorch_norm2 (one gradient per thread at a time), the
+// stacked norms in `dtype` (float64 if any gradient is: a float32 norm converts exactly), and
+// their norm by the same kernel.
+double total_norm2(const std::vector<Tensor>& grads, DType dtype, int64_t elements) {
+  std::vector<double> norms(grads.size());
+  kernels::parallel_ranges(
+      static_cast<int64_t>(grads.size()), elements, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const Tensor& g = grads[static_cast<std::size_t>(t)];
+          dispatch_floating(g.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            norms[static_cast<std::size_t>(t)] = pytorch_norm2(g.data_ptr<T>(), g.numel());
+          });
+        }
+      });
+  const auto n = static_cast<int64_t>(norms.size());
+  if (dtype == DType::Float64) return pytorch_norm2(norms.data(), n);
+  const std::vector<float> stacked(norms.begin(), norms.end());
+  return pytorch_norm2(stacked.data(), n);
+}
+
+// The total norm for an order p other than 2: each gradient's sum of |g|^p in double, block by
+// block (the blocks shared out to the threads, added in block order), its norm rounded to the
+// gradient's type, then the norm of those norms, rounded to `dtype`.
+double total_norm(const std::vector<Tensor>& grads, const std::vector<Block>& blocks, DType dtype,
+                  int64_t elements, double norm_type) {
+  std::vector<double> partial(blocks.size());
+  kernels::parallel_ranges(
+      static_cast<int64_t>(blocks.size()), elements, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const Block& k = blocks[static_cast<std::size_t>(b)];
+          dispatch_floating(grads[k.tensor].dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            const T* x = grads[k.tensor].data_ptr<T>() + k.begin;
+            partial[static_cast<std::size_t>(b)] = block_power_sum(x, k.end - k.begin, norm_type);
+          });
+        }
+      });
+  std::vector<double> sums(grads.size(), 0.0);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    sums[blocks[b].tensor] = combine(sums[blocks[b].tensor], partial[b], norm_type);
+  }
+  double total_sum = 0;
+  for (std::size_t t = 0; t < grads.size(); ++t) {
+    double n = finish_norm(sums[t], norm_type);
+    if (grads[t].dtype() == DType::Float32) n = static_cast<float>(n);
+    total_sum =
+        combine(total_sum, std::isinf(norm_type) ? n : std::pow(std::abs(n), norm_type), norm_type);
+  }
+  const double total = finish_norm(total_sum, norm_type);
+  return dtype == DType::Float32 ? static_cast<float>(total) : total;
+}
+
 }  // namespace
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
@@ -116,51 +205,28 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   std::vector<Tensor> read(grads.size());
   for (std::size_t t = 0; t < grads.size(); ++t) read[t] = grads[t].contiguous();
 
-  // Each gradient's norm rounded to its gradient's type, then the norm of those norms, as
-  // torch.norm(torch.stack([torch.norm(g, p) for g in grads]), p) computes it.
   const std::vector<Block> blocks = blocks_of(read);
-  std::vector<double> partial(blocks.size());
   int64_t elements = 0;
   for (const Tensor& g : read) elements += g.numel();
-  kernels::parallel_ranges(
-      static_cast<int64_t>(blocks.size()), elements, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const Block& k = blocks[static_cast<std::size_t>(b)];
-          dispatch_floating(read[k.tensor].dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            const T* x = read[k.tensor].data_ptr<T>() + k.begin;
-            partial[static_cast<std::size_t>(b)] = block_power_sum(x, k.end - k.begin, norm_type);
-          });
-        }
-      });
-  std::vector<double> norms(read.size(), 0.0);
-  std::vector<double> sums(read.size(), 0.0);
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    sums[blocks[b].tensor] = combine(sums[blocks[b].tensor], partial[b], norm_type);
-  }
-  double total_sum = 0;
-  for (std::size_t t = 0; t < read.size(); ++t) {
-    const double n = finish_norm(sums[t], norm_type);
-    norms[t] = read[t].dtype() == DType::Float32 ? static_cast<double>(static_cast<float>(n)) : n;
-    total_sum = combine(total_sum,
-                        std::isinf(norm_type) ? norms[t]
-                        : norm_type == 2.0    ? norms[t] * norms[t]
-                                              : std::pow(std::abs(norms[t]), norm_type),
-                        norm_type);
-  }
-  double total = finish_norm(total_sum, norm_type);
-  if (dtype == DType::Float32) total = static_cast<float>(total);
+  const double total = norm_type == 2.0 ? total_norm2(read, dtype, elements)
+                                        : total_norm(read, blocks, dtype, elements, norm_type);
   if (error_if_nonfinite && !std::isfinite(total)) {
     fail("clip_grad_norm_: the total norm of order ", norm_type,
          " for gradients from `parameters` is non-finite (", total,
          "), so it cannot be clipped. To disable this error and scale the gradients by the "
          "non-finite norm anyway, set error_if_nonfinite=false");
   }
-  double coef = max_norm / (total + 1e-6);
-  if (dtype == DType::Float32)
-    coef = static_cast<float>(max_norm / static_cast<float>(total + 1e-6f));
+  // clip_coef = max_norm / (total_norm + 1e-6) with total_norm a tensor of type `dtype`: Python
+  // calls Tensor.__rdiv__, which is (total_norm + 1e-6).reciprocal() * max_norm, every op in
+  // `dtype` (for max_norm 1 or a power of 2 the same as one division).
+  double coef;
+  if (dtype == DType::Float32) {
+    const float denom = static_cast<float>(total) + static_cast<float>(1e-6);
+    coef = (1.0f / denom) * static_cast<float>(max_norm);
+  } else {
+    coef = (1.0 / (total + 1e-6)) * max_norm;
+  }
   coef = std::min(coef, 1.0);  // torch.clamp(clip_coef, max=1.0) (nan stays nan)
-  if (std::isnan(max_norm / (total + 1e-6))) coef = NAN;
   // grads.mul_(clip_coef_clamped). Multiplying by exactly 1 changes no bit (nan stays nan), so
   // a step that does not clip skips the pass over every gradient.
   if (coef == 1.0) return total;

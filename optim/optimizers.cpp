@@ -1,6 +1,16 @@
 // The update rules. Each loop body is PyTorch 1.13's _single_tensor_<name> for one element,
 // operation by operation in the parameter's type T (scalars such as alpha are rounded to T,
-// as PyTorch passes them to its kernels), quoted in the comments.
+// as PyTorch passes them to its kernels), quoted in the comments, and each op rounded as
+// PyTorch's CPU kernel rounds it (as Ember's own ops do, core/ops/elementwise.cpp):
+//   x.add_(y, alpha=a)         fma(y, a, x)       (ufunc::add is vec::fmadd(y, alpha, x))
+//   x.addcmul_(y, z, value=v)  fma(v * y, z, x)   (x + v * y * z: GCC contracts the last * and +
+//                                                 in PyTorch's AVX2-compiled kernels)
+//   x.addcdiv_(y, z, value=v)  x + (v * y) / z    (no fma: the op before the + is a division)
+//   x.mul_(a), sqrt, x / a     one rounding each
+// (Until 2026-11-26 these loops rounded every product separately and computed x + v * (y / z):
+// with AdamW on random float32 gradients, 2.7% of the parameters came out 1 ulp off PyTorch's at
+// the first step, and a fifth of both moments from the second.) tests/optim/test_optim_bits.cpp
+// compares every bit with PyTorch's (tests/fixtures/optim_bits.txt, float32 and float64).
 #include "optim/optimizers.h"
 
 #include <algorithm>
@@ -110,18 +120,18 @@ Tensor SGD::step(const std::function<Tensor()>& closure) {
               neg_lr = static_cast<T>(-opt.lr());
       kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
-          T d_p = opt.maximize() ? -g[i] : g[i];               // d_p = -grad if maximize
-          if (opt.weight_decay() != 0) d_p = d_p + wd * p[i];  // d_p.add(param, alpha=wd)
+          T d_p = opt.maximize() ? -g[i] : g[i];                       // d_p = -grad if maximize
+          if (opt.weight_decay() != 0) d_p = std::fma(p[i], wd, d_p);  // d_p.add(param, alpha=wd)
           if (buf) {
             if (first) {
               buf[i] = d_p;  // buf = clone(d_p)
             } else {
-              buf[i] = buf[i] * mom;                   // buf.mul_(momentum)
-              buf[i] = buf[i] + one_minus_damp * d_p;  //    .add_(d_p, alpha=1-damp)
+              buf[i] = buf[i] * mom;                           // buf.mul_(momentum)
+              buf[i] = std::fma(d_p, one_minus_damp, buf[i]);  //    .add_(d_p, alpha=1-damp)
             }
-            d_p = opt.nesterov() ? d_p + mom * buf[i] : buf[i];  // d_p.add(buf, alpha=momentum)
+            d_p = opt.nesterov() ? std::fma(buf[i], mom, d_p) : buf[i];  // d_p.add(buf, alpha=mom)
           }
-          p[i] = p[i] + neg_lr * d_p;  // param.add_(d_p, alpha=-lr)
+          p[i] = std::fma(d_p, neg_lr, p[i]);  // param.add_(d_p, alpha=-lr)
         }
       });
     });
@@ -179,9 +189,9 @@ void check_adam(const char* optimizer, const Options& o) {
 // the threads in one parallel loop (the hundreds of small biases and LayerNorm parameters of a
 // GPT do not each start one), and each element reads param, grad and both moments once and
 // writes them back once. The loop body is PyTorch 1.13's _single_tensor_adam(w) for one element,
-// in the same order of operations and types, so the bits are those of its op-by-op loop (the
-// tests in tests/optim/test_optim.cpp and the GPT training fixture compare them, and
-// test_adam_fused.cpp an op-by-op scalar loop). The body is compiled once per combination of
+// rounded as the top of this file says, so the bits are those of its op-by-op loop
+// (tests/optim/test_optim_bits.cpp compares them with PyTorch's, test_adam_fused.cpp with an
+// op-by-op scalar loop at 1 and 2 threads). The body is compiled once per combination of
 // the loop-invariant choices (decoupled, maximize, amsgrad), with restrict pointers, so that
 // the compiler turns it into vector code (before 2026-11-26 a scalar loop per parameter: 12% of
 // a GPT-124M training step).
@@ -210,12 +220,12 @@ void adam_elements(const AdamJob& job, int64_t begin, int64_t end) {
     if (kDecoupled) {
       pi = pi * decay;  // param.mul_(1 - lr * wd)
     } else if (l2) {
-      gi = gi + wd_t * pi;  // grad.add(param, alpha=wd)
+      gi = std::fma(pi, wd_t, gi);  // grad.add(param, alpha=wd)
     }
-    T mi = m[i] * b1;                  // exp_avg.mul_(beta1)
-    mi = mi + one_minus_b1 * gi;       //    .add_(grad, alpha=1-beta1)
-    T vi = v[i] * b2;                  // exp_avg_sq.mul_(beta2)
-    vi = vi + one_minus_b2 * gi * gi;  //    .addcmul_(grad, grad, 1-beta2)
+    T mi = m[i] * b1;                          // exp_avg.mul_(beta1)
+    mi = std::fma(gi, one_minus_b1, mi);       //    .add_(grad, alpha=1-beta1)
+    T vi = v[i] * b2;                          // exp_avg_sq.mul_(beta2)
+    vi = std::fma(one_minus_b2 * gi, gi, vi);  //    .addcmul_(grad, grad, 1-beta2)
     m[i] = mi;
     v[i] = vi;
     T denom;
@@ -226,7 +236,7 @@ void adam_elements(const AdamJob& job, int64_t begin, int64_t end) {
     } else {
       denom = std::sqrt(vi) / bc2_sqrt + eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
     }
-    p[i] = pi + neg_step_size * (mi / denom);  // param.addcdiv_(m, denom, -step_size)
+    p[i] = pi + (neg_step_size * mi) / denom;  // param.addcdiv_(m, denom, -step_size)
   }
 }
 
@@ -417,51 +427,52 @@ std::vector<std::string> RMSprop::known_state() const {
 
 Tensor RMSprop::step(const std::function<Tensor()>& closure) {
   Tensor loss = run_closure(closure);
-  for_each_param([](Tensor& param, const Tensor& grad, const OptimizerOptions& o,
-                    ParamState& state) {
-    const auto& opt = options_of<RMSpropOptions>(o);
-    increment_step(state);
-    Tensor& square_avg = state_like(state, "square_avg", param);
-    Tensor buffer = opt.momentum() > 0 ? state_like(state, "momentum_buffer", param) : Tensor();
-    Tensor grad_avg = opt.centered() ? state_like(state, "grad_avg", param) : Tensor();
-    for_floating(param, [&](auto tag) {
-      using T = decltype(tag);
-      T* p = param.data_ptr<T>();
-      const T* g = grad.data_ptr<T>();
-      T* sq = square_avg.data_ptr<T>();
-      T* buf = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
-      T* ga = grad_avg.defined() ? grad_avg.data_ptr<T>() : nullptr;
-      const T alpha = static_cast<T>(opt.alpha()),
-              one_minus_alpha = static_cast<T>(1 - opt.alpha());
-      const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
-      const T mom = static_cast<T>(opt.momentum()), neg_lr = static_cast<T>(-opt.lr());
-      kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          T gi = opt.maximize() ? -g[i] : g[i];
-          if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
-          sq[i] = sq[i] * alpha;                             // square_avg.mul_(alpha)
-          sq[i] = sq[i] + one_minus_alpha * gi * gi;         //    .addcmul_(g, g, 1-alpha)
-          T avg;
-          if (ga) {
-            ga[i] = ga[i] * alpha;                 // grad_avg.mul_(alpha)
-            ga[i] = ga[i] + one_minus_alpha * gi;  //    .add_(grad, alpha=1-alpha)
-            avg =
-                std::sqrt(sq[i] + T(-1) * ga[i] * ga[i]);  // square_avg.addcmul(ga, ga, -1).sqrt_()
-          } else {
-            avg = std::sqrt(sq[i]);  // square_avg.sqrt()
-          }
-          avg = avg + eps;  // avg.add_(eps)
-          if (buf) {
-            buf[i] = buf[i] * mom;          // buf.mul_(momentum)
-            buf[i] = buf[i] + gi / avg;     //    .addcdiv_(grad, avg)
-            p[i] = p[i] + neg_lr * buf[i];  // param.add_(buf, alpha=-lr)
-          } else {
-            p[i] = p[i] + neg_lr * (gi / avg);  // param.addcdiv_(grad, avg, -lr)
-          }
-        }
+  for_each_param(
+      [](Tensor& param, const Tensor& grad, const OptimizerOptions& o, ParamState& state) {
+        const auto& opt = options_of<RMSpropOptions>(o);
+        increment_step(state);
+        Tensor& square_avg = state_like(state, "square_avg", param);
+        Tensor buffer = opt.momentum() > 0 ? state_like(state, "momentum_buffer", param) : Tensor();
+        Tensor grad_avg = opt.centered() ? state_like(state, "grad_avg", param) : Tensor();
+        for_floating(param, [&](auto tag) {
+          using T = decltype(tag);
+          T* p = param.data_ptr<T>();
+          const T* g = grad.data_ptr<T>();
+          T* sq = square_avg.data_ptr<T>();
+          T* buf = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
+          T* ga = grad_avg.defined() ? grad_avg.data_ptr<T>() : nullptr;
+          const T alpha = static_cast<T>(opt.alpha()),
+                  one_minus_alpha = static_cast<T>(1 - opt.alpha());
+          const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
+          const T mom = static_cast<T>(opt.momentum()), neg_lr = static_cast<T>(-opt.lr());
+          kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+              T gi = opt.maximize() ? -g[i] : g[i];
+              if (opt.weight_decay() != 0)
+                gi = std::fma(p[i], wd, gi);                      // grad.add(param, alpha=wd)
+              sq[i] = sq[i] * alpha;                              // square_avg.mul_(alpha)
+              sq[i] = std::fma(one_minus_alpha * gi, gi, sq[i]);  //    .addcmul_(g, g, 1-alpha)
+              T avg;
+              if (ga) {
+                ga[i] = ga[i] * alpha;                         // grad_avg.mul_(alpha)
+                ga[i] = std::fma(gi, one_minus_alpha, ga[i]);  //    .add_(grad, alpha=1-alpha)
+                // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+                avg = std::sqrt(std::fma(T(-1) * ga[i], ga[i], sq[i]));
+              } else {
+                avg = std::sqrt(sq[i]);  // square_avg.sqrt()
+              }
+              avg = avg + eps;  // avg.add_(eps)
+              if (buf) {
+                buf[i] = buf[i] * mom;                  // buf.mul_(momentum)
+                buf[i] = buf[i] + gi / avg;             //    .addcdiv_(grad, avg)
+                p[i] = std::fma(buf[i], neg_lr, p[i]);  // param.add_(buf, alpha=-lr)
+              } else {
+                p[i] = p[i] + (neg_lr * gi) / avg;  // param.addcdiv_(grad, avg, -lr)
+              }
+            }
+          });
+        });
       });
-    });
-  });
   return loss;
 }
 
@@ -527,10 +538,11 @@ Tensor Adagrad::step(const std::function<Tensor()>& closure) {
           kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
               T gi = opt.maximize() ? -g[i] : g[i];
-              if (opt.weight_decay() != 0) gi = gi + wd * p[i];  // grad.add(param, alpha=wd)
-              s[i] = s[i] + T(1) * gi * gi;                      // state_sum.addcmul_(g, g, 1)
-              const T std_ = std::sqrt(s[i]) + eps;              // state_sum.sqrt().add_(eps)
-              p[i] = p[i] + neg_clr * (gi / std_);               // param.addcdiv_(g, std, -clr)
+              if (opt.weight_decay() != 0)
+                gi = std::fma(p[i], wd, gi);         // grad.add(param, alpha=wd)
+              s[i] = std::fma(T(1) * gi, gi, s[i]);  // state_sum.addcmul_(g, g, 1)
+              const T std_ = std::sqrt(s[i]) + eps;  // state_sum.sqrt().add_(eps)
+              p[i] = p[i] + (neg_clr * gi) / std_;   // param.addcdiv_(g, std, -clr)
             }
           });
         });

@@ -3,7 +3,10 @@
 // 1.13's _single_tensor_adam(w) (each tensor op of it one statement, in float32) runs beside the
 // optimizer: the parameters and both moments must agree bit for bit after every step, at 1 and
 // 2 threads, for every choice of the options, over sizes that cut the blocks (32768 elements)
-// anywhere.
+// anywhere. Each op is rounded as PyTorch's CPU kernel rounds it (optim/optimizers.cpp):
+// add_(y, alpha=a) is fma(y, a, x), addcmul_(y, z, value=v) is fma(v * y, z, x) and
+// addcdiv_(y, z, value=v) is x + (v * y) / z. (test_optim_bits.cpp compares the optimizer with
+// PyTorch itself.)
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -23,7 +26,7 @@ struct Reference {
 };
 
 // One step of the op-by-op sequence for one parameter (float32 throughout, as PyTorch's ops on a
-// float32 tensor with double scalars rounded to float).
+// float32 tensor with double scalars rounded to float, each op rounded as its kernel rounds).
 void reference_step(Reference& r, const std::vector<float>& grad, double lr, double beta1,
                     double beta2, double eps, double wd, bool decoupled, bool amsgrad,
                     bool maximize, int step) {
@@ -36,12 +39,13 @@ void reference_step(Reference& r, const std::vector<float>& grad, double lr, dou
     if (decoupled) {
       r.p[i] = r.p[i] * static_cast<float>(1 - lr * wd);  // param.mul_(1 - lr * weight_decay)
     } else if (wd != 0) {
-      g = g + static_cast<float>(wd) * r.p[i];  // grad = grad.add(param, alpha=weight_decay)
+      g = std::fma(r.p[i], static_cast<float>(wd), g);  // grad.add(param, alpha=weight_decay)
     }
-    r.m[i] = r.m[i] * static_cast<float>(beta1);              // exp_avg.mul_(beta1)
-    r.m[i] = r.m[i] + static_cast<float>(1 - beta1) * g;      //   .add_(grad, alpha=1 - beta1)
-    r.v[i] = r.v[i] * static_cast<float>(beta2);              // exp_avg_sq.mul_(beta2)
-    r.v[i] = r.v[i] + static_cast<float>(1 - beta2) * g * g;  //   .addcmul_(grad, grad, 1 - beta2)
+    r.m[i] = r.m[i] * static_cast<float>(beta1);                  // exp_avg.mul_(beta1)
+    r.m[i] = std::fma(g, static_cast<float>(1 - beta1), r.m[i]);  //   .add_(grad, alpha=1 - beta1)
+    r.v[i] = r.v[i] * static_cast<float>(beta2);                  // exp_avg_sq.mul_(beta2)
+    r.v[i] =
+        std::fma(static_cast<float>(1 - beta2) * g, g, r.v[i]);  //   .addcmul_(g, g, 1 - beta2)
     float denom;
     if (amsgrad) {
       r.vmax[i] = std::max(r.vmax[i], r.v[i]);  // torch.maximum(max_exp_avg_sqs[i], exp_avg_sq)
@@ -49,7 +53,7 @@ void reference_step(Reference& r, const std::vector<float>& grad, double lr, dou
     } else {
       denom = std::sqrt(r.v[i]) / bc2_sqrt + static_cast<float>(eps);
     }
-    r.p[i] = r.p[i] + (-step_size) * (r.m[i] / denom);  // param.addcdiv_(exp_avg, denom, -step)
+    r.p[i] = r.p[i] + (-step_size * r.m[i]) / denom;  // param.addcdiv_(exp_avg, denom, -step)
   }
 }
 
