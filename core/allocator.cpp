@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <new>
+#include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -118,76 +121,131 @@ void* map_huge(std::size_t size, std::size_t bytes) {
 // Requests this large never wrap (allocate_buffer turns away anything past half the range).
 std::size_t mapped_size(std::size_t bytes) { return (bytes + kHuge - 1) / kHuge * kHuge; }
 
-// Freed mapped buffers, kept for a later buffer of the same class (shared by the threads): a
-// training or inference loop allocates the same activation sizes on every step, and mapping them
-// afresh each time cost a page fault per 2 MiB (4 KiB where the kernel has no huge page to give)
-// plus the kernel's zeroing, serialized on the process's page tables when two threads fault at
-// once. The chapter's MultiHeadAttention at T = 1024 spent a tenth of its 2-thread forward +
-// backward there (perf: clear_page_erms, exc_page_fault). A kept buffer is not known to be zeros,
-// so Storage clears it as any reused buffer.
+// Freed mapped buffers are kept for later buffers (shared by the threads): a training or
+// inference loop allocates the same activation sizes on every step, and mapping them afresh each
+// time cost a page fault per 2 MiB (4 KiB where the kernel has no huge page to give) plus the
+// kernel's zeroing, serialized on the process's page tables when two threads fault at once. The
+// chapter's MultiHeadAttention at T = 1024 spent a tenth of its 2-thread forward + backward there
+// (perf: clear_page_erms, exc_page_fault). A kept buffer is not known to be zeros, so Storage
+// clears it as any reused buffer.
+//
+// What is kept are free ranges of whole 2 MiB, on 2 MiB boundaries, as PyTorch's CUDA caching
+// allocator keeps blocks: a request takes the smallest free range that holds it (best fit; an
+// exact one when there is one), and what it leaves of a larger range stays free; a freed buffer
+// is merged with the free ranges on either side of it. So memory freed as one kind of tensor
+// serves another: a GPT-124M training step frees ~600 MiB of activations in its backward just
+// before AdamW's first step asks for ~1.2 GB of moments, and the next forward's activations then
+// reuse the gradients zero_grad freed. (Until 2026-11-26 a kept buffer served only its own size
+// class, so the activations' and the gradients' memory both stayed resident beside each other:
+// the chapter-5 step's peak RSS was params + grads + moments + all activations, 3.1 GB.)
 //
 // How much is kept is sized from what the program really uses, as PyTorch's CUDA caching
 // allocator holds a loop's working set: up to the most mapped bytes ever in use at once (the
 // peak), and at least kMinKeptBytes (64 MiB, as glibc keeps up to 64 MiB of freed heap below its
 // mmap threshold). A training step frees its activations, gradients and temporaries (GBs for
-// GPT-124M) and asks for the same sizes in the next step: all of them are kept, and the step
-// after the first maps nothing (until 2026-11-26 at most 64 MiB were kept, and the chapter-5
-// GPT-124M step spent a quarter of its time in the kernel's clear_page_erms). Past the limit the
-// buffers freed longest ago go back to the system first (a generation's sequence grows a token
-// per step, so its classes grow too and the oldest are not asked for again).
-// ember::empty_cache() gives every kept buffer back and starts the peak again from what is in use.
+// GPT-124M) and asks for as much in the next step: all of it is kept, and the step after the
+// first maps nothing (until 2026-11-26 at most 64 MiB were kept, and the chapter-5 GPT-124M step
+// spent a quarter of its time in the kernel's clear_page_erms). Past the limit the ranges freed
+// longest ago go back to the system first, as much of them as is past the limit (a generation's
+// sequence grows a token per step, so its sizes grow too and the oldest are not asked for again).
+// ember::empty_cache() gives every kept range back and starts the peak again from what is in use.
 constexpr std::size_t kMinKeptBytes = std::size_t{64} << 20;
+struct FreeRange {
+  std::size_t bytes = 0;
+  std::uint64_t freed = 0;  // when (a count of frees): the oldest go back first
+};
 struct KeptBuffers {
   std::mutex mutex;
-  std::vector<std::pair<void*, std::size_t>> buffers;  // (data, bytes), the oldest first
-  std::size_t total = 0;                               // bytes in `buffers`
-  std::size_t in_use = 0;                              // mapped bytes handed out, not yet freed
-  std::size_t peak = 0;                                // the most `in_use` has been
+  std::map<std::uintptr_t, FreeRange> by_address;  // the free ranges
+  // The same, smallest first, and of one size the most recently freed first (its pages are the
+  // likeliest to be in the caches).
+  std::set<std::tuple<std::size_t, std::uint64_t, std::uintptr_t>> by_size;
+  std::uint64_t frees = 0;
+  std::size_t total = 0;   // bytes in the free ranges
+  std::size_t in_use = 0;  // mapped bytes handed out, not yet freed
+  std::size_t peak = 0;    // the most `in_use` has been
 };
 KeptBuffers& kept() {
   static KeptBuffers* k = new KeptBuffers;  // never destroyed: frees may come after exit starts
   return *k;
 }
 
-// Counts `bytes` as in use (the caller maps them or has taken them from the kept list).
+void add_range(KeptBuffers& k, std::uintptr_t at, FreeRange range) {
+  k.by_address.emplace(at, range);
+  k.by_size.emplace(range.bytes, ~range.freed, at);
+  k.total += range.bytes;
+}
+
+void remove_range(KeptBuffers& k, std::map<std::uintptr_t, FreeRange>::iterator it) {
+  k.by_size.erase({it->second.bytes, ~it->second.freed, it->first});
+  k.total -= it->second.bytes;
+  k.by_address.erase(it);
+}
+
+// Counts `bytes` as in use (the caller maps them or has taken them from the free ranges).
 void count_in_use(KeptBuffers& k, std::size_t bytes) {
   k.in_use += bytes;
   k.peak = std::max(k.peak, k.in_use);
 }
 
-// A kept buffer of `bytes` (the most recently freed), counted as in use; null when none is kept.
+// `bytes` (a whole number of 2 MiB) from the smallest free range that holds them, counted as in
+// use; null when none does. The rest of the range stays free.
 void* take_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
-  for (std::size_t i = k.buffers.size(); i-- > 0;) {
-    if (k.buffers[i].second == bytes) {
-      void* p = k.buffers[i].first;
-      k.buffers.erase(k.buffers.begin() + static_cast<std::ptrdiff_t>(i));
-      k.total -= bytes;
-      count_in_use(k, bytes);
-      return p;
-    }
-  }
-  count_in_use(k, bytes);  // the caller maps it
-  return nullptr;
+  count_in_use(k, bytes);  // taken here, or mapped by the caller
+  const auto fit = k.by_size.lower_bound({bytes, 0, 0});
+  if (fit == k.by_size.end()) return nullptr;
+  const std::uintptr_t at = std::get<2>(*fit);
+  const auto it = k.by_address.find(at);
+  const FreeRange range = it->second;
+  remove_range(k, it);
+  if (range.bytes > bytes) add_range(k, at + bytes, {range.bytes - bytes, range.freed});
+  return reinterpret_cast<void*>(at);
 }
 
-// Keeps a freed buffer; returns the buffers past the limit, the oldest, for the caller to unmap
-// (outside the lock: munmap of GBs takes a while).
+// Keeps a freed buffer, merged with the free ranges beside it; returns what is past the limit,
+// the ranges freed longest ago, for the caller to unmap (outside the lock: munmap of GBs takes a
+// while).
 std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
   KeptBuffers& k = kept();
   std::vector<std::pair<void*, std::size_t>> evicted;
   std::lock_guard<std::mutex> lock(k.mutex);
   k.in_use -= bytes;
-  k.buffers.emplace_back(data, bytes);
-  k.total += bytes;
-  const std::size_t limit = std::max(kMinKeptBytes, k.peak);
-  std::size_t n = 0;
-  while (k.total > limit) {
-    k.total -= k.buffers[n].second;
-    evicted.push_back(k.buffers[n++]);
+  std::uintptr_t at = reinterpret_cast<std::uintptr_t>(data);
+  FreeRange range{bytes, ++k.frees};
+  if (auto after = k.by_address.find(at + bytes); after != k.by_address.end()) {
+    range.bytes += after->second.bytes;
+    remove_range(k, after);
   }
-  k.buffers.erase(k.buffers.begin(), k.buffers.begin() + static_cast<std::ptrdiff_t>(n));
+  if (auto before = k.by_address.lower_bound(at); before != k.by_address.begin()) {
+    --before;
+    if (before->first + before->second.bytes == at) {
+      at = before->first;
+      range.bytes += before->second.bytes;
+      remove_range(k, before);
+    }
+  }
+  add_range(k, at, range);
+  const std::size_t limit = std::max(kMinKeptBytes, k.peak);
+  while (k.total > limit) {
+    auto oldest = k.by_address.begin();
+    for (auto it = k.by_address.begin(); it != k.by_address.end(); ++it) {
+      if (it->second.freed < oldest->second.freed) oldest = it;
+    }
+    // The end of the range, as much as is past the limit in whole 2 MiB, or all of it.
+    const std::size_t excess = (k.total - limit + kHuge - 1) / kHuge * kHuge;
+    const std::uintptr_t start = oldest->first;
+    FreeRange left = oldest->second;
+    remove_range(k, oldest);
+    if (left.bytes > excess) {
+      left.bytes -= excess;
+      evicted.emplace_back(reinterpret_cast<void*>(start + left.bytes), excess);
+      add_range(k, start, left);
+    } else {
+      evicted.emplace_back(reinterpret_cast<void*>(start), left.bytes);
+    }
+  }
   return evicted;
 }
 
@@ -199,8 +257,8 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
     if (bytes > std::numeric_limits<std::size_t>::max() / 2) return nullptr;  // no wrap below
     const std::size_t size = mapped_size(bytes);
     if (void* p = take_kept(size)) {  // not zeros: Storage clears it
-      // Huge pages for this buffer's whole 2 MiB too, where an earlier, smaller one of the
-      // class left small pages (those not yet touched).
+      // Huge pages for this buffer's whole 2 MiB too, where an earlier, smaller one left small
+      // pages (those not yet touched).
       advise_huge(p, bytes);
       return p;
     }
@@ -309,7 +367,11 @@ void empty_cache() {
   {
     detail::KeptBuffers& k = detail::kept();
     std::lock_guard<std::mutex> lock(k.mutex);
-    buffers.swap(k.buffers);
+    for (const auto& [at, range] : k.by_address) {
+      buffers.emplace_back(reinterpret_cast<void*>(at), range.bytes);
+    }
+    k.by_address.clear();
+    k.by_size.clear();
     k.total = 0;
     k.peak = k.in_use;
   }

@@ -10,12 +10,15 @@
 // 2 MiB-aligned and on transparent huge pages where the kernel has them (for each whole 2 MiB
 // of the buffer), so they are known to be zeros and Storage need not clear them (the 163M
 // parameters of GPT-124M are 650 MB of buffers a model's construction writes right away). Freed, a
-// big buffer is kept for the next one of its class, its size rounded up to a whole 2 MiB (not
-// zeros then, so Storage clears it): a loop's activations do not fault in fresh pages on every
-// step, nor do those of a generation whose sequence grows by a token at each step. The kept
-// buffers may add up to the most mapped memory the program has had in use at once (its working
-// set: a training step's activations, gradients and temporaries; at least 64 MiB), the buffers
-// freed longest ago going back first; ember::empty_cache() gives them all back (as
+// big buffer's memory (in whole 2 MiB) is kept, merged with kept memory beside it, and a later big
+// buffer takes the smallest kept range that holds it, as PyTorch's CUDA caching allocator splits
+// and merges blocks (not zeros then, so Storage clears it): a loop's activations do not fault in
+// fresh pages on every step, nor do those of a generation whose sequence grows by a token at each
+// step, and memory one kind of tensor freed serves another (a GPT's activations, freed in its
+// backward, hold AdamW's moments; the gradients zero_grad frees hold the next activations). The
+// kept memory may add up to the most mapped memory the program has had in use at once (its
+// working set: a training step's activations, gradients and temporaries; at least 64 MiB), the
+// memory freed longest ago going back first; ember::empty_cache() gives it all back (as
 // torch.cuda.empty_cache).
 //
 // The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/allocator.h"
@@ -59,6 +60,56 @@ TEST(MemoryCache, ALoopsWorkingSetIsReusedStepAfterStep) {
 #endif
   empty_cache();
   EXPECT_EQ(memory_stats().mapped_kept, 0u);
+}
+
+// Memory freed as one size serves other sizes (best fit, as PyTorch's CUDA caching allocator
+// splits and merges blocks): a GPT's activations, freed in its backward, hold AdamW's moments, and
+// the gradients zero_grad frees hold the next step's activations. A freed 10 MiB buffer holds a 4
+// and then a 6 MiB one, back to back; freed, the two merge again into the 10 MiB, which a 10 MiB
+// buffer takes whole. Nothing is mapped afresh (a fresh mapping reports zeroed = true).
+TEST(MemoryCache, FreedMemoryServesOtherSizes) {
+  empty_cache();
+  [[maybe_unused]] const std::size_t in_use_before = memory_stats().mapped_in_use;
+  void* whole = detail::allocate_buffer(10 * kMiB);
+  ASSERT_NE(whole, nullptr);
+  detail::free_buffer(whole, 10 * kMiB);
+  bool zeroed = true;
+  void* a = detail::allocate_buffer(4 * kMiB - 64, &zeroed);
+  ASSERT_NE(a, nullptr);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(a, whole);
+  EXPECT_FALSE(zeroed);
+  EXPECT_EQ(memory_stats().mapped_kept, 6 * kMiB);
+#endif
+  zeroed = true;
+  void* b = detail::allocate_buffer(5 * kMiB + 1, &zeroed);  // a range of 6 MiB
+  ASSERT_NE(b, nullptr);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(b, static_cast<unsigned char*>(whole) + 4 * kMiB);
+  EXPECT_FALSE(zeroed);
+  EXPECT_EQ(memory_stats().mapped_kept, 0u);
+  EXPECT_EQ(memory_stats().mapped_in_use, in_use_before + 10 * kMiB);
+#endif
+  std::memset(a, 0x11, 4 * kMiB - 64);  // every byte of both is usable
+  std::memset(b, 0x22, 5 * kMiB + 1);
+  EXPECT_EQ(static_cast<unsigned char*>(a)[4 * kMiB - 65], 0x11);
+  detail::free_buffer(b, 5 * kMiB + 1);
+  detail::free_buffer(a, 4 * kMiB - 64);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(memory_stats().mapped_kept, 10 * kMiB);
+#endif
+  zeroed = true;
+  void* again = detail::allocate_buffer(10 * kMiB, &zeroed);
+  ASSERT_NE(again, nullptr);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(again, whole);  // the two halves merged back
+  EXPECT_FALSE(zeroed);
+#endif
+  detail::free_buffer(again, 10 * kMiB);
+  // A tensor over reused memory still starts as zeros.
+  Tensor t = empty({static_cast<int64_t>(3 * kMiB)});
+  EXPECT_EQ(t.abs().sum().item(), 0.0);
+  empty_cache();
 }
 
 // empty_cache frees only what is unused: a live tensor keeps its values, and the kept buffers
