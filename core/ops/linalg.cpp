@@ -267,7 +267,17 @@ Shape broadcast_batch(const Tensor& a, const Tensor& b, const Shape& batch_a,
 //   a [b_a..., n, k], b [b_b..., k, p]  ->  expand both to batch B = broadcast(b_a, b_b),
 //   reshape to [prod(B), n, k] and [prod(B), k, p], bmm, unsafe_view to [B..., n, p].
 // A 1-d operand takes part as a single row (a) or column (b), dropped from the result.
-Tensor batched_matmul(const Tensor& a, const Tensor& b) {
+//
+// A product with no rows or no columns (n or p is 0) is empty, but expanding the other operand
+// over the batch would still copy it batch-many times ([4, 1, 2, 2] @ [1, 2^22, 2, 0] copied 2^26
+// elements to give none: 15 s under ASan; the fuzzer makes batches of 2^32). Its value reads
+// neither operand, so it is taken over an empty k: both operands narrowed to k = 0 expand to empty
+// tensors. (The gradients stay right: zeros, the narrow's backward.)
+Tensor batched_matmul(const Tensor& a_in, const Tensor& b_in) {
+  const bool empty_product =
+      (a_in.dim() > 1 && a_in.size(-2) == 0) || (b_in.dim() > 1 && b_in.size(-1) == 0);
+  const Tensor a = empty_product ? a_in.narrow(-1, 0, 0) : a_in;
+  const Tensor b = empty_product ? b_in.narrow(b_in.dim() > 1 ? -2 : 0, 0, 0) : b_in;
   const int64_t n = a.dim() > 1 ? a.size(-2) : 1;
   const int64_t k = a.size(-1);
   const int64_t p = b.dim() > 1 ? b.size(-1) : 1;

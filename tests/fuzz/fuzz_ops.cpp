@@ -7,11 +7,14 @@
 // crash or sanitizer report.
 //
 // Sizes are fuzzed too, including huge and negative ones, but a request whose byte count fits
-// in int64 is kept under kMaxElements so the fuzzer tests Ember's checks, not the machine's RAM.
+// in int64 is kept under kMaxElements so the fuzzer tests Ember's checks, not the machine's RAM;
+// so is the output of a reduction or a matrix product, which an empty input can make big (see
+// reduced_shape).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/ember.h"
@@ -88,6 +91,54 @@ bool affordable(const Shape& shape) {
   int64_t bytes = 0;
   if (overflow || __builtin_mul_overflow(n, int64_t{8}, &bytes)) return true;  // refused too
   return n <= kMaxElements;
+}
+
+// Most ops give at most as many elements as their inputs have (or as their broadcast has, which
+// `elementwise` and `linalg` keep small), so an empty input gives an empty output. Reductions and
+// matrix products do not: an empty tensor may have any size in its other dims, and reducing or
+// contracting over its zero-sized dim keeps them (sum(1) of a [2^32, 0] tensor is 2^32 zeros, as in
+// PyTorch; mean(1) fills 16 GB with nan). So before those ops run, the shape they will give is
+// checked with affordable(), as a factory's shape is. Dims Ember refuses need no check.
+
+// The shape of a reduction of `shape` over `dims` (each in [-dim, dim), a 0-d tensor's -1 and 0),
+// or nothing when a dim is out of range.
+std::optional<Shape> reduced_shape(const Shape& shape, const std::vector<int64_t>& dims,
+                                   bool keep) {
+  const auto n = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(shape.size(), false);
+  for (int64_t d : dims) {
+    const int64_t rank = std::max<int64_t>(n, 1);
+    if (d < -rank || d >= rank) return std::nullopt;
+    if (n > 0) reduced[static_cast<std::size_t>(d < 0 ? d + n : d)] = true;
+  }
+  Shape out;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (!reduced[i]) {
+      out.push_back(shape[i]);
+    } else if (keep) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+// The shape of x @ y as matmul gives it (mm and bmm too, for the shapes they take): the broadcast
+// batch dims, then x's rows (unless x is 1-d) and y's columns (unless y is 1-d). Batch dims that
+// cannot broadcast, which Ember refuses, are taken as the larger.
+Shape product_shape(const Shape& x, const Shape& y) {
+  if (x.empty() || y.empty()) return {};  // refused
+  const std::size_t bx = x.size() - std::min<std::size_t>(x.size(), 2);
+  const std::size_t by = y.size() - std::min<std::size_t>(y.size(), 2);
+  const std::size_t batch = std::max(bx, by);
+  Shape out(batch);
+  for (std::size_t i = 0; i < batch; ++i) {
+    const int64_t dx = i < batch - bx ? 1 : x[i - (batch - bx)];
+    const int64_t dy = i < batch - by ? 1 : y[i - (batch - by)];
+    out[i] = dx == 1 ? dy : dy == 1 ? dx : std::max(dx, dy);
+  }
+  if (x.size() >= 2) out.push_back(x[x.size() - 2]);
+  if (y.size() >= 2) out.push_back(y.back());
+  return out;
 }
 
 bool small(const Tensor& t) {
@@ -311,6 +362,13 @@ struct Machine {
     }
   }
 
+  // May a reduction of x over dims run? (See reduced_shape.)
+  static bool affordable_reduction(const Tensor& x, const std::vector<int64_t>& dims, bool keep) {
+    if (!x.defined()) return true;  // refused
+    const std::optional<Shape> out = reduced_shape(x.shape(), dims, keep);
+    return !out || affordable(*out);
+  }
+
   void reduction(Reader& r) {
     Tensor x = pick(r);
     int64_t d = r.integer();
@@ -319,25 +377,34 @@ struct Machine {
       case 0:
         push(x.sum());
         break;
-      case 1:
-        push(sum(x, {d, r.integer()}, keep));
+      case 1: {
+        const int64_t e = r.integer();
+        if (!affordable_reduction(x, {d, e}, keep)) return;
+        push(sum(x, {d, e}, keep));
         break;
+      }
       case 2:
         push(x.mean());
         break;
       case 3:
+        if (!affordable_reduction(x, {d}, keep)) return;
         push(x.mean(d, keep));
         break;
       case 4:
         push(max(x));
         break;
       case 5:
+        if (!affordable_reduction(x, {d}, keep)) return;
         push(min(x, d, keep).values);
         break;
-      case 6:
-        push(var(x, {d}, Correction(r.integer()), keep));
+      case 6: {
+        const Correction correction(r.integer());
+        if (!affordable_reduction(x, {d}, keep)) return;
+        push(var(x, {d}, correction, keep));
         break;
+      }
       case 7:
+        if (!affordable_reduction(x, {d}, keep)) return;
         push(x.argmax(d, keep));
         break;
       case 8:
@@ -353,7 +420,11 @@ struct Machine {
     Tensor x = pick(r), y = pick(r);
     if (x.defined() && y.defined() && small(x) && small(y) && x.numel() * y.numel() > (1 << 16))
       return;
-    switch (r.byte() % 5) {
+    const int op = r.byte() % 5;
+    // The products' outputs (not cat's, nor dot's scalar) may be bigger than their inputs.
+    if (op < 3 && x.defined() && y.defined() && !affordable(product_shape(x.shape(), y.shape())))
+      return;
+    switch (op) {
       case 0:
         push(matmul(x, y));
         break;
