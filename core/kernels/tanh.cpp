@@ -150,10 +150,12 @@ inline __m256 tanh8(__m256 x) {
 // memory through `c`, a pointer the compiler cannot see through, as broadcasts (as exp_row's
 // AVX-512 path, core/kernels/exp.cpp).
 // (GCC 12 warns that its own _mm512_undefined_* placeholders "may be used uninitialized" in
-// these intrinsics' expansions: a known false positive, silenced for this block only.)
+// these intrinsics' expansions, or at -O0, as the sanitizer presets build, "is used
+// uninitialized": a known false positive, silenced for this block only.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 struct Tanh512Constants {
   // float constants, as their bits
