@@ -11,4 +11,7 @@ namespace ember::kernels {
 // Whether the AVX-512 kernels run: the CPU has AVX-512F and EMBER_CPU_CAPABILITY is not "avx2".
 bool use_avx512();
 
+// Whether the CPU has AVX-512F, whatever EMBER_CPU_CAPABILITY says (for tests that run both paths).
+bool cpu_has_avx512f();
+
 }  // namespace ember::kernels

@@ -1,4 +1,4 @@
-// tanh over a row of floats, eight at a time, with the bits of std::tanh.
+// tanh over a row of floats, eight or sixteen at a time, with the bits of std::tanh.
 //
 // A GPT block's GELU calls tanh once per hidden activation (8 x 3072 per block for the book's
 // batch, 295 thousand per forward of the 124M model); glibc's tanhf costs ~40 cycles a call
@@ -21,12 +21,16 @@
 //   expm1(r) = r - (r e - hxs)                                        (k = 0: no reduction)
 //   expm1(u) = 2^k (1 + expm1(r)) - 1 evaluated in one of five orders by k (-1, 1, <= -2 or
 //              > 56, 2..22, 23..56) so that the subtraction of 1 or 2^-k loses nothing
-// The vector code computes every case for all lanes and blends by k. tanh's arguments keep
+// The vector code computes every case for all lanes and blends by k, on AVX2 registers (eight
+// lanes) or, on CPUs with AVX-512F, AVX-512 ones (sixteen lanes, picked at run time; the same
+// operations lane by lane, so the same bits; EMBER_CPU_CAPABILITY=avx2 keeps the AVX2 path,
+// core/kernels/cpu.h). tanh's arguments keep
 // expm1 on its finite path: u = 2a in [2, 44) (k = 3..63) or u = -2a in (-2, 0) (k = 0..-3; |u|
 // < 2^-25 returns u).
 //
-// tests/core/test_tanh.cpp checks tanh_row against std::tanh on every float of a wide sample
-// (and a one-off run checked all 2^32 floats). Builds without AVX2 and FMA, and double, take
+// tests/core/test_tanh.cpp checks tanh_row against std::tanh on every float of a wide sample,
+// and the two vector paths against each other on a dense structured set (one-off runs checked
+// all 2^32 floats on each path). Builds without AVX2 and FMA, and double, take
 // std::tanh.
 #pragma once
 
@@ -41,5 +45,14 @@ void tanh_row(const float* x, float* y, int64_t n);
 inline void tanh_row(const double* x, double* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(x[j]);
 }
+
+// The path tanh_row takes for float here: "avx512", "avx2" or "portable".
+const char* tanh_isa();
+
+// Each vector path alone, whatever tanh_row picks, so that tests can compare them: it computes
+// y as tanh_row does and returns true, or returns false (writing nothing) when this build or
+// this CPU cannot run it.
+bool tanh_row_avx2(const float* x, float* y, int64_t n);
+bool tanh_row_avx512(const float* x, float* y, int64_t n);
 
 }  // namespace ember::kernels

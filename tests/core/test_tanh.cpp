@@ -1,32 +1,59 @@
 // kernels::tanh_row (core/kernels/tanh.h), glibc's tanhf on vector registers, against std::tanh:
 // the same bits for a wide sample of floats, densely around every threshold of the algorithm
-// (where tanh and expm1 change branch), at every row length modulo 8 (the tail), in place.
-// Then the ops that use it (tanh, gelu 'tanh' forward and backward): a contiguous float32 input
-// (the vector path) and a transposed one (the scalar loop) give the same bits.
+// (where tanh and expm1 change branch), at every row length modulo 8 and 16 (the tails), in
+// place; each on the path tanh_row picks and on both vector paths called directly. The AVX-512
+// path against the AVX2 one on a dense structured set (every sign and exponent, every branch
+// edge, all denormals), and the path EMBER_CPU_CAPABILITY=avx2 selects (tests/CMakeLists.txt
+// runs these tests again with it set). Then the ops that use it (tanh, gelu 'tanh' forward and
+// backward): a contiguous float32 input (the vector path) and a transposed one (the scalar loop)
+// give the same bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <numbers>
+#include <string>
 #include <vector>
 
 #include "core/ember.h"
+#include "core/kernels/cpu.h"
 #include "core/kernels/tanh.h"
 
 namespace ember {
 namespace {
 
+using RowFn = bool (*)(const float*, float*, int64_t);
+
+bool dispatched(const float* x, float* y, int64_t n) {
+  kernels::tanh_row(x, y, n);
+  return true;
+}
+
+// tanh_row as dispatched, then each vector path that this build and CPU can run.
+struct Path {
+  const char* name;
+  RowFn fn;
+};
+const Path kPaths[] = {{"tanh_row", dispatched},
+                       {"tanh_row_avx2", kernels::tanh_row_avx2},
+                       {"tanh_row_avx512", kernels::tanh_row_avx512}};
+
 int64_t count_mismatches(const std::vector<float>& x) {
-  std::vector<float> y(x.size());
-  kernels::tanh_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
   int64_t mismatches = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float want = std::tanh(x[i]);
-    if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want) && mismatches++ < 5) {
-      ADD_FAILURE() << "tanh(" << std::hexfloat << x[i] << "): " << y[i] << " vs std::tanh "
-                    << want;
+  for (const Path& path : kPaths) {
+    std::vector<float> y(x.size());
+    if (!path.fn(x.data(), y.data(), static_cast<int64_t>(x.size()))) continue;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float want = std::tanh(x[i]);
+      if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want) && mismatches++ < 5) {
+        ADD_FAILURE() << path.name << "(" << std::hexfloat << x[i] << "): " << y[i]
+                      << " vs std::tanh " << want;
+      }
     }
   }
   return mismatches;
@@ -70,19 +97,118 @@ TEST(TanhRow, SameBitsAroundEveryBranchOfTheAlgorithm) {
 }
 
 TEST(TanhRow, TailsAndInPlace) {
-  std::vector<float> x(37);
+  std::vector<float> x(53);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i)) * 3.0f;
-  for (int64_t n = 0; n <= 37; ++n) {
-    std::vector<float> y(x.size(), 7.0f);
-    kernels::tanh_row(x.data(), y.data(), n);
-    for (int64_t j = 0; j < 37; ++j) {
-      const float want = j < n ? std::tanh(x[j]) : 7.0f;  // nothing past n is written
-      EXPECT_EQ(std::bit_cast<uint32_t>(y[j]), std::bit_cast<uint32_t>(want)) << n << " " << j;
+  for (const Path& path : kPaths) {
+    for (int64_t n = 0; n <= 53; ++n) {
+      std::vector<float> y(x.size(), 7.0f);
+      if (!path.fn(x.data(), y.data(), n)) break;
+      for (int64_t j = 0; j < 53; ++j) {
+        const float want = j < n ? std::tanh(x[j]) : 7.0f;  // nothing past n is written
+        EXPECT_EQ(std::bit_cast<uint32_t>(y[j]), std::bit_cast<uint32_t>(want))
+            << path.name << " " << n << " " << j;
+      }
+    }
+    std::vector<float> y = x;
+    if (!path.fn(y.data(), y.data(), 53)) continue;
+    for (int64_t j = 0; j < 53; ++j) EXPECT_EQ(y[j], std::tanh(x[j])) << path.name;
+  }
+}
+
+// The row length of the chunks below: an odd number, so each path's tail runs too.
+constexpr std::size_t kChunk = (std::size_t{1} << 16) + 5;
+
+// Collects the floats with bits in [first, last] (clamped to 32 bits), and compares the two
+// paths on them a chunk at a time (and at flush), counting the mismatches.
+struct PathComparer {
+  std::vector<float> x = std::vector<float>(kChunk), avx2 = x, avx512 = x;
+  std::size_t size = 0;
+  int64_t compared = 0, mismatches = 0;
+
+  void add(int64_t first, int64_t last) {
+    first = std::max<int64_t>(first, 0);
+    last = std::min<int64_t>(last, 0xffffffff);
+    for (int64_t b = first; b <= last; ++b) {
+      x[size++] = std::bit_cast<float>(static_cast<uint32_t>(b));
+      if (size == kChunk) flush();
     }
   }
-  std::vector<float> y = x;
-  kernels::tanh_row(y.data(), y.data(), 37);
-  for (int64_t j = 0; j < 37; ++j) EXPECT_EQ(y[j], std::tanh(x[j]));
+  void flush() {
+    const auto n = static_cast<int64_t>(size);
+    EXPECT_TRUE(kernels::tanh_row_avx2(x.data(), avx2.data(), n));
+    EXPECT_TRUE(kernels::tanh_row_avx512(x.data(), avx512.data(), n));
+    if (std::memcmp(avx2.data(), avx512.data(), sizeof(float) * size) != 0) {
+      for (std::size_t i = 0; i < size; ++i) {
+        if (std::bit_cast<uint32_t>(avx2[i]) != std::bit_cast<uint32_t>(avx512[i]) &&
+            mismatches++ < 5) {
+          ADD_FAILURE() << "tanh(" << std::hexfloat << x[i] << " = 0x" << std::hex
+                        << std::bit_cast<uint32_t>(x[i]) << "): AVX-512 " << avx512[i]
+                        << " vs AVX2 " << avx2[i];
+        }
+      }
+    }
+    compared += n;
+    size = 0;
+  }
+};
+
+TEST(TanhRow, Avx512PathHasTheAvx2PathsBitsOnADenseStructuredSet) {
+  float probe = 0.5f, out = 0.0f;
+  if (!kernels::tanh_row_avx2(&probe, &out, 1)) {
+    GTEST_SKIP()
+        << "this build has no AVX2 + FMA tanh path (not x86-64-v3): no AVX-512 path either";
+  }
+  if (!kernels::tanh_row_avx512(&probe, &out, 1)) {
+    GTEST_SKIP() << "this CPU has no AVX-512F: only the AVX2 path exists here (the other tests "
+                    "check it against std::tanh)";
+  }
+  PathComparer cmp;
+  // Every sign and exponent (denormals, inf and nan included): the first and last 2048
+  // mantissas and every 61st between.
+  for (int64_t top = 0; top < 512; ++top) {
+    const int64_t base = top << 23;
+    cmp.add(base, base + 2047);
+    for (int64_t m = 2048; m < (int64_t{1} << 23) - 2048; m += 61) cmp.add(base + m, base + m);
+    cmp.add(base + (int64_t{1} << 23) - 2048, base + (int64_t{1} << 23) - 1);
+  }
+  // 2^16 floats each side of every edge, both signs: the smallest normal, 2^-55 (tanh's tiny case),
+  // 2^-26 (expm1's |u| < 2^-25), ln2/4 and 3 ln2/4 (|u| = ln2/2, 3 ln2/2), 0.5, 1, the k = 22/23
+  // and 56/57 steps (2|x| = 22.5 ln2, 56.5 ln2), 22, the largest finite float and inf.
+  for (int64_t edge :
+       {0x00800000, 0x24000000, 0x32800000, 0x33000000, 0x3e317218, 0x3f051592, 0x3f000000,
+        0x3f800000, 0x40f98000, 0x419ca000, 0x41b00000, 0x7f7fffff, 0x7f800000}) {
+    cmp.add(edge - 65536, edge + 65536);
+    cmp.add(edge + 0x80000000 - 65536, edge + 0x80000000 + 65536);
+  }
+  // Every k of the reduction: 2|x| = (k + 1/2) ln2, k = 1..63, 4096 floats each side.
+  for (int k = 1; k <= 63; ++k) {
+    const auto b = static_cast<int64_t>(
+        std::bit_cast<uint32_t>(static_cast<float>((k + 0.5) * std::numbers::ln2 / 2)));
+    cmp.add(b - 4096, b + 4096);
+    cmp.add(b + 0x80000000 - 4096, b + 0x80000000 + 4096);
+  }
+  cmp.flush();
+  EXPECT_GT(cmp.compared, 75'000'000);
+  EXPECT_EQ(cmp.mismatches, 0) << "of " << cmp.compared << " floats";
+}
+
+// EMBER_CPU_CAPABILITY=avx2 keeps the 8-lane path on an AVX-512 CPU; otherwise tanh_row takes the
+// widest path the CPU has. (tests/CMakeLists.txt runs the TanhRow tests with and without it.)
+TEST(TanhRow, PathFollowsTheCpuAndEmberCpuCapability) {
+  const std::string isa = kernels::tanh_isa();
+  float probe = 0.5f, out = 0.0f;
+  if (!kernels::tanh_row_avx2(&probe, &out, 1)) {
+    EXPECT_EQ(isa, "portable");
+    return;
+  }
+  const char* capability = std::getenv("EMBER_CPU_CAPABILITY");
+  const bool forced_avx2 = capability != nullptr && std::string(capability) == "avx2";
+  if (forced_avx2 || !kernels::cpu_has_avx512f()) {
+    EXPECT_EQ(isa, "avx2");
+  } else {
+    EXPECT_EQ(isa, "avx512");
+  }
+  EXPECT_EQ(kernels::use_avx512(), isa == "avx512");
 }
 
 std::vector<uint32_t> bits(const Tensor& t) {
