@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
+
+#include <sys/mman.h>
 
 #include "core/allocator.h"
 #include "core/kernels/cpu.h"
@@ -62,17 +65,56 @@ struct Product {
   bool accumulate;
 };
 
-// Per-thread packing buffers, 64-byte aligned, allocated before the parallel region (so an
-// allocation failure is an exception on the calling thread, not inside OpenMP). From the
-// tensors' allocator (core/allocator.h), whose caches keep them from one product to the next
-// (from glibc, a buffer past its mmap threshold was mapped, faulted in and unmapped per call).
+// The packing memory of the threads' pieces of a product, one block each, 64-byte aligned,
+// taken before the parallel region (so an allocation failure is an exception on the calling
+// thread, not inside OpenMP). It is the calling thread's own buffer, kept from one product to
+// the next as OpenBLAS keeps its packing buffer: it only grows (to whole 2 MiB, on transparent
+// huge pages), and goes back to the system when the thread ends. Until 2026-11-26 each product
+// took its workspace from the tensors' allocator (core/allocator.h) and gave it back: the
+// allocator's free ranges are shared with the tensors, so a workspace often landed on pages no
+// buffer had touched yet, and the chapter-5 step at 2 threads faulted in ~500 pages in each of
+// its third and fourth steps (bench_train's step_faults) before its memory settled. A product
+// started while the thread's buffer is in use (not done by Ember's kernels) gets a buffer of its
+// own from the allocator.
+class ThreadBuffer {
+ public:
+  static constexpr std::size_t kBlock = std::size_t{2} << 20;
+  ThreadBuffer() = default;
+  ThreadBuffer(const ThreadBuffer&) = delete;
+  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
+  ~ThreadBuffer() { std::free(data_); }
+  static ThreadBuffer& of_this_thread() {
+    thread_local ThreadBuffer buffer;
+    return buffer;
+  }
+  bool busy() const { return busy_; }
+  // At least `bytes`, marked busy until release(); throws std::bad_alloc.
+  void* take(std::size_t bytes) {
+    if (bytes > capacity_) {
+      if (bytes > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_alloc();
+      const std::size_t size = (bytes + kBlock - 1) / kBlock * kBlock;
+      void* fresh = std::aligned_alloc(kBlock, size);
+      if (fresh == nullptr) throw std::bad_alloc();
+      madvise(fresh, size, MADV_HUGEPAGE);  // a hint: without THP, small pages
+      std::free(data_);
+      data_ = fresh;
+      capacity_ = size;
+    }
+    busy_ = true;
+    return data_;
+  }
+  void release() { busy_ = false; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t capacity_ = 0;
+  bool busy_ = false;
+};
+
 template <typename T>
 struct Workspace {
-  struct Free {
-    std::size_t bytes = 0;
-    void operator()(T* p) const { ember::detail::free_buffer(p, bytes); }
-  };
-  std::unique_ptr<T, Free> memory;
+  T* memory = nullptr;
+  std::size_t own_bytes = 0;  // a buffer of its own (the thread's was busy), else 0
   int64_t per_thread = 0, a_size = 0;
 
   Workspace(int threads, int64_t a_elems, int64_t b_elems) {
@@ -83,12 +125,26 @@ struct Workspace {
     const std::size_t bytes =
         sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
     const std::size_t size = std::max<std::size_t>(bytes, 64);
-    memory =
-        std::unique_ptr<T, Free>(static_cast<T*>(ember::detail::allocate_buffer(size)), Free{size});
-    if (!memory) throw std::bad_alloc();
+    ThreadBuffer& mine = ThreadBuffer::of_this_thread();
+    if (!mine.busy()) {
+      memory = static_cast<T*>(mine.take(size));
+      return;
+    }
+    memory = static_cast<T*>(ember::detail::allocate_buffer(size));
+    if (memory == nullptr) throw std::bad_alloc();
+    own_bytes = size;
   }
-  T* a(int thread) const { return memory.get() + thread * per_thread; }
-  T* b(int thread) const { return memory.get() + thread * per_thread + a_size; }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace() {
+    if (own_bytes != 0) {
+      ember::detail::free_buffer(memory, own_bytes);
+    } else {
+      ThreadBuffer::of_this_thread().release();
+    }
+  }
+  T* a(int thread) const { return memory + thread * per_thread; }
+  T* b(int thread) const { return memory + thread * per_thread + a_size; }
 };
 
 // A row of a partial tile (n <= a tile's width) copied by a call to memcpy. Inlined, GCC 12

@@ -16,16 +16,16 @@
 //
 // Reported (one JSON line, the same keys as the PyTorch script): the median ms per step over the
 // steps after two warm-up steps (and the median process CPU ms), tokens per second, peak RSS (MB),
-// minor page faults per timed step (getrusage), the allocator's big buffers (memory_stats(): the
-// most in use at once, and those kept for reuse after the timed steps), the losses of every step,
-// the step's FLOPs (its matrix products: 6 x weights x tokens for the linear layers and out_head, 3
-// x the causal QK^T and AV of every layer), and its efficiency: FLOPs / step time / Ember's own
-// sgemm rate, measured in the same process at 1024 x 1024 x 1024 after the steps (as scripts/bench
-// reports bench_attention's "% of Ember's sgemm rate"); gemm_isa names the GEMM's kernels (avx512,
-// or avx2 on CPUs without AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h);
-// cpu_efficiency is the same ratio by process CPU time per thread, steadier on a machine busy with
-// other work. --reference FILE reads the PyTorch script's JSON line and adds the largest relative
-// difference between the two sides' losses.
+// minor page faults per timed step (getrusage; step_faults lists every step's), the allocator's big
+// buffers (memory_stats(): the most in use at once, and those kept for reuse after the timed
+// steps), the losses of every step, the step's FLOPs (its matrix products: 6 x weights x tokens for
+// the linear layers and out_head, 3 x the causal QK^T and AV of every layer), and its efficiency:
+// FLOPs / step time / Ember's own sgemm rate, measured in the same process at 1024 x 1024 x 1024
+// after the steps (as scripts/bench reports bench_attention's "% of Ember's sgemm rate"); gemm_isa
+// names the GEMM's kernels (avx512, or avx2 on CPUs without AVX-512 or with
+// EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h); cpu_efficiency is the same ratio by process CPU
+// time per thread, steadier on a machine busy with other work. --reference FILE reads the PyTorch
+// script's JSON line and adds the largest relative difference between the two sides' losses.
 // --profile runs one more step after the timed ones under autograd::profiler and prints its
 // key_averages() table (sorted by self time) on stderr; the figures stay those of the unrecorded
 // steps.
@@ -239,12 +239,15 @@ int main(int argc, char** argv) {
   };
 
   std::vector<double> times, cpu_times, losses;
+  std::vector<long> step_faults;
   long faults_before = 0;
   for (int step = 0; step < steps; ++step) {
     if (step == 2) faults_before = minor_faults();
     const auto t = clock_type::now();
     const double c0 = cpu_ms();
+    const long f0 = minor_faults();
     losses.push_back(train_step(step));
+    step_faults.push_back(minor_faults() - f0);
     if (step >= 2) {
       times.push_back(ms_since(t));
       cpu_times.push_back(cpu_ms() - c0);
@@ -279,6 +282,8 @@ int main(int argc, char** argv) {
       << ", \"cpu_efficiency\": " << flops / (cpu_ms_step * 1e-3) / 1e9 / cpu_gflops
       << ", \"losses\": [";
   for (std::size_t i = 0; i < losses.size(); ++i) out << (i ? ", " : "") << losses[i];
+  out << "], \"step_faults\": [";
+  for (std::size_t i = 0; i < step_faults.size(); ++i) out << (i ? ", " : "") << step_faults[i];
   out << "]";
   if (!reference.empty()) {
     const std::vector<double> ref = reference_losses(reference);

@@ -3,10 +3,13 @@
 // (transposed operands are read through their strides), accumulate or not, batched products
 // with broadcast operands, and 1 or 2 threads. Plus ember::set_num_threads.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/kernels/gemm.h"
 #include "core/parallel.h"
@@ -222,6 +225,36 @@ void sweep_packed_b() {
 
 TEST(Gemm, PackedBFloat32MatchesReferenceBitForBit) { sweep_packed_b<float>(); }
 TEST(Gemm, PackedBFloat64MatchesReferenceBitForBit) { sweep_packed_b<double>(); }
+
+// Packing memory is the calling thread's, kept from one product to the next (gemm_internal.h's
+// ThreadBuffer): a product that follows another asks the system for no new pages even when the
+// tensors' allocator has since handed the memory it freed to tensors. (Until 2026-11-26 the
+// workspace came from that allocator: here the second product then mapped fresh pages and
+// faulted them in.)
+TEST(Gemm, PackingMemoryIsKeptAcrossProducts) {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  const int64_t M = 288, N = 4096, K = 512;  // two threads' blocks of packed B: ~8 MiB
+  const std::vector<float> a = random_values<float>(M * K, 8), b = random_values<float>(K * N, 9);
+  std::vector<float> c(M * N), again(M * N);
+  kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), N, 1, c.data(), N, false);
+  kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), N, 1, again.data(), N, false);
+  // Every free range the tensors' allocator keeps, taken by buffers of 2 MiB (and touched).
+  const std::size_t bytes = std::size_t{2} << 20;
+  std::vector<void*> held;
+  while (memory_stats().mapped_kept > 0 && held.size() < 4096) {
+    held.push_back(detail::allocate_buffer(bytes));
+    ASSERT_NE(held.back(), nullptr);
+    std::memset(held.back(), 1, bytes);
+  }
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), N, 1, again.data(), N, false);
+  getrusage(RUSAGE_SELF, &after);
+  for (void* p : held) detail::free_buffer(p, bytes);
+  EXPECT_EQ(after.ru_minflt - before.ru_minflt, 0);
+  EXPECT_EQ(c, again);
+}
 
 TEST(Gemm, IsaIsNamed) {
   const std::string isa = kernels::gemm_isa();
