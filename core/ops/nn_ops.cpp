@@ -65,8 +65,10 @@ struct Addmm : Function<Addmm> {
     b_column_major = is_column_major(b);
     save_for_backward({b_needs_grad ? a : Tensor(), a_needs_grad ? b : Tensor()});
 
-    Tensor out = empty(out_shape, a.dtype());
-    out.copy_(bias);  // every row starts as the bias, then the product is added into it
+    // Every row starts as the bias (copy_ writes each element: no zeroing pass first), then the
+    // product is added into it.
+    Tensor out = detail::empty_for_overwrite(out_shape, a.dtype());
+    out.copy_(bias);
     dispatch_floating(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
       kernels::gemm<T>(m, n, k, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(),
@@ -109,7 +111,7 @@ struct Embedding : Function<Embedding> {
 
     Shape out_shape = indices.shape();
     out_shape.push_back(embedding_dim);
-    Tensor out = empty(out_shape, weight.dtype());
+    Tensor out = detail::empty_for_overwrite(out_shape, weight.dtype());  // every row copied
     const Tensor table = weight.contiguous();
     dispatch(weight.dtype(), [&](auto tag) {
       using T = decltype(tag);
