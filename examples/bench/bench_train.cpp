@@ -131,18 +131,22 @@ double step_flops(const TrainConfig& c) {
 // Ember's sgemm rate (GFLOP/s) at 1024^3, the median of 7 products after a warm-up.
 // Also the rate by process CPU time per thread (steadier on a busy machine).
 std::pair<double, double> sgemm_gflops(int threads) {
-  using namespace ember;
-  NoGradGuard no_grad;
-  // Constant operands (FMA timing does not depend on the values): drawing them from the global
-  // generator would move the dropout masks of the steps that follow.
-  const Tensor a = full({1024, 1024}, 0.5), b = full({1024, 1024}, 0.25);
-  mm(a, b);
+  // The kernel mm runs, on buffers of its own: tensors would draw on the allocator's kept
+  // memory and change how the training steps' buffers land on it (and so their page faults).
+  // Constant operands: FMA timing does not depend on the values.
+  constexpr int64_t n = 1024;
+  const std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f);
+  std::vector<float> c(n * n);
+  auto product = [&] {
+    ember::kernels::gemm<float>(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false);
+  };
+  product();
   std::vector<double> rates, cpu_rates;
-  const double flop = 2.0 * 1024 * 1024 * 1024;
+  const double flop = 2.0 * n * n * n;
   for (int rep = 0; rep < 7; ++rep) {
     const auto t = clock_type::now();
     const double c0 = cpu_ms();
-    mm(a, b);
+    product();
     rates.push_back(flop / (ms_since(t) * 1e-3) / 1e9);
     cpu_rates.push_back(flop / ((cpu_ms() - c0) / threads * 1e-3) / 1e9);
   }
