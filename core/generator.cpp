@@ -593,21 +593,47 @@ void serial_normal_fill(T* data, int64_t n, double mean, double stddev, Generato
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(serial_normal_sample(mean, stddev, g));
 }
 
-// bernoulli_(p) with a scalar p (doc §4.1): bernoulli_distribution<double>, a U53 per element.
+// bernoulli_(p) with a scalar p (doc §4.1): bernoulli_distribution<double>, a U53 per element,
+// kept where u < p, written as `one` (0 elsewhere). u = r 2^-53 exactly for the 53-bit integer
+// r, and p 2^53 is exact too (a power-of-two scaling), so u < p is r < ceil(p 2^53): the test is
+// made on the integers. (Converting each r to double first, as uniform53 does, is a scalar
+// instruction per element on AVX2, which has no packed int64 -> double: that loop took 3x the
+// generator's own time, serial, in the chapter-5 training step.)
 template <typename T>
-void bernoulli_fill(T* data, int64_t n, double p, Generator& g) {
-  for_each_uniform53(n, g, [data, p](int64_t i, double u) { data[i] = static_cast<T>(u < p); });
+void bernoulli_values(T* data, int64_t n, double p, T one, Generator& g) {
+  constexpr uint64_t kMask = (uint64_t{1} << 53) - 1;
+  uint64_t threshold = 0;  // p <= 0 (or NaN): u < p never holds
+  if (p >= 1) {
+    threshold = uint64_t{1} << 53;  // every r
+  } else if (p > 0) {
+    threshold = static_cast<uint64_t>(std::ceil(p * 0x1p53));
+  }
+  uint32_t bits[2 * kChunk];
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const int64_t m = std::min(kChunk, n - start);
+    g.random_block(bits, 2 * m);
+    T* out = data + start;
+    for (int64_t i = 0; i < m; ++i) {
+      const uint64_t r = ((uint64_t{bits[2 * i]} << 32) | bits[2 * i + 1]) & kMask;  // high first
+      out[i] = r < threshold ? one : T(0);
+    }
+  }
 }
 
-// Dropout's noise (doc §4.3): bernoulli_(1 - p), then div_(1 - p) with the scalar cast to T.
+template <typename T>
+void bernoulli_fill(T* data, int64_t n, double p, Generator& g) {
+  bernoulli_values(data, n, p, static_cast<T>(1), g);
+}
+
+// Dropout's noise (doc §4.3): bernoulli_(1 - p), then div_(1 - p) with the scalar cast to T:
+// the kept elements are 1 / (1 - p) rounded to T, written as the draws are made (the same bits
+// as dividing the 0s and 1s afterwards, without that second pass).
 template <typename T>
 void dropout_noise_fill(T* data, int64_t n, double p, Generator& g) {
   check(p > 0.0 && p < 1.0, "dropout_noise: p must be in (0, 1), got ", p,
         " (p == 0 and p == 1 draw nothing and must be handled by the caller)");
   const double keep = 1.0 - p;
-  bernoulli_fill(data, n, keep, g);
-  const T divisor = static_cast<T>(keep);
-  for (int64_t i = 0; i < n; ++i) data[i] = data[i] / divisor;
+  bernoulli_values(data, n, keep, static_cast<T>(T(1) / static_cast<T>(keep)), g);
 }
 
 void check_uniform_range(double from, double to) {

@@ -1,5 +1,6 @@
 #include "core/ops/functional.h"
 
+#include "core/generator.h"
 #include "core/ops/elementwise.h"
 #include "core/random.h"
 
@@ -22,14 +23,16 @@ Tensor dropout_noise(const Shape& shape, DType dtype, double p, Generator* gen) 
   check(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
   check(is_floating(dtype), "dropout: expected a floating point dtype, got ", dtype_name(dtype));
   if (p == 1) return zeros(shape, dtype);
-  Tensor noise = detail::empty_for_overwrite(shape, dtype);  // bernoulli_ writes every element
-  bernoulli_(noise, 1 - p, gen);
+  Tensor noise = detail::empty_for_overwrite(shape, dtype);  // every element is written
+  if (p == 0) {  // bernoulli_(1) still draws, as PyTorch's would
+    bernoulli_(noise, 1.0, gen);
+    return noise;
+  }
+  // bernoulli_(1 - p) and the scaling by 1 / (1 - p) in T, in one pass (random_fill).
+  Generator& g = gen != nullptr ? *gen : default_generator();
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T scale = T(1) / static_cast<T>(1 - p);  // noise.div_(1 - p) in PyTorch
-    T* n = noise.data_ptr<T>();
-    const int64_t size = noise.numel();  // once: numel() is a call the loop cannot hoist
-    for (int64_t i = 0; i < size; ++i) n[i] = n[i] * scale;
+    random_fill::dropout_noise(noise.data_ptr<T>(), noise.numel(), p, g);
   });
   return noise;
 }

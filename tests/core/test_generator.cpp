@@ -177,6 +177,48 @@ TEST(RandomFill, DrawCounts) {
   EXPECT_EQ(draws_made([&](Generator& g) { random_fill::uniform(f.data(), 0, 0, 1, g); }), 0);
 }
 
+// bernoulli and dropout_noise test u < p on the 53-bit integers (r < ceil(p 2^53)); the same
+// answer as the double comparison for every p, checked on p equal to one of the drawn uniforms
+// (u < p false there) and its neighbours, dyadic and non-dyadic p, and the extremes.
+TEST(RandomFill, BernoulliKeepsExactlyTheUniformsBelowP) {
+  constexpr int64_t n = 3000;
+  Generator source(2024);
+  std::vector<double> u(n);
+  {
+    Generator copy = source;
+    for (double& x : u)
+      x = static_cast<double>(copy.random64() & ((uint64_t{1} << 53) - 1)) * 0x1p-53;
+  }
+  std::vector<double> ps = {
+      0.0, 1e-300, 0x1p-53, 0.1, 0.25, 1.0 / 3, 0.5, 0.9, std::nextafter(1.0, 0.0), 1.0};
+  for (int j : {0, 17, 1234, 2999}) {
+    ps.push_back(u[j]);
+    ps.push_back(std::nextafter(u[j], 0.0));
+    ps.push_back(std::nextafter(u[j], 1.0));
+  }
+  for (double p : ps) {
+    std::vector<float> f(n);
+    std::vector<double> d(n);
+    std::vector<float> noise(n);
+    Generator g1 = source, g2 = source;
+    random_fill::bernoulli(f.data(), n, p, g1);
+    random_fill::bernoulli(d.data(), n, p, g2);
+    const bool droppable = 1 - p > 0 && 1 - p < 1;  // dropout_noise takes p in (0, 1)
+    Generator g3 = source;
+    if (droppable) random_fill::dropout_noise(noise.data(), n, 1 - p, g3);
+    const double kept = 1.0 - (1.0 - p);  // what dropout_noise keeps: u < 1 - its p
+    const float scale = 1.0f / static_cast<float>(kept);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = u[i] < p;
+      ASSERT_EQ(f[i], keep ? 1.0f : 0.0f) << "p=" << p << " i=" << i;
+      ASSERT_EQ(d[i], keep ? 1.0 : 0.0) << "p=" << p << " i=" << i;
+      if (droppable) {
+        ASSERT_EQ(noise[i], u[i] < kept ? scale : 0.0f) << "p=" << p << " i=" << i;
+      }
+    }
+  }
+}
+
 TEST(RandomFill, TheVectorisedNormalPathLeavesTheCacheAlone) {
   Generator g(0);
   std::vector<float> v(16);
