@@ -24,13 +24,12 @@ void tanh_argument(const T* x, T* u, int64_t n, T k) {
 }  // namespace
 
 template <typename T>
-void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* tanh_out) {
+void gelu_tanh_forward(const T* x, T* y, int64_t n, T k) {
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
-    T block[kBlock];
+    T t[kBlock];
     for (int64_t b = first; b < last; b += kBlock) {
       const int64_t m = std::min(kBlock, last - b);
       const T* xb = x + b;
-      T* t = tanh_out != nullptr ? tanh_out + b : block;
       tanh_argument(xb, t, m, k);
       tanh_row(t, t, m);
       // 0.5 * x * (1 + t) is (0.5 * x) * (1 + t).
@@ -40,23 +39,17 @@ void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* tanh_out) {
 }
 
 template <typename T>
-void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBackward form,
-                        const T* saved_tanh) {
+void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBackward form) {
   const T c = static_cast<T>(kGeluTanhCubic);
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
-    T block[kBlock];
+    T t[kBlock];
     for (int64_t b = first; b < last; b += kBlock) {
       const int64_t m = std::min(kBlock, last - b);
       const T* xb = x + b;
       const T* gb = dy + b;
       T* out = dx + b;
-      const T* t = block;
-      if (saved_tanh != nullptr) {
-        t = saved_tanh + b;
-      } else {
-        tanh_argument(xb, block, m, k);
-        tanh_row(block, block, m);
-      }
+      tanh_argument(xb, t, m, k);
+      tanh_row(t, t, m);
       if (form == GeluBackward::kSlope) {
         for (int64_t i = 0; i < m; ++i) {
           const T v = xb[i];
@@ -87,11 +80,11 @@ void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBack
   });
 }
 
-template void gelu_tanh_forward<float>(const float*, float*, int64_t, float, float*);
-template void gelu_tanh_forward<double>(const double*, double*, int64_t, double, double*);
+template void gelu_tanh_forward<float>(const float*, float*, int64_t, float);
+template void gelu_tanh_forward<double>(const double*, double*, int64_t, double);
 template void gelu_tanh_backward<float>(const float*, const float*, float*, int64_t, float,
-                                        GeluBackward, const float*);
+                                        GeluBackward);
 template void gelu_tanh_backward<double>(const double*, const double*, double*, int64_t, double,
-                                         GeluBackward, const double*);
+                                         GeluBackward);
 
 }  // namespace ember::kernels

@@ -25,10 +25,8 @@ inline constexpr double kGeluTanhCubic = 0.044715;  // c
 // in the order written (x == y allowed). PyTorch's gelu(approximate='tanh') and the book's
 // composite differ only in k: float(sqrt(2/pi)) = 0.7978846 for the first,
 // float(sqrt(float(2/pi))) = 0.7978845 for the book's torch.sqrt(torch.tensor(2 / pi)).
-// When `t` is not null it receives the tanh values, t[i] = tanh(u), for the backward to read
-// rather than compute again (the tanh is most of either pass's arithmetic).
 template <typename T>
-void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* t = nullptr);
+void gelu_tanh_forward(const T* x, T* y, int64_t n, T k);
 
 // How the backward rounds.
 //  kSlope: dx = dy * slope, the slope as written above, in T (nn::GELU's GeluBackward0).
@@ -39,10 +37,7 @@ void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* t = nullptr);
 enum class GeluBackward { kSlope, kBookChain };
 
 // dx[i] = dL/dx for dy[i] = dL/dy at x[i], for i in [0, n). n elements are split among threads.
-// `t`, when not null, holds the forward's tanh values (gelu_tanh_forward's t): the same values
-// the backward would compute, so the same bits either way.
 template <typename T>
-void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBackward form,
-                        const T* t = nullptr);
+void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBackward form);
 
 }  // namespace ember::kernels

@@ -458,29 +458,22 @@ struct Relu : Function<Relu> {
 
 // The tanh GELU through its kernels, for both GELU ops: y for an undefined `grad`, else dL/dx
 // for dL/dy = grad (with the book composite's roundings when `book_chain`). k is sqrt(2/pi) as
-// the caller rounds it. The forward also writes tanh(u) to *tanh_out when it is given (the ops
-// keep it for their backward when they are recorded: one more activation-sized tensor saved,
-// and the backward's tanh, a tenth of the small bench_train config's step, not computed again);
-// the backward reads `saved_tanh` when it is defined.
-Tensor gelu_tanh(const Tensor& x, double k, const Tensor& grad, bool book_chain = false,
-                 Tensor* tanh_out = nullptr, const Tensor& saved_tanh = Tensor()) {
+// the caller rounds it.
+Tensor gelu_tanh(const Tensor& x, double k, const Tensor& grad, bool book_chain = false) {
   // Integer inputs compute in float32, as every math function here.
   const Tensor input = x.to(floating_type(x)).contiguous();
   Tensor out = detail::empty_for_overwrite(input.shape(), input.dtype());
   const Tensor dy =
       grad.defined() ? grad.to(input.dtype()).expand(input.shape()).contiguous() : Tensor();
-  if (tanh_out != nullptr) *tanh_out = detail::empty_for_overwrite(input.shape(), input.dtype());
   dispatch_floating(input.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T kt = static_cast<T>(k);
     if (!dy.defined()) {
-      kernels::gelu_tanh_forward<T>(input.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt,
-                                    tanh_out != nullptr ? tanh_out->data_ptr<T>() : nullptr);
+      kernels::gelu_tanh_forward<T>(input.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt);
     } else {
       kernels::gelu_tanh_backward<T>(
           input.data_ptr<T>(), dy.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt,
-          book_chain ? kernels::GeluBackward::kBookChain : kernels::GeluBackward::kSlope,
-          saved_tanh.defined() ? saved_tanh.data_ptr<T>() : nullptr);
+          book_chain ? kernels::GeluBackward::kBookChain : kernels::GeluBackward::kSlope);
     }
   });
   return out;
@@ -501,11 +494,8 @@ struct GptGelu : Function<GptGelu> {
     return std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
   }
   Tensor forward(const Tensor& x) {
-    if (!recording_) return gelu_tanh(x, book_sqrt_2_over_pi(), Tensor());
-    Tensor t;  // tanh(u), kept for the backward
-    Tensor y = gelu_tanh(x, book_sqrt_2_over_pi(), Tensor(), false, &t);
-    save_for_backward({x, t});
-    return y;
+    save_for_backward({x});
+    return gelu_tanh(x, book_sqrt_2_over_pi(), Tensor());
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     if (GradMode::is_enabled()) {  // create_graph: the slope written with ops, recorded
@@ -514,8 +504,7 @@ struct GptGelu : Function<GptGelu> {
       const Tensor t = tanh(k * (x + a * x * x * x));
       return {grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3 * a * x * x))};
     }
-    return {
-        gelu_tanh(saved(0), book_sqrt_2_over_pi(), grad, /*book_chain=*/true, nullptr, saved(1))};
+    return {gelu_tanh(saved(0), book_sqrt_2_over_pi(), grad, /*book_chain=*/true)};
   }
 };
 
@@ -533,14 +522,8 @@ struct Gelu : Function<Gelu> {
 
   Tensor forward(const Tensor& x, bool use_tanh) {
     tanh_approximation = use_tanh;
-    if (use_tanh) {
-      if (!recording_) return gelu_tanh(x, sqrt_2_over_pi(), /*grad=*/Tensor());
-      Tensor t;  // tanh(u), kept for the backward
-      Tensor y = gelu_tanh(x, sqrt_2_over_pi(), /*grad=*/Tensor(), false, &t);
-      save_for_backward({x, t});
-      return y;
-    }
     save_for_backward({x});
+    if (use_tanh) return gelu_tanh(x, sqrt_2_over_pi(), /*grad=*/Tensor());
     return unary_kernel(x, floating_type(x), [](auto v) {
       using T = decltype(v);
       return v * T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
@@ -549,7 +532,7 @@ struct Gelu : Function<Gelu> {
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
     if (GradMode::is_enabled()) return {grad * slope_from_ops(x)};  // create_graph
-    if (tanh_approximation) return {gelu_tanh(x, sqrt_2_over_pi(), grad, false, nullptr, saved(1))};
+    if (tanh_approximation) return {gelu_tanh(x, sqrt_2_over_pi(), grad)};
     Tensor slope = unary_kernel(x, x.dtype(), [](auto v) {
       using T = decltype(v);
       T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
