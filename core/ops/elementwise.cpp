@@ -260,9 +260,12 @@ struct Div : Function<Div> {
     if (!is_floating(t)) t = kDefaultDType;  // true division, as torch.div
     return binary_kernel(a, b, t, "div", [](auto x, auto y) { return x / y; });
   }
+  // db as PyTorch 1.13 rounds it (div_tensor_other_backward: -grad * ((a / b) / b)): the
+  // quotient divided twice, not -grad * a over b squared, which differs in the last bits and
+  // overflows or underflows at half the exponent range (b * b).
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor a = saved(0), b = saved(1);
-    return {grad / b, neg(grad) * a / (b * b)};
+    return {grad / b, neg(grad) * ((a / b) / b)};
   }
 };
 

@@ -464,7 +464,9 @@ struct Var : autograd::Function<Var> {
     const double dof = static_cast<double>(reduced_count(x.shape(), reduced)) -
                        static_cast<double>(correction);  // in double: no int64 overflow
     Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
-    return {expand_to_input(grad, reduced, keepdim, x.shape()) * centered * (2.0 / dof)};
+    // In PyTorch 1.13's order (var_backward: (2.0 / dof) * grad * (self - mean)), so the float
+    // roundings are its own.
+    return {((2.0 / dof) * expand_to_input(grad, reduced, keepdim, x.shape())) * centered};
   }
 };
 
