@@ -81,6 +81,10 @@ class Generator {
 // /dev/urandom at start-up), it starts seeded with Generator::kDefaultSeed, so a program that
 // never calls manual_seed is still deterministic.
 Generator& default_generator();
+// `gen`, or the global generator when an op is given none (null).
+inline Generator& generator_or_default(Generator* gen) {
+  return gen != nullptr ? *gen : default_generator();
+}
 
 // torch.manual_seed: seeds default_generator().
 void manual_seed(uint64_t seed);

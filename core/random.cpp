@@ -10,8 +10,6 @@ namespace ember {
 
 namespace {
 
-Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
-
 // Storage offsets of t's elements, in increasing memory order (PyTorch's order for fills).
 std::vector<int64_t> memory_order_offsets(const Tensor& t) {
   std::vector<int64_t> offsets;
@@ -53,8 +51,9 @@ Tensor& uniform_(Tensor& t, double from, double to, Generator* gen) {
         " > to=", to);
   dispatch_floating(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    fill_in_memory_order<T>(
-        t, [&](T* data, int64_t n) { random_fill::uniform(data, n, from, to, pick(gen)); });
+    fill_in_memory_order<T>(t, [&](T* data, int64_t n) {
+      random_fill::uniform(data, n, from, to, generator_or_default(gen));
+    });
   });
   return t;
 }
@@ -66,7 +65,7 @@ Tensor& normal_(Tensor& t, double mean, double stddev, Generator* gen) {
   dispatch_floating(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     fill_in_memory_order<T>(t, [&](T* data, int64_t n) {
-      random_fill::normal(data, n, mean, stddev, contiguous, pick(gen));
+      random_fill::normal(data, n, mean, stddev, contiguous, generator_or_default(gen));
     });
   });
   return t;
@@ -77,16 +76,19 @@ Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
   detail::check_inplace(t, "bernoulli_");
   switch (t.dtype()) {
     case DType::Float32:
-      fill_in_memory_order<float>(
-          t, [&](float* d, int64_t n) { random_fill::bernoulli(d, n, p, pick(gen)); });
+      fill_in_memory_order<float>(t, [&](float* d, int64_t n) {
+        random_fill::bernoulli(d, n, p, generator_or_default(gen));
+      });
       break;
     case DType::Float64:
-      fill_in_memory_order<double>(
-          t, [&](double* d, int64_t n) { random_fill::bernoulli(d, n, p, pick(gen)); });
+      fill_in_memory_order<double>(t, [&](double* d, int64_t n) {
+        random_fill::bernoulli(d, n, p, generator_or_default(gen));
+      });
       break;
     case DType::Bool:
-      fill_in_memory_order<bool>(
-          t, [&](bool* d, int64_t n) { random_fill::bernoulli(d, n, p, pick(gen)); });
+      fill_in_memory_order<bool>(t, [&](bool* d, int64_t n) {
+        random_fill::bernoulli(d, n, p, generator_or_default(gen));
+      });
       break;
     default:
       fail("bernoulli_: unsupported dtype ", dtype_name(t.dtype()));

@@ -13,8 +13,6 @@ namespace ember {
 
 namespace {
 
-Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
-
 // at::uniform_real_distribution<double>(0, 1): 53 random bits of one random64().
 double uniform_double(Generator& g) {
   const uint64_t bits = g.random64() & ((uint64_t{1} << 53) - 1);
@@ -31,7 +29,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
         "randint: for a bool tensor, expected 0 <= low < high <= 2, got [", low, ", ", high, ")");
   // A fresh contiguous tensor: memory order is row-major order.
   std::vector<int64_t> values(static_cast<std::size_t>(numel_of(shape)));
-  Generator& g = pick(gen);
+  Generator& g = generator_or_default(gen);
   for (int64_t& v : values) v = random_fill::randint(low, high, g);
   return from_vector(values, shape, options);
 }
@@ -60,7 +58,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   const Tensor p = probs.detach();
   const int64_t n_dist = p.dim() == 2 ? p.size(0) : 1;
   Shape out_shape = p.dim() == 2 ? Shape{n_dist, num_samples} : Shape{num_samples};
-  Generator& g = pick(gen);
+  Generator& g = generator_or_default(gen);
 
   if (!replacement) {
     // PyTorch's fast path (the Gumbel-max trick): argmax / topk of p / q with q ~ Exp(1).

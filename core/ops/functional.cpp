@@ -29,7 +29,7 @@ Tensor dropout_noise(const Shape& shape, DType dtype, double p, Generator* gen) 
     return noise;
   }
   // bernoulli_(1 - p) and the scaling by 1 / (1 - p) in T, in one pass (random_fill).
-  Generator& g = gen != nullptr ? *gen : default_generator();
+  Generator& g = generator_or_default(gen);
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     random_fill::dropout_noise(noise.data_ptr<T>(), noise.numel(), p, g);
