@@ -24,8 +24,8 @@
 //   A_ij = S_ij / divisor                          (j <= i; masked A_ij = -inf)
 //   m_i = max_j A_ij
 //   e_ij = exp(A_ij - m_i)                         (masked: exp(-inf) = 0)
-//   s_i = sum_j e_ij   in the order of the softmax kernel's sum_row over a full row of T
-//                      values (zeros past i), so s_i rounds as the composite's does
+//   s_i = sum_j e_ij   in the order of the softmax kernel's sum (vec_lane_sum) over a full
+//                      row of T values (zeros past i), so s_i rounds as the composite's does
 //   W_ij = e_ij * (1 / s_i)
 //   W~_ij = W_ij * N_ij                            (dropout noise, if any)
 //   O[i0:i1] = W~ V[0:i1]                           (gemm over j in increasing order; the
@@ -58,10 +58,10 @@
 #include <new>
 
 #include "core/allocator.h"
-#include "core/kernels/cascade_sum.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/parallel_for.h"
+#include "core/kernels/reduce_kernels.h"
 #include "core/parallel.h"
 
 namespace ember::kernels {
@@ -71,23 +71,6 @@ namespace {
 // 48 query rows: a whole number of GEMM micro-tiles (6 rows), and the backward's two [48, T]
 // tiles per thread (W and dW~) stay within L2 at T = 1024.
 constexpr int64_t kQueryBlock = 48;
-
-// sum_row<T>(y, n) of core/kernels/reduce_kernels.h over a row of n values of which only the first
-// `valid` are stored (the rest are zeros): the same partial sums, so the same rounding.
-template <typename T>
-T padded_row_sum(const T* y, int64_t valid, int64_t n) {
-  const int64_t whole = n - n % 4;
-  T partial[4] = {T(0), T(0), T(0), T(0)};
-  const int64_t in_partials = std::min(valid, whole);
-  const int64_t groups = in_partials - in_partials % 4;
-  for (int64_t j = 0; j < groups; j += 4) {  // four independent chains: one vector add
-    for (int k = 0; k < 4; ++k) partial[k] += y[j + k];
-  }
-  for (int64_t j = groups; j < in_partials; ++j) partial[j % 4] += y[j];  // the rest add 0
-  T total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  for (int64_t j = whole; j < valid; ++j) total += y[j];
-  return total;
-}
 
 // Threads for `work` multiply-adds: one unless there is enough to share.
 int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads() : 1; }
@@ -165,7 +148,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
       const int64_t valid = i + 1;  // keys 0..i; the rest is masked
       const T max = divide_max_row(x, divisor, valid);
       exp_row(x, max, x, valid);
-      const T inverse = T(1) / padded_row_sum(x, valid, n);
+      const T inverse = T(1) / vec_lane_sum(x, valid, n);
       for (int64_t j = 0; j < valid; ++j) x[j] *= inverse;
       if (noise != nullptr) {
         const T* nrow = noise + (bh * n + i) * n;
@@ -190,9 +173,9 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads =
       static_cast<int>(std::min<int64_t>(threads_for(double(heads) * n * n * hd), heads));
-  // Per thread: W and W~ (or dW~ then dS) of a tile ([kQueryBlock, T]), and one row of n.
+  // Per thread: W and W~ (or dW~ then dS) of a tile ([kQueryBlock, T]).
   const int64_t tile = kQueryBlock * n;
-  const Aligned<T> scratch(threads * (2 * tile + n));  // all written before read
+  const Aligned<T> scratch(threads * 2 * tile);  // all written before read
   // Per thread, the head's K^T, K, V^T and V packed once for all its blocks, and a block's dO and
   // Q (each packed once for its two products).
   const int64_t wide = panels_size<T>(hd, n), tall = panels_size<T>(n, hd),
@@ -202,9 +185,8 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
 
   parallel_for(heads, threads, [&](int64_t bh, int thread) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
-    T* w = scratch.get() + thread * (2 * tile + n);  // W, then kept for dA
-    T* wd = w + tile;                                // W~ (with dropout), then dW~, dW, dS
-    T* prod = wd + tile;                             // dW * W over a full row of n
+    T* w = scratch.get() + thread * 2 * tile;  // W, then kept for dA
+    T* wd = w + tile;                          // W~ (with dropout), then dW~, dW, dS
     const T* qh = q.at(b, h);
     const T* kh = k.at(b, h);
     const T* vh = v.at(b, h);  // only through its packed V^T
@@ -216,9 +198,6 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       std::fill_n(dk + i * grad_k.row_stride, hd, T(0));
       std::fill_n(dv + i * grad_v.row_stride, hd, T(0));
     }
-    // Zeros past each row's causal part: rows come in increasing i, each writing only its
-    // first i + 1 values, so clearing once per head is enough (not once per row: n^2 / 2).
-    std::fill(prod, prod + n, T(0));
     T* kt_p = packed.get() + thread * per_thread;  // K^T [d, T]
     T* vt_p = kt_p + wide;                         // V^T [d, T]
     T* k_p = vt_p + wide;                          // K [T, d]
@@ -256,7 +235,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       gemm_packed_b<T>(rows, kv, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, vt_p,
                        hd, wd, kv, false);
       // Row by row, while the row is in L1: dW = dW~ * N, D_i = sum_j dW_ij W_ij (over the full
-      // row of n, zeros past i, in the composite's cascade order), then
+      // row of n, zeros past i, in the softmax backward's order: vec_lane_dot), then
       // dS = W * (dW - D) / divisor on the causal part, 0 above it.
       for (int64_t i = i0; i < i1; ++i) {
         const T* wr = w + (i - i0) * kv;
@@ -266,8 +245,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
           const T* nrow = noise + (bh * n + i) * n;
           for (int64_t j = 0; j < valid; ++j) dsr[j] = dsr[j] * nrow[j];
         }
-        for (int64_t j = 0; j < valid; ++j) prod[j] = dsr[j] * wr[j];  // zeros past valid
-        const T di = cascade_row_sum(prod, n);
+        const T di = vec_lane_dot(dsr, wr, valid, n);
         for (int64_t j = 0; j < valid; ++j) {
           const T da = wr[j] * (dsr[j] - di);
           dsr[j] = da / divisor;

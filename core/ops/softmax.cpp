@@ -28,6 +28,25 @@ Tensor softmax_kernel(const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
+// The backward of (log_)softmax over the last dim of y (at least 1-d), as PyTorch's CPU kernel
+// rounds it (kernels::softmax_backward_rows / log_softmax_backward_rows).
+Tensor rows_backward(const Tensor& grad, const Tensor& y, bool log) {
+  const Tensor g = grad.contiguous();
+  Tensor dx = detail::empty_for_overwrite(y.shape(), y.dtype());  // every row written
+  const int64_t n = y.size(-1);
+  const int64_t rows = n == 0 ? 0 : y.numel() / n;
+  dispatch_floating(y.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (log) {
+      kernels::log_softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), rows,
+                                         n);
+    } else {
+      kernels::softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), rows, n);
+    }
+  });
+  return dx;
+}
+
 // y = softmax(x) along dim: y_j = exp(x_j) / sum_k exp(x_k).
 // dy_j/dx_i = y_j (delta_ij - y_i), so dx_i = sum_j g_j y_j (delta_ij - y_i)
 //                                           = y_i (g_i - sum_j g_j y_j).
@@ -44,7 +63,11 @@ struct Softmax : autograd::Function<Softmax> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor y = saved(0);
-    return {y * (grad - sum(grad * y, {dim}, /*keepdim=*/true))};
+    if (GradMode::is_enabled() || dim != y.dim() - 1) {  // ops (create_graph), or strided rows
+      return {y * (grad - sum(grad * y, {dim}, /*keepdim=*/true))};
+    }
+    // Rows of the last dim: one pass per row in PyTorch's rounding (softmax_backward_rows).
+    return {rows_backward(grad, y, /*log=*/false)};
   }
 };
 
@@ -63,7 +86,11 @@ struct LogSoftmax : autograd::Function<LogSoftmax> {
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor y = saved(0);
-    return {grad - exp(y) * sum(grad, {dim}, /*keepdim=*/true)};
+    if (GradMode::is_enabled() || dim != y.dim() - 1) {  // ops (create_graph), or strided rows
+      return {grad - exp(y) * sum(grad, {dim}, /*keepdim=*/true)};
+    }
+    // Rows of the last dim: one pass per row in PyTorch's rounding (log_softmax_backward_rows).
+    return {rows_backward(grad, y, /*log=*/true)};
   }
 };
 
