@@ -94,6 +94,61 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
   return std::vector<double>(count, g);
 }
 
+// PyTorch's reduction of nll_loss over the positions of a [C] or [N, C] input
+// (nll_loss_out_frame, aten/src/ATen/native/LossNLL.cpp), in the input's type T: the picked
+// log-probabilities -w_t x[i, t] are added in a cascade of partial sums, 16 positions per
+// level (level 0 collects -x w for 16 positions, then passes its sum up to level 1, ...), the
+// weights w_t likewise (their sum is the mean's divisor; without weights it is the count of
+// positions not ignored). The levels are then added from the lowest. A float32 loss so rounds
+// as PyTorch's: a mean over 512 positions summed in one float would drift from it by ulps.
+template <typename T>
+struct NllSums {
+  T loss = 0, total_weight = 0;
+};
+
+template <typename T>
+NllSums<T> nll_cascade(const std::vector<T>& picked, const std::vector<int64_t>& indices,
+                       const std::vector<double>& weights, bool weighted, int64_t ignore_index) {
+  constexpr int kLevels = 8;
+  const auto n = static_cast<int64_t>(indices.size());
+  int64_t ceil_log2 = 0;
+  while (ceil_log2 < 63 && (int64_t{1} << ceil_log2) < n) ++ceil_log2;
+  const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
+  const int64_t level_mask = (int64_t{1} << level_power) - 1;
+  T loss[kLevels] = {}, weight[kLevels] = {};
+  int64_t ignored = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t t = indices[static_cast<std::size_t>(b)];
+    if (t == ignore_index) {
+      ++ignored;
+      continue;
+    }
+    const T x = picked[static_cast<std::size_t>(b)];
+    if (weighted) {
+      const auto w = static_cast<T>(weights[static_cast<std::size_t>(t)]);
+      loss[0] -= x * w;
+      weight[0] += w;
+    } else {
+      loss[0] -= x;
+    }
+    for (int j = 0; j + 1 < kLevels; ++j) {
+      if ((b & (level_mask << (j * level_power))) != 0) break;
+      loss[j + 1] += loss[j];
+      weight[j + 1] += weight[j];
+      loss[j] = 0;
+      weight[j] = 0;
+    }
+  }
+  NllSums<T> sums;
+  for (int j = 0; j < kLevels; ++j) sums.loss += loss[j];
+  if (weighted) {
+    for (int j = 0; j < kLevels; ++j) sums.total_weight += weight[j];
+  } else {
+    sums.total_weight = static_cast<T>(n - ignored);
+  }
+  return sums;
+}
+
 // ---- cross_entropy, fused ----
 //
 // For one position (a row x_1..x_C of logits) with lse = log sum_c exp(x_c) (computed as
@@ -108,14 +163,19 @@ std::vector<double> position_grads(const Tensor& grad, double denom, Reduction r
 // Backward: d loss / d x_c = sum_k q_k softmax_c - q_c = Q p_c - q_c with Q = sum_k q_k, and
 // for probability targets d loss / d y_c = (1 - eps) w_c (lse - x_c).
 //
-// A language model's case, float32 class indices without label smoothing over contiguous rows
-// (the logits [N, C] of a GPT, C = 50257), takes a shorter road: q is w_t at the target alone,
-//     loss = w_t (lse - x_t),   d loss / d x_c = w_t (p_c - [c == t]),
-// with e_c = exp(x_c - m) from the vectorised exp (core/kernels/exp.h, the bits of std::exp on
-// floats, as PyTorch's float kernels exponentiate in float), s = sum_c e_c in double, lse = m +
-// log s and p_c = e_c / s; the forward keeps m and s of every row for the backward. (The general
-// road fills a row of q and calls the scalar double exp per class: 4% of a GPT-124M training
-// step before 2026-11-26.)
+// Class indices without label smoothing over a [C] or [N, C] input (a language model's logits
+// [N, C], C = 50257) take PyTorch's own road, nll_loss(log_softmax(x)), every step in the
+// input's type T as PyTorch rounds it (a float32 loss is not the exact loss rounded once: in a
+// confident row the sum of exponentials loses its small terms, and the loss with them):
+//   m = max_c x_c,  e_c = exp(x_c - m) (core/kernels/exp.h),  s = sum_c e_c in PyTorch's order
+//   (kernels::vec_lane_sum),  lse = log(s),  log p_c = (x_c - m) - lse
+//   loss: nll_cascade's sums of -w_t log p_t (mean: divided by the sum of the w_t, in T)
+// Backward, as NllLossBackward0 then LogSoftmaxBackward0: the upstream gradient of position i
+// reaches log p_t as a_i = w_t (-(g / W)) (mean; -g for sum, -w_t g_i for none) and
+//   dx_c = 0 - exp(log p_c) a_i  (c != t),   dx_t = a_i - exp(log p_t) a_i  (one rounding, the
+//   fused multiply-add PyTorch's compiled kernel does)
+// from m and lse kept per row. (The general road fills a row of q and sums in double with the
+// scalar exp per class: 4% of a GPT-124M training step before 2026-11-26.)
 struct CrossEntropy : Function<CrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "CrossEntropyLossBackward0";
@@ -130,78 +190,85 @@ struct CrossEntropy : Function<CrossEntropy> {
   std::vector<double> weights;
   double denom = 0;
   bool target_requires_grad = false;
-  bool fast = false;                     // float32 class indices, no smoothing, stride 1
-  std::vector<double> row_max, row_sum;  // m and s of every row (fast road)
+  bool fast = false;                     // class indices, no smoothing, [C] or [N, C]
+  std::vector<double> row_max, row_lse;  // m and lse of every row (fast road; values of T)
+  double total_weight = 0;               // the mean's divisor as PyTorch sums it (fast road)
 
-  // The float32 row x[0, C): e = exp(x - m) into `e` (C floats), returns s = sum e in double.
-  static double exp_sum(const float* x, int64_t c, float m, float* e) {
-    kernels::exp_row(x, m, e, c);
-    constexpr int kLanes = 8;
-    double acc[kLanes] = {};
-    int64_t k = 0;
-    for (; k + kLanes <= c; k += kLanes)
-      for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(e[k + j]);
-    for (; k < c; ++k) acc[0] += static_cast<double>(e[k]);
-    double sum = 0;
-    for (double a : acc) sum += a;
-    return sum;
-  }
-
-  // The fast road's forward: each position's loss, and m and s of its row.
-  void fast_forward(const float* xs, std::vector<double>& losses) {
+  // The fast road's forward: log p_t of every position (ignored ones too, as PyTorch's
+  // log_softmax runs over every row; their value is not used), and m and lse of its row.
+  template <typename T>
+  std::vector<T> fast_forward(const T* xs) {
     row_max.assign(static_cast<std::size_t>(l.n), 0.0);
-    row_sum.assign(static_cast<std::size_t>(l.n), 0.0);
+    row_lse.assign(static_cast<std::size_t>(l.n), 0.0);
+    std::vector<T> picked(static_cast<std::size_t>(l.n));
     const int threads = l.n * l.c > (1 << 16) ? get_num_threads() : 1;
-    std::vector<std::vector<float>> scratch(static_cast<std::size_t>(threads),
-                                            std::vector<float>(static_cast<std::size_t>(l.c)));
+    std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads),
+                                        std::vector<T>(static_cast<std::size_t>(l.c)));
     kernels::parallel_for(l.n, threads, [&](int64_t i, int thread) {
+      const T* x = xs + i * l.c;
+      T* e = scratch[static_cast<std::size_t>(thread)].data();
+      // max_row skips a nan, whose exp(nan - m) then makes s, lse and the row nan; a row of -inf
+      // (m = -inf) or with +inf (m = inf) gives nan through x - m, as in PyTorch.
+      const T m = kernels::max_row(x, l.c);
+      kernels::exp_row(x, m, e, l.c);
+      const T lse = std::log(kernels::vec_lane_sum(e, l.c));
+      row_max[static_cast<std::size_t>(i)] = m;
+      row_lse[static_cast<std::size_t>(i)] = lse;
       const int64_t t = indices[static_cast<std::size_t>(i)];
-      if (t == ignore_index) return;
-      const float* x = xs + i * l.c;
-      const float m = kernels::max_row(x, l.c);
-      row_max[i] = m;
-      if (std::isinf(m)) {  // as log_sum_exp: all -inf gives -inf, a +inf logit nan
-        const double lse =
-            m < 0 ? static_cast<double>(m) : std::numeric_limits<double>::quiet_NaN();
-        losses[i] = weights[t] * (lse - static_cast<double>(x[t]));
-        return;
-      }
-      row_sum[i] = exp_sum(x, l.c, m, scratch[static_cast<std::size_t>(thread)].data());
-      const double lse = static_cast<double>(m) + std::log(row_sum[i]);
-      losses[i] = weights[t] * (lse - static_cast<double>(x[t]));
+      if (t != ignore_index) picked[static_cast<std::size_t>(i)] = (x[t] - m) - lse;
     });
+    return picked;
   }
 
-  // The fast road's backward: gx[i, c] = g_i w_t (e_c / s - [c == t]).
-  void fast_backward(const float* xs, const std::vector<double>& g, float* gxs) const {
+  // The loss from the picked log-probabilities, reduced as PyTorch's nll_loss reduces them.
+  template <typename T>
+  Tensor fast_loss(const std::vector<T>& picked, const Tensor& weight, DType dtype) {
+    if (reduction == Reduction::None) {
+      std::vector<T> out(picked.size(), T(0));
+      for (std::size_t i = 0; i < picked.size(); ++i) {
+        const int64_t t = indices[i];
+        if (t != ignore_index) out[i] = -picked[i] * static_cast<T>(weights[t]);
+      }
+      return from_vector(out, l.loss_shape, dtype);
+    }
+    const NllSums<T> sums = nll_cascade(picked, indices, weights, weight.defined(), ignore_index);
+    total_weight = static_cast<double>(sums.total_weight);
+    if (reduction == Reduction::Sum) return scalar_tensor(static_cast<double>(sums.loss), dtype);
+    // An empty batch: 0 / 0 = nan, as PyTorch's mean.
+    return scalar_tensor(static_cast<double>(sums.loss / sums.total_weight), dtype);
+  }
+
+  // The fast road's backward (see above): a_i, then each row's dx from m and lse.
+  template <typename T>
+  void fast_backward(const T* xs, const Tensor& grad, T* gxs) const {
+    std::vector<T> a(static_cast<std::size_t>(l.n), T(0));
+    std::vector<T> g_none;
+    if (reduction == Reduction::None) g_none = grad.contiguous().to_vector<T>();
+    const T g = reduction == Reduction::None ? T(0) : static_cast<T>(grad.item());
+    const T shared = reduction == Reduction::Mean ? -(g / static_cast<T>(total_weight)) : -g;
+    for (int64_t i = 0; i < l.n; ++i) {
+      const int64_t t = indices[static_cast<std::size_t>(i)];
+      if (t == ignore_index) continue;  // a_i = 0: the row's gradient is 0 - e_c * 0
+      const auto w = static_cast<T>(weights[static_cast<std::size_t>(t)]);
+      if (reduction == Reduction::None) {
+        a[static_cast<std::size_t>(i)] = -w * g_none[static_cast<std::size_t>(i)];
+      } else {
+        a[static_cast<std::size_t>(i)] = w * shared;  // w = 1 without weights: exact
+      }
+    }
     const int threads = l.n * l.c > (1 << 16) ? get_num_threads() : 1;
     kernels::parallel_for(l.n, threads, [&](int64_t i, int) {
-      float* y = gxs + i * l.c;
+      const T* x = xs + i * l.c;
+      T* y = gxs + i * l.c;
+      const auto m = static_cast<T>(row_max[static_cast<std::size_t>(i)]);
+      const auto lse = static_cast<T>(row_lse[static_cast<std::size_t>(i)]);
+      const T ai = a[static_cast<std::size_t>(i)];
+      for (int64_t k = 0; k < l.c; ++k) y[k] = (x[k] - m) - lse;  // log p_c
+      kernels::exp_row(y, T(0), y, l.c);                          // exp(log p_c - 0) = p_c
       const int64_t t = indices[static_cast<std::size_t>(i)];
-      if (t == ignore_index) {
-        std::fill(y, y + l.c, 0.0f);
-        return;
-      }
-      const float* x = xs + i * l.c;
-      const double a = g[i] * weights[t];
-      const float m = static_cast<float>(row_max[i]);
-      if (std::isinf(m)) {  // p as exp(x - lse) on the general road: nan everywhere for +inf
-        if (m > 0) {
-          std::fill(y, y + l.c, std::numeric_limits<float>::quiet_NaN());
-          return;
-        }
-        for (int64_t k = 0; k < l.c; ++k) {
-          const double p = std::exp(static_cast<double>(x[k]) - static_cast<double>(m));
-          y[k] = static_cast<float>(a * (p - (k == t ? 1.0 : 0.0)));
-        }
-        return;
-      }
-      kernels::exp_row(x, m, y, l.c);
-      const double scale = a / row_sum[i];
-      const double e_t = static_cast<double>(y[t]);
-      for (int64_t k = 0; k < l.c; ++k)
-        y[k] = static_cast<float>(scale * static_cast<double>(y[k]));
-      y[t] = static_cast<float>(scale * e_t - a);
+      const T p_t = t == ignore_index ? T(0) : y[t];
+      for (int64_t k = 0; k < l.c; ++k) y[k] = T(0) - y[k] * ai;
+      if (t != ignore_index) y[t] = std::fma(-p_t, ai, ai);
     });
   }
 
@@ -278,10 +345,14 @@ struct CrossEntropy : Function<CrossEntropy> {
     // backward differentiates through them.
     save_for_backward({x, y, input, probabilities ? target : Tensor()});
     std::vector<double> losses(static_cast<std::size_t>(l.n * l.s), 0.0);
-    fast = !probabilities && eps == 0 && l.s == 1 && x.dtype() == DType::Float32;
+    fast = !probabilities && eps == 0 && l.s == 1;
     if (fast) {
-      fast_forward(x.data_ptr<float>(), losses);
-      return reduce_losses(losses, denom, reduction, l.loss_shape, input.dtype());
+      Tensor loss;
+      dispatch_floating(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        loss = fast_loss(fast_forward(x.data_ptr<T>()), weight, input.dtype());
+      });
+      return loss;
     }
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -303,13 +374,16 @@ struct CrossEntropy : Function<CrossEntropy> {
   std::vector<Tensor> backward(const Tensor& grad) {
     if (GradMode::is_enabled()) return backward_with_ops(grad, saved(2), saved(3));
     Tensor x = saved(0), y = saved(1);
-    const std::vector<double> g =
-        position_grads(grad, denom, reduction, static_cast<std::size_t>(l.n * l.s));
     if (fast) {
       Tensor gx = detail::empty_for_overwrite(x.shape(), x.dtype());  // every row written
-      fast_backward(x.data_ptr<float>(), g, gx.data_ptr<float>());
+      dispatch_floating(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        fast_backward(x.data_ptr<T>(), grad, gx.data_ptr<T>());
+      });
       return {gx, Tensor(), Tensor()};
     }
+    const std::vector<double> g =
+        position_grads(grad, denom, reduction, static_cast<std::size_t>(l.n * l.s));
     Tensor gx = zeros(x.shape(), x.dtype());
     Tensor gy = target_requires_grad ? zeros(y.shape(), y.dtype()) : Tensor();
     dispatch_floating(x.dtype(), [&](auto tag) {
@@ -367,7 +441,9 @@ struct CrossEntropy : Function<CrossEntropy> {
 
 // ---- nll_loss ----
 // loss_i = -w_t x[i, t] for the class index t of position i (0 if ignored); mean divides by the
-// sum of w_t over the positions not ignored. d loss_i / d x[i, t] = -w_t.
+// sum of w_t over the positions not ignored. d loss_i / d x[i, t] = -w_t. For [C] and [N, C]
+// inputs the sums and products round in the input's type as PyTorch's (nll_cascade), so that
+// log_softmax then nll_loss gives cross_entropy's bits; [N, C, d...] sums in double.
 struct NllLoss : Function<NllLoss> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "NllLossBackward0";
@@ -378,6 +454,8 @@ struct NllLoss : Function<NllLoss> {
   std::vector<int64_t> indices;
   std::vector<double> weights;
   double denom = 0;
+  double total_weight = 0;  // [C] / [N, C]: the mean's divisor as PyTorch sums it, in T
+  bool weighted = false;
   Shape input_shape;
   DType dtype = DType::Float32;
   Tensor target_, weight_;  // for the double backward (the loss is linear in the input)
@@ -397,6 +475,36 @@ struct NllLoss : Function<NllLoss> {
     input_shape = input.shape();
     dtype = input.dtype();
     Tensor x = input.contiguous();
+    weighted = weight.defined();
+    if (l.s == 1) {  // [C] or [N, C]: PyTorch's sums in T (nll_cascade)
+      Tensor loss;
+      dispatch_floating(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* xs = x.data_ptr<T>();
+        std::vector<T> picked(indices.size(), T(0));
+        for (int64_t n = 0; n < l.n; ++n) {
+          const int64_t t = indices[static_cast<std::size_t>(n)];
+          if (t != ignore_index) picked[static_cast<std::size_t>(n)] = xs[n * l.c + t];
+        }
+        if (reduction == Reduction::None) {
+          std::vector<T> out(picked.size(), T(0));
+          for (std::size_t n = 0; n < picked.size(); ++n) {
+            if (indices[n] != ignore_index)
+              out[n] = -picked[n] * static_cast<T>(weights[indices[n]]);
+          }
+          loss = from_vector(out, l.loss_shape, dtype);
+          return;
+        }
+        const NllSums<T> sums = nll_cascade(picked, indices, weights, weighted, ignore_index);
+        total_weight = static_cast<double>(sums.total_weight);
+        loss = scalar_tensor(
+            static_cast<double>(reduction == Reduction::Sum ? sums.loss
+                                                            : sums.loss / sums.total_weight),
+            dtype);
+      });
+      for (int64_t t : indices) denom += t == ignore_index ? 0.0 : weights[t];
+      return loss;
+    }
     std::vector<double> losses(indices.size(), 0.0);
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -427,6 +535,26 @@ struct NllLoss : Function<NllLoss> {
             Tensor(), Tensor()};
   }
   Tensor input_gradient(const Tensor& grad) const {
+    if (l.s == 1) {  // PyTorch's: -(g / W) (mean) or -g, times w_t when weighted; -w_t g_i (none)
+      Tensor gx = zeros(input_shape, dtype);
+      dispatch_floating(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        T* gxs = gx.data_ptr<T>();
+        std::vector<T> g_none;
+        if (reduction == Reduction::None) g_none = grad.contiguous().to_vector<T>();
+        const T g = reduction == Reduction::None ? T(0) : static_cast<T>(grad.item());
+        const T shared = reduction == Reduction::Mean ? -(g / static_cast<T>(total_weight)) : -g;
+        for (int64_t n = 0; n < l.n; ++n) {
+          const int64_t t = indices[static_cast<std::size_t>(n)];
+          if (t == ignore_index) continue;
+          const auto w = static_cast<T>(weights[static_cast<std::size_t>(t)]);
+          gxs[n * l.c + t] = reduction == Reduction::None ? -w * g_none[static_cast<std::size_t>(n)]
+                             : weighted                   ? w * shared
+                                                          : shared;
+        }
+      });
+      return gx;
+    }
     const std::vector<double> g = position_grads(grad, denom, reduction, indices.size());
     Tensor gx = zeros(input_shape, dtype);
     dispatch_floating(dtype, [&](auto tag) {
