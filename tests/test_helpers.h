@@ -32,6 +32,9 @@
 
 namespace ember::test {
 
+// `name` in GoogleTest's temporary directory.
+inline std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
 // ---- values ----
 
 // Every element of t as a double, row-major.

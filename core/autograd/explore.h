@@ -82,8 +82,6 @@ std::string fill(const std::string& html, const std::string& title, const std::s
                  const std::string& data_json);
 const char* css();        // core/autograd/explorer/page.css
 const char* common_js();  // core/autograd/explorer/common.js
-// Writes `text` to `path`, or throws an Error naming `who` and the path.
-void write_file(const std::string& path, const std::string& text, const char* who);
 }  // namespace page
 
 }  // namespace ember::autograd

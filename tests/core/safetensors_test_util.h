@@ -1,5 +1,5 @@
 // Helpers shared by the safetensors tests (tests/core/test_safetensors.cpp and
-// test_safetensors_strict.cpp): temporary paths, a file's bytes, parsing bytes in memory, and
+// test_safetensors_strict.cpp): a file's bytes, parsing bytes in memory, and
 // building a file around a header of one's choosing. Header-only; a test file brings in what it
 // uses with `using test::file_with;` and the like.
 #pragma once
@@ -13,11 +13,9 @@
 #include <string>
 
 #include "core/safetensors.h"
+#include "tests/test_helpers.h"
 
 namespace ember::test {
-
-// `name` in GoogleTest's temporary directory.
-inline std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 // The whole file at `path` ("" when it cannot be read).
 inline std::string read_bytes(const std::string& path) {

@@ -15,9 +15,8 @@ namespace ember {
 namespace {
 
 using test::expect_error;
+using test::temp_path;
 using test::fixture_path;
-
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 // The book's MultiHeadAttention saved by PyTorch loads into Ember's and gives PyTorch's output.
 TEST(Safetensors, PyTorchMultiHeadAttentionLoadsAndMatches) {

@@ -21,8 +21,7 @@ namespace ember {
 namespace {
 
 using test::expect_error;
-
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+using test::temp_path;
 
 // ---- a training checkpoint resumes bit for bit ----
 

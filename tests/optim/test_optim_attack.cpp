@@ -23,6 +23,7 @@ namespace {
 
 using namespace optim;
 using test::expect_error;
+using test::temp_path;
 using test::expect_values;
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -458,8 +459,6 @@ TEST(OptimAttack, CrossEntropyOfInfiniteLogitsAndNoClasses) {
 }
 
 // ---- Checkpoints: the step, files that are not checkpoints, a full disk ----
-
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 TEST(OptimAttack, CheckpointStepMustBeAWholeNumber) {
   Tensor p = param({2});
