@@ -149,6 +149,50 @@ NllSums<T> nll_cascade(const std::vector<T>& picked, const std::vector<int64_t>&
   return sums;
 }
 
+// nll_loss of the picked values x[i, t_i] (0 where ignored) as PyTorch's nll_loss_out_frame
+// computes it in T: -x w_t per position (none), or nll_cascade's sum, divided by the total
+// weight for mean (stored in *total_weight for the backward).
+template <typename T>
+Tensor nll_from_picked(const std::vector<T>& picked, const std::vector<int64_t>& indices,
+                       const std::vector<double>& weights, bool weighted, int64_t ignore_index,
+                       Reduction reduction, const Shape& loss_shape, DType dtype,
+                       double* total_weight) {
+  if (reduction == Reduction::None) {
+    std::vector<T> out(picked.size(), T(0));
+    for (std::size_t i = 0; i < picked.size(); ++i) {
+      const int64_t t = indices[i];
+      if (t != ignore_index) out[i] = -picked[i] * static_cast<T>(weights[t]);
+    }
+    return from_vector(out, loss_shape, dtype);
+  }
+  const NllSums<T> sums = nll_cascade(picked, indices, weights, weighted, ignore_index);
+  *total_weight = static_cast<double>(sums.total_weight);
+  // An empty batch: 0 / 0 = nan, as PyTorch's mean.
+  const T loss = reduction == Reduction::Sum ? sums.loss : sums.loss / sums.total_weight;
+  return scalar_tensor(static_cast<double>(loss), dtype);
+}
+
+// NllLossBackward0's gradient at each position's target, as PyTorch's nll_loss_backward
+// rounds it in T: w_t (-(g / W)) for mean (W: nll_cascade's total weight), w_t (-g) for sum,
+// -w_t g_i for none (w_t = 1 without weights); 0 for an ignored position.
+template <typename T>
+std::vector<T> nll_target_grads(const Tensor& grad, Reduction reduction, double total_weight,
+                                const std::vector<int64_t>& indices,
+                                const std::vector<double>& weights, int64_t ignore_index) {
+  std::vector<T> a(indices.size(), T(0));
+  std::vector<T> g_none;
+  if (reduction == Reduction::None) g_none = grad.contiguous().to_vector<T>();
+  const T g = reduction == Reduction::None ? T(0) : static_cast<T>(grad.item());
+  const T shared = reduction == Reduction::Mean ? -(g / static_cast<T>(total_weight)) : -g;
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    const int64_t t = indices[i];
+    if (t == ignore_index) continue;
+    const auto w = static_cast<T>(weights[static_cast<std::size_t>(t)]);
+    a[i] = reduction == Reduction::None ? -w * g_none[i] : w * shared;  // 1 * shared is exact
+  }
+  return a;
+}
+
 // ---- cross_entropy, fused ----
 //
 // For one position (a row x_1..x_C of logits) with lse = log sum_c exp(x_c) (computed as
@@ -220,42 +264,12 @@ struct CrossEntropy : Function<CrossEntropy> {
     return picked;
   }
 
-  // The loss from the picked log-probabilities, reduced as PyTorch's nll_loss reduces them.
-  template <typename T>
-  Tensor fast_loss(const std::vector<T>& picked, const Tensor& weight, DType dtype) {
-    if (reduction == Reduction::None) {
-      std::vector<T> out(picked.size(), T(0));
-      for (std::size_t i = 0; i < picked.size(); ++i) {
-        const int64_t t = indices[i];
-        if (t != ignore_index) out[i] = -picked[i] * static_cast<T>(weights[t]);
-      }
-      return from_vector(out, l.loss_shape, dtype);
-    }
-    const NllSums<T> sums = nll_cascade(picked, indices, weights, weight.defined(), ignore_index);
-    total_weight = static_cast<double>(sums.total_weight);
-    if (reduction == Reduction::Sum) return scalar_tensor(static_cast<double>(sums.loss), dtype);
-    // An empty batch: 0 / 0 = nan, as PyTorch's mean.
-    return scalar_tensor(static_cast<double>(sums.loss / sums.total_weight), dtype);
-  }
-
   // The fast road's backward (see above): a_i, then each row's dx from m and lse.
   template <typename T>
   void fast_backward(const T* xs, const Tensor& grad, T* gxs) const {
-    std::vector<T> a(static_cast<std::size_t>(l.n), T(0));
-    std::vector<T> g_none;
-    if (reduction == Reduction::None) g_none = grad.contiguous().to_vector<T>();
-    const T g = reduction == Reduction::None ? T(0) : static_cast<T>(grad.item());
-    const T shared = reduction == Reduction::Mean ? -(g / static_cast<T>(total_weight)) : -g;
-    for (int64_t i = 0; i < l.n; ++i) {
-      const int64_t t = indices[static_cast<std::size_t>(i)];
-      if (t == ignore_index) continue;  // a_i = 0: the row's gradient is 0 - e_c * 0
-      const auto w = static_cast<T>(weights[static_cast<std::size_t>(t)]);
-      if (reduction == Reduction::None) {
-        a[static_cast<std::size_t>(i)] = -w * g_none[static_cast<std::size_t>(i)];
-      } else {
-        a[static_cast<std::size_t>(i)] = w * shared;  // w = 1 without weights: exact
-      }
-    }
+    // a_i = 0 for an ignored row: its gradient is 0 - e_c * 0.
+    const std::vector<T> a =
+        nll_target_grads<T>(grad, reduction, total_weight, indices, weights, ignore_index);
     const int threads = l.n * l.c > (1 << 16) ? get_num_threads() : 1;
     kernels::parallel_for(l.n, threads, [&](int64_t i, int) {
       const T* x = xs + i * l.c;
@@ -350,7 +364,8 @@ struct CrossEntropy : Function<CrossEntropy> {
       Tensor loss;
       dispatch_floating(x.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        loss = fast_loss(fast_forward(x.data_ptr<T>()), weight, input.dtype());
+        loss = nll_from_picked(fast_forward(x.data_ptr<T>()), indices, weights, weight.defined(),
+                               ignore_index, reduction, l.loss_shape, input.dtype(), &total_weight);
       });
       return loss;
     }
@@ -455,7 +470,6 @@ struct NllLoss : Function<NllLoss> {
   std::vector<double> weights;
   double denom = 0;
   double total_weight = 0;  // [C] / [N, C]: the mean's divisor as PyTorch sums it, in T
-  bool weighted = false;
   Shape input_shape;
   DType dtype = DType::Float32;
   Tensor target_, weight_;  // for the double backward (the loss is linear in the input)
@@ -475,7 +489,6 @@ struct NllLoss : Function<NllLoss> {
     input_shape = input.shape();
     dtype = input.dtype();
     Tensor x = input.contiguous();
-    weighted = weight.defined();
     if (l.s == 1) {  // [C] or [N, C]: PyTorch's sums in T (nll_cascade)
       Tensor loss;
       dispatch_floating(x.dtype(), [&](auto tag) {
@@ -486,21 +499,8 @@ struct NllLoss : Function<NllLoss> {
           const int64_t t = indices[static_cast<std::size_t>(n)];
           if (t != ignore_index) picked[static_cast<std::size_t>(n)] = xs[n * l.c + t];
         }
-        if (reduction == Reduction::None) {
-          std::vector<T> out(picked.size(), T(0));
-          for (std::size_t n = 0; n < picked.size(); ++n) {
-            if (indices[n] != ignore_index)
-              out[n] = -picked[n] * static_cast<T>(weights[indices[n]]);
-          }
-          loss = from_vector(out, l.loss_shape, dtype);
-          return;
-        }
-        const NllSums<T> sums = nll_cascade(picked, indices, weights, weighted, ignore_index);
-        total_weight = static_cast<double>(sums.total_weight);
-        loss = scalar_tensor(
-            static_cast<double>(reduction == Reduction::Sum ? sums.loss
-                                                            : sums.loss / sums.total_weight),
-            dtype);
+        loss = nll_from_picked(picked, indices, weights, weight.defined(), ignore_index, reduction,
+                               l.loss_shape, dtype, &total_weight);
       });
       for (int64_t t : indices) denom += t == ignore_index ? 0.0 : weights[t];
       return loss;
@@ -540,17 +540,11 @@ struct NllLoss : Function<NllLoss> {
       dispatch_floating(dtype, [&](auto tag) {
         using T = decltype(tag);
         T* gxs = gx.data_ptr<T>();
-        std::vector<T> g_none;
-        if (reduction == Reduction::None) g_none = grad.contiguous().to_vector<T>();
-        const T g = reduction == Reduction::None ? T(0) : static_cast<T>(grad.item());
-        const T shared = reduction == Reduction::Mean ? -(g / static_cast<T>(total_weight)) : -g;
+        const std::vector<T> a =
+            nll_target_grads<T>(grad, reduction, total_weight, indices, weights, ignore_index);
         for (int64_t n = 0; n < l.n; ++n) {
           const int64_t t = indices[static_cast<std::size_t>(n)];
-          if (t == ignore_index) continue;
-          const auto w = static_cast<T>(weights[static_cast<std::size_t>(t)]);
-          gxs[n * l.c + t] = reduction == Reduction::None ? -w * g_none[static_cast<std::size_t>(n)]
-                             : weighted                   ? w * shared
-                                                          : shared;
+          if (t != ignore_index) gxs[n * l.c + t] = a[static_cast<std::size_t>(n)];
         }
       });
       return gx;

@@ -361,38 +361,29 @@ void softmax(const T* in, T* out, const ReduceShape& s, bool log) {
   });
 }
 
-// The backward of softmax over rows of n adjacent elements (inner == 1), as PyTorch's CPU
-// kernel rounds it: s = sum_j g_j y_j (vec_lane_dot), dx_j = (g_j - s) y_j.
+// The backward of softmax (or log_softmax when `log`) over rows of n adjacent elements
+// (inner == 1), as PyTorch's CPU kernel (_vec_host_softmax_backward_lastdim) rounds it:
+//   softmax:      s = sum_j g_j y_j (vec_lane_dot),   dx_j = (g_j - s) y_j
+//   log_softmax:  s = sum_j g_j (vec_lane_sum),       dx_j = g_j - exp(y_j) s
+// the latter's product and difference rounded once: PyTorch's compiled kernel contracts them
+// into a fused multiply-add (measured: 60 of 60 rows of a cross_entropy gradient agree with
+// fma, 55 with two roundings).
 template <typename T>
-void softmax_backward_rows(const T* grad, const T* y, T* dx, int64_t rows, int64_t n) {
+void softmax_backward_rows(const T* grad, const T* y, T* dx, int64_t rows, int64_t n, bool log) {
   if (rows == 0 || n == 0) return;
   parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
     for (int64_t o = first; o < last; ++o) {
       const T* g = grad + o * n;
       const T* yo = y + o * n;
       T* d = dx + o * n;
-      const T s = vec_lane_dot(g, yo, n, n);
-      for (int64_t j = 0; j < n; ++j) d[j] = (g[j] - s) * yo[j];
-    }
-  });
-}
-
-// The backward of log_softmax over rows of n adjacent elements (inner == 1), as PyTorch's
-// CPU kernel (_vec_host_softmax_backward_lastdim) rounds it:
-//   s = sum_j g_j (vec_lane_sum's order),   dx_j = g_j - exp(y_j) s
-// with the product and the difference rounded once: PyTorch's compiled kernel contracts them
-// into a fused multiply-add (measured: 60 of 60 rows of a cross_entropy gradient agree with
-// fma, 55 with two roundings).
-template <typename T>
-void log_softmax_backward_rows(const T* grad, const T* y, T* dx, int64_t rows, int64_t n) {
-  if (rows == 0 || n == 0) return;
-  parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
-    for (int64_t o = first; o < last; ++o) {
-      const T* g = grad + o * n;
-      T* d = dx + o * n;
-      const T s = vec_lane_sum(g, n);
-      exp_row(y + o * n, T(0), d, n);  // exp(y - 0) = exp(y), bit for bit
-      for (int64_t j = 0; j < n; ++j) d[j] = std::fma(-d[j], s, g[j]);
+      if (log) {
+        const T s = vec_lane_sum(g, n);
+        exp_row(yo, T(0), d, n);  // exp(y - 0) = exp(y), bit for bit
+        for (int64_t j = 0; j < n; ++j) d[j] = std::fma(-d[j], s, g[j]);
+      } else {
+        const T s = vec_lane_dot(g, yo, n, n);
+        for (int64_t j = 0; j < n; ++j) d[j] = (g[j] - s) * yo[j];
+      }
     }
   });
 }

@@ -29,7 +29,7 @@ Tensor softmax_kernel(const Tensor& x, int64_t dim, bool log) {
 }
 
 // The backward of (log_)softmax over the last dim of y (at least 1-d), as PyTorch's CPU kernel
-// rounds it (kernels::softmax_backward_rows / log_softmax_backward_rows).
+// rounds it (kernels::softmax_backward_rows).
 Tensor rows_backward(const Tensor& grad, const Tensor& y, bool log) {
   const Tensor g = grad.contiguous();
   Tensor dx = detail::empty_for_overwrite(y.shape(), y.dtype());  // every row written
@@ -37,12 +37,8 @@ Tensor rows_backward(const Tensor& grad, const Tensor& y, bool log) {
   const int64_t rows = n == 0 ? 0 : y.numel() / n;
   dispatch_floating(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if (log) {
-      kernels::log_softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), rows,
-                                         n);
-    } else {
-      kernels::softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), rows, n);
-    }
+    kernels::softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), rows, n,
+                                   log);
   });
   return dx;
 }
@@ -89,7 +85,7 @@ struct LogSoftmax : autograd::Function<LogSoftmax> {
     if (GradMode::is_enabled() || dim != y.dim() - 1) {  // ops (create_graph), or strided rows
       return {grad - exp(y) * sum(grad, {dim}, /*keepdim=*/true)};
     }
-    // Rows of the last dim: one pass per row in PyTorch's rounding (log_softmax_backward_rows).
+    // Rows of the last dim: one pass per row in PyTorch's rounding (softmax_backward_rows).
     return {rows_backward(grad, y, /*log=*/true)};
   }
 };

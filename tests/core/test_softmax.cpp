@@ -309,49 +309,36 @@ TEST(SoftmaxBackward, MinusInfinity) {
   expect_values(w.grad(), {NAN, NAN, 0.0, 0.0}, 0);
 }
 
-// The order in which the softmax kernels add a row is PyTorch's (kernels::vec_lane_sum): its
-// log_softmax backward kernel given output 0 returns dx_j = g_j - sum(g), and with g_0 = 0,
-// dx_0 = -sum(g) in PyTorch's order (tests/fixtures/softmax_bits.txt, rows of 1 to 257
-// values over many binades, float32 in 8 lanes and float64 in 4). The exponentials play no
-// part here (exp(0) = 1), so every bit must agree.
+// softmax_backward_rows against PyTorch's _softmax_backward_data and _log_softmax_backward_data
+// on rows of 1 to 257 values over many binades, float32 (8 lanes) and float64 (4 lanes), bit
+// for bit (tests/fixtures/softmax_bits.txt):
+//  - "lane_sum": log_softmax's, given output y = 0, returns dx_j = g_j - sum(g), and with
+//    g_0 = 0, dx_0 = -sum(g): the order in which the kernels add a row (vec_lane_sum), exp
+//    playing no part (exp(0) = 1);
+//  - "softmax_backward": softmax's, sum_j g_j y_j with PyTorch's fused multiply-adds
+//    (vec_lane_dot), any y.
 template <typename T>
-void expect_lane_sums(const std::string& prefix) {
+void expect_backward_rows(const std::string& prefix, bool log) {
   const test::Fixture& f = test::fixture_file("softmax_bits.txt");
   for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 50, 257}) {
     const std::string name = prefix + std::to_string(n);
     const Tensor g = f.tensor(name + "/grad").contiguous();
-    const Tensor y = zeros(g.shape(), g.dtype());
+    const Tensor y = log ? zeros(g.shape(), g.dtype()) : f.tensor(name + "/y").contiguous();
     Tensor dx = empty(g.shape(), g.dtype());
-    kernels::log_softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(),
-                                       g.size(0), n);
+    kernels::softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), g.size(0), n,
+                                   log);
     test::expect_exact(dx, f, name + "/dx");
   }
 }
 
 TEST(SoftmaxBits, RowsAreAddedInPyTorchsOrder) {
-  expect_lane_sums<float>("lane_sum/f32_");
-  expect_lane_sums<double>("lane_sum/f64_");
-}
-
-// softmax's backward kernel, sum_j g_j y_j with PyTorch's fused multiply-adds (vec_lane_dot),
-// on the same rows and any y (tests/fixtures/softmax_bits.txt).
-template <typename T>
-void expect_softmax_backward(const std::string& prefix) {
-  const test::Fixture& f = test::fixture_file("softmax_bits.txt");
-  for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 50, 257}) {
-    const std::string name = prefix + std::to_string(n);
-    const Tensor g = f.tensor(name + "/grad").contiguous();
-    const Tensor y = f.tensor(name + "/y").contiguous();
-    Tensor dx = empty(g.shape(), g.dtype());
-    kernels::softmax_backward_rows(g.data_ptr<T>(), y.data_ptr<T>(), dx.data_ptr<T>(), g.size(0),
-                                   n);
-    test::expect_exact(dx, f, name + "/dx");
-  }
+  expect_backward_rows<float>("lane_sum/f32_", /*log=*/true);
+  expect_backward_rows<double>("lane_sum/f64_", /*log=*/true);
 }
 
 TEST(SoftmaxBits, BackwardIsPyTorchsKernel) {
-  expect_softmax_backward<float>("softmax_backward/f32_");
-  expect_softmax_backward<double>("softmax_backward/f64_");
+  expect_backward_rows<float>("softmax_backward/f32_", /*log=*/false);
+  expect_backward_rows<double>("softmax_backward/f64_", /*log=*/false);
 }
 
 }  // namespace
