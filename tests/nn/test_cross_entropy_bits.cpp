@@ -113,5 +113,37 @@ TEST(CrossEntropyBits, CompositeIsFusedBitForBit) {
   EXPECT_TRUE(equal(a.grad(), b.grad()));
 }
 
+// The rows are shared out among threads, each row's sums in one order: the same bits at 1 and 2
+// threads, loss and gradient.
+TEST(CrossEntropyBits, SameBitsAtOneAndTwoThreads) {
+  const int saved = get_num_threads();
+  std::vector<Tensor> losses, grads;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<int64_t> t;
+    Tensor x = logits(t);
+    Tensor loss = F::cross_entropy(x, target_tensor(t));
+    loss.backward();
+    losses.push_back(loss);
+    grads.push_back(x.grad());
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(losses[0].item<float>(), losses[1].item<float>());
+  EXPECT_TRUE(equal(grads[0], grads[1]));
+}
+
+// No positions: PyTorch's mean is nan (0 / 0), its sum 0, and the gradient empty.
+TEST(CrossEntropyBits, AnEmptyBatch) {
+  Tensor x = zeros({0, 7}).requires_grad_();
+  const Tensor t = from_vector(std::vector<int64_t>{}, {0});
+  Tensor mean = F::cross_entropy(x, t);
+  EXPECT_TRUE(std::isnan(mean.item()));
+  EXPECT_EQ(
+      F::cross_entropy(x, t, F::CrossEntropyFuncOptions().reduction(nn::Reduction::Sum)).item(),
+      0.0);
+  mean.backward();
+  EXPECT_EQ(x.grad().shape(), (Shape{0, 7}));
+}
+
 }  // namespace
 }  // namespace ember
