@@ -358,7 +358,6 @@ struct CrossEntropy : Function<CrossEntropy> {
     // input and target themselves too (the same tensors unless copied): the create_graph
     // backward differentiates through them.
     save_for_backward({x, y, input, probabilities ? target : Tensor()});
-    std::vector<double> losses(static_cast<std::size_t>(l.n * l.s), 0.0);
     fast = !probabilities && eps == 0 && l.s == 1;
     if (fast) {
       Tensor loss;
@@ -369,6 +368,7 @@ struct CrossEntropy : Function<CrossEntropy> {
       });
       return loss;
     }
+    std::vector<double> losses(static_cast<std::size_t>(l.n * l.s), 0.0);
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* xs = x.data_ptr<T>();
@@ -468,7 +468,7 @@ struct NllLoss : Function<NllLoss> {
   int64_t ignore_index = -100;
   std::vector<int64_t> indices;
   std::vector<double> weights;
-  double denom = 0;
+  double denom = 0;         // [N, C, d...] only
   double total_weight = 0;  // [C] / [N, C]: the mean's divisor as PyTorch sums it, in T
   Shape input_shape;
   DType dtype = DType::Float32;
@@ -502,7 +502,6 @@ struct NllLoss : Function<NllLoss> {
         loss = nll_from_picked(picked, indices, weights, weight.defined(), ignore_index, reduction,
                                l.loss_shape, dtype, &total_weight);
       });
-      for (int64_t t : indices) denom += t == ignore_index ? 0.0 : weights[t];
       return loss;
     }
     std::vector<double> losses(indices.size(), 0.0);

@@ -47,18 +47,14 @@ T vec_lane_sum(const T* x, int64_t n, int64_t row) {
     for (int j = 0; j < L; ++j) acc[j] += x[k + j];
   }
   for (int j = 0; k + j < n; ++j) acc[j] += x[k + j];
-  if (row < L) {
-    T total = acc[0];
-    for (int64_t j = 1; j < row; ++j) total += acc[j];
-    return total;
-  }
   if constexpr (L == 8) {
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-  } else {
-    T total = acc[0];
-    for (int j = 1; j < L; ++j) total += acc[j];
-    return total;
+    if (row >= L) {
+      return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    }
   }
+  T total = acc[0];  // lanes in order: a short row, or double's four
+  for (int64_t j = 1; j < std::min<int64_t>(row, L); ++j) total += acc[j];
+  return total;
 }
 
 template <typename T>
