@@ -115,9 +115,15 @@ void dot_products(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, 
 }
 
 // A micro-kernel with its tile and the cache blocks that suit it.
+// The same tile with A read where it lies (element (i, p) at a[i * rs + p * ks], rs or ks 1).
+template <typename T>
+using InPlaceKernel = void (*)(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b, T* c,
+                               int64_t ldc, bool load);
+
 template <typename T>
 struct Config {
   MicroKernel<T> kernel;
+  InPlaceKernel<T> in_place;  // nullptr: A is always packed
   int64_t MR, NR;
   int64_t KC, MC, NC;  // KC x NR of B in L1, MC x KC of A in L2, KC x NC of B in L3
   const char* isa;
@@ -127,13 +133,15 @@ template <typename T>
 Config<T> config() {
 #ifdef EMBER_GEMM_X86
   if constexpr (std::is_same_v<T, float>) {
-    if (cpu_has_avx512()) return {kernel_avx512_f32, 6, 32, 256, 144, 4096, "avx512"};
-    return {kernel_avx2_f32, 6, 16, 256, 144, 4096, "avx2"};
+    if (cpu_has_avx512()) {
+      return {kernel_avx512_f32, kernel_avx512_f32_in_place, 6, 32, 256, 144, 4096, "avx512"};
+    }
+    return {kernel_avx2_f32, tile_a_strided<float>, 6, 16, 256, 144, 4096, "avx2"};
   } else if constexpr (std::is_same_v<T, double>) {
-    return {kernel_avx2_f64, 6, 8, 256, 72, 2048, "avx2"};
+    return {kernel_avx2_f64, nullptr, 6, 8, 256, 72, 2048, "avx2"};
   }
 #endif
-  return {kernel_portable<T>, 4, 4, 256, 64, 1024, "portable"};
+  return {kernel_portable<T>, nullptr, 4, 4, 256, 64, 1024, "portable"};
 }
 
 // Asks for every cache line of a rows x cols tile of C (for writing), one row after another. A
@@ -152,6 +160,9 @@ inline void prefetch_tile(const T* c, int64_t rows, int64_t cols, int64_t ldc) {
   }
 }
 
+// The widest block of C whose rows of A the blocked path reads in place (see multiply_block).
+constexpr int64_t kInPlaceColumns = 1024;
+
 // C[i0:i1, j0:j1] of one product, on the calling thread, with buffers a_buf and b_buf.
 template <typename T>
 void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int64_t i1, int64_t j0,
@@ -165,6 +176,14 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
     return;
   }
   alignas(64) T edge[6 * 32];  // a partial tile of C (MR x NR <= 6 x 32)
+  // A read where it lies, its full row tiles not packed (a last partial row tile is, with zero
+  // rows), when its rows are contiguous and the block is at most kInPlaceColumns wide: packing a
+  // block of A costs a pass over it, paid back only by the B panels that read it, nc / NR of
+  // them. The small GPT config's products (768 x 128 x 512 and the like) spent 4% of its step
+  // in pack_a_rows_f32; read in place, bench_gemm's 768 x N x 512 (N 128 to 1024) ran 1-13%
+  // nearer OpenBLAS (Xeon VM, AVX-512). A^T (columns contiguous) read in place was slower
+  // (2304 x 768 x 1024 A^T: 0.90x -> 0.52x of OpenBLAS), so it stays packed.
+  const bool a_in_place = cfg.in_place != nullptr && op.lda_col == 1 && j1 - j0 <= kInPlaceColumns;
   // Software prefetching of C pays when C comes from beyond L2 (a block of C over 1 MiB, half a
   // 2 MiB L2); where C stays in L2 it only costs (1024x64x1024: 1.03x -> 0.99x of OpenBLAS).
   const bool prefetch_c = (i1 - i0) * (j1 - j0) * int64_t(sizeof(T)) > (int64_t{1} << 20);
@@ -176,13 +195,28 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
       pack_b(op, pc, kc, jc, nc, NR, b_buf);
       for (int64_t ic = i0; ic < i1; ic += cfg.MC) {
         const int64_t mc = std::min(cfg.MC, i1 - ic);
-        pack_a(op, ic, mc, pc, kc, MR, a_buf);
+        const int64_t full = mc - mc % MR;  // rows of this block in full row tiles
+        if (!a_in_place) {
+          pack_a(op, ic, mc, pc, kc, MR, a_buf);
+        } else if (full < mc) {
+          pack_a(op, ic + full, mc - full, pc, kc, MR, a_buf);
+        }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min(NR, nc - jr);
           const T* b_panel = b_buf + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min(MR, mc - ir);
-            const T* a_panel = a_buf + ir * kc;
+            const bool in_place = a_in_place && ir < full;
+            const T* a_panel = in_place     ? op.A + (ic + ir) * op.lda_row + pc * op.lda_col
+                               : a_in_place ? a_buf
+                                            : a_buf + ir * kc;
+            auto tile = [&](T* out, int64_t ld) {
+              if (in_place) {
+                cfg.in_place(kc, a_panel, op.lda_row, op.lda_col, b_panel, out, ld, load);
+              } else {
+                cfg.kernel(kc, a_panel, b_panel, out, ld, load);
+              }
+            };
             T* c = op.C + (ic + ir) * op.ldc + jc + jr;
             // The next tile of C on its way while this one runs: the next rows, or after the
             // last rows the first rows of the next panel's columns.
@@ -195,7 +229,7 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
               }
             }
             if (rows == MR && cols == NR) {
-              cfg.kernel(kc, a_panel, b_panel, c, op.ldc, load);
+              tile(c, op.ldc);
               continue;
             }
             // A partial tile: run the full tile on a copy, keep the valid part.
@@ -203,7 +237,7 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
               for (int64_t r = 0; r < rows; ++r)
                 copy_partial_row(edge + r * NR, c + r * op.ldc, cols);
             }
-            cfg.kernel(kc, a_panel, b_panel, edge, NR, load);
+            tile(edge, NR);
             for (int64_t r = 0; r < rows; ++r)
               copy_partial_row(c + r * op.ldc, edge + r * NR, cols);
           }

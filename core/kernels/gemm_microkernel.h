@@ -169,17 +169,16 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32(int64_t kc, con
   }
 }
 
-// AVX-512, float, for gemm_packed_b: a 6 x 32 tile over two adjacent 16-wide panels of a packed
-// B (b0, b1: row p of each at b0 + 16 p, b1 + 16 p), A read in place, element (i, p) at
-// a[i * rs + p] (kRows) or a[i + p * ks] (kColumns). Each C[i, j] gets the same chain of fmas,
-// in the same order, as from two calls of tile_avx2_f32, so the bits do not depend on which one
-// ran; this one does twice the work per instruction.
+// AVX-512, float, A read in place: a 6 x 32 tile over two 16-wide halves of packed B rows (row p
+// of each at b0 + p * bs, b1 + p * bs: two adjacent 16-wide panels of gemm_packed_b with bs =
+// 16, or the two halves of the blocked path's 32-wide panel with bs = 32), element (i, p) of A
+// at a[i * rs + p] (kRows) or a[i + p * ks] (kColumns). Each C[i, j] gets the same chain of
+// fmas, in the same order, as from the packed kernel or from two calls of tile_avx2_f32, so the
+// bits do not depend on which one ran.
 template <ARead kA>
-__attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(int64_t kc, const float* a,
-                                                                        int64_t rs, int64_t ks,
-                                                                        const float* b0,
-                                                                        const float* b1, float* c,
-                                                                        int64_t ldc, bool load) {
+__attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(
+    int64_t kc, const float* a, int64_t rs, int64_t ks, const float* b0, const float* b1,
+    int64_t bs, float* c, int64_t ldc, bool load) {
   static_assert(kA != ARead::kPacked);
   constexpr bool kRows = kA == ARead::kRows;
   __m512 acc[6][2];
@@ -190,7 +189,7 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(int64_t 
   }
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 x0 = _mm512_loadu_ps(b0 + p * 16), x1 = _mm512_loadu_ps(b1 + p * 16);
+    const __m512 x0 = _mm512_loadu_ps(b0 + p * bs), x1 = _mm512_loadu_ps(b1 + p * bs);
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
       const __m512 ai = _mm512_set1_ps(kRows ? a[i * rs + p] : a[i + p * ks]);
@@ -202,6 +201,19 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(int64_t 
   for (int i = 0; i < 6; ++i) {
     _mm512_storeu_ps(c + i * ldc, acc[i][0]);
     _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+  }
+}
+// The blocked path's 6 x 32 AVX-512 tile with A read in place (ks == 1: rows of A contiguous,
+// rs their step; else rs == 1 and ks the step between columns) over one packed 32-wide B panel.
+__attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(int64_t kc,
+                                                                          const float* a,
+                                                                          int64_t rs, int64_t ks,
+                                                                          const float* b, float* c,
+                                                                          int64_t ldc, bool load) {
+  if (ks == 1) {
+    kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, rs, 1, b, b + 16, 32, c, ldc, load);
+  } else {
+    kernel_avx512_f32_a_pair<ARead::kColumns>(kc, a, 1, ks, b, b + 16, 32, c, ldc, load);
   }
 }
 #endif

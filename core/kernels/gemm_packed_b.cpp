@@ -83,9 +83,9 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
             const float* a = A + ir * lda_row + pc * lda_col;
             float* c = C + ir * ldc + jr;
             if (lda_row == 1) {
-              kernel_avx512_f32_a_pair<ARead::kColumns>(kc, a, 1, lda_col, b, b1, c, ldc, load);
+              kernel_avx512_f32_a_pair<ARead::kColumns>(kc, a, 1, lda_col, b, b1, W, c, ldc, load);
             } else {
-              kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, lda_row, 1, b, b1, c, ldc, load);
+              kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, lda_row, 1, b, b1, W, c, ldc, load);
             }
           }
           if (full_rows < M) {  // the packed edge rows, under each of the two panels

@@ -2,11 +2,12 @@
 // at the shapes of GPT-2-size layers, at 1 and 2 threads. The two alternate rep by rep and the
 // medians are compared, so a machine busy with something else slows both alike.
 //
-//   bench_gemm [--threads 1,2] [--reps 7] [--json]
+//   bench_gemm [--threads 1,2] [--reps 7] [--json] [--shapes 768x512x128bt,512x128x768at]
 //
 // Each shape is "M x N x K" (C[M, N] = A[M, K] B[K, N]); "B^T" reads B from a [N, K] matrix
 // (a linear layer's weight) and "A^T" reads A from a [K, M] matrix (a weight gradient's
-// activations), through strides on Ember's side and CblasTrans on OpenBLAS's.
+// activations), through strides on Ember's side and CblasTrans on OpenBLAS's. --shapes replaces
+// the list: "MxNxK" with "at" and/or "bt" after it for a transposed A or B.
 //
 // OpenBLAS (Debian's pthread build) keeps its worker threads busy-waiting after each call for
 // 2^28 cycles (~0.1 s) before they sleep. In one process that alternates with Ember, they spun on
@@ -49,6 +50,21 @@ struct Shape {
     return s.str();
   }
 };
+
+// "768x512x128bt" -> {768, 512, 128, false, true}; false if it is not a shape.
+bool parse_shape(const std::string& text, Shape& out) {
+  long long m = 0, n = 0, k = 0;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3) return false;
+  const std::string rest = text.substr(static_cast<std::size_t>(used));
+  if (m < 1 || n < 1 || k < 1 || m * n > (1LL << 28) || m * k > (1LL << 28) ||
+      n * k > (1LL << 28)) {
+    return false;
+  }
+  if (rest != "" && rest != "at" && rest != "bt" && rest != "atbt") return false;
+  out = {m, n, k, rest.find("at") != std::string::npos, rest.find("bt") != std::string::npos};
+  return true;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -114,6 +130,14 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
   int reps = 7;
   bool json = false;
+  std::vector<Shape> shapes = {
+      {1024, 1024, 1024, false, false}, {1024, 1024, 1024, true, false},
+      {1024, 1024, 1024, false, true},  {1024, 768, 768, false, false},
+      {1024, 2304, 768, false, false},  {1024, 1024, 64, false, false},
+      {1024, 64, 1024, false, false},   {8, 50257, 768, false, true},
+  };
+  const char* usage =
+      "usage: bench_gemm [--threads 1,2] [--reps 7] [--json] [--shapes MxNxK[at][bt],...]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) {
@@ -125,17 +149,23 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::stoi(argv[++i]));
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--shapes" && i + 1 < argc) {
+      shapes.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');) {
+        Shape shape{};
+        if (!parse_shape(item, shape)) {
+          std::fprintf(stderr, "bench_gemm: '%s' is not a shape MxNxK[at][bt]\n%s", item.c_str(),
+                       usage);
+          return 2;
+        }
+        shapes.push_back(shape);
+      }
     } else {
-      std::fprintf(stderr, "usage: bench_gemm [--threads 1,2] [--reps 7] [--json]\n");
+      std::fprintf(stderr, "%s", usage);
       return 2;
     }
   }
-  const std::vector<Shape> shapes = {
-      {1024, 1024, 1024, false, false}, {1024, 1024, 1024, true, false},
-      {1024, 1024, 1024, false, true},  {1024, 768, 768, false, false},
-      {1024, 2304, 768, false, false},  {1024, 1024, 64, false, false},
-      {1024, 64, 1024, false, false},   {8, 50257, 768, false, true},
-  };
   if (!json) {
     std::printf("Ember GEMM (%s micro-kernel) vs OpenBLAS sgemm, median GFLOP/s of %d reps\n",
                 ember::kernels::gemm_isa(), reps);

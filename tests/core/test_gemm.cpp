@@ -78,6 +78,22 @@ void sweep_shapes() {
 TEST(Gemm, Float32MatchesReferenceBitForBit) { sweep_shapes<float>(); }
 TEST(Gemm, Float64MatchesReferenceBitForBit) { sweep_shapes<double>(); }
 
+// The blocked path reads rows of A in place for blocks up to 1024 columns wide and packs them
+// beyond (gemm.cpp, multiply_block): both sides of that width, partial row tiles (17 and 151
+// rows: 6-row tiles plus 5 and 1), K within and past one K block, B plain and transposed,
+// accumulating or not.
+TEST(Gemm, RowsOfAReadInPlaceMatchReferenceBitForBit) {
+  const int64_t shapes[][3] = {{17, 33, 300},  {151, 33, 300}, {17, 1024, 7},
+                               {151, 1024, 7}, {17, 1025, 7},  {151, 1025, 7}};
+  for (const auto& s : shapes) {
+    for (bool b_t : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        expect_same_as_reference<float>(s[0], s[1], s[2], false, b_t, accumulate);
+      }
+    }
+  }
+}
+
 TEST(Gemm, SameBitsAtOneAndTwoThreads) {
   ThreadsGuard guard;
   for (const auto& s : {std::vector<int64_t>{8, 3000, 100}, {300, 20, 200}, {100, 100, 100}}) {
