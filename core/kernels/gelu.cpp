@@ -24,12 +24,13 @@ void tanh_argument(const T* x, T* u, int64_t n, T k) {
 }  // namespace
 
 template <typename T>
-void gelu_tanh_forward(const T* x, T* y, int64_t n, T k) {
+void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* t_out) {
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
-    T t[kBlock];
+    T block[kBlock];
     for (int64_t b = first; b < last; b += kBlock) {
       const int64_t m = std::min(kBlock, last - b);
       const T* xb = x + b;
+      T* t = t_out != nullptr ? t_out + b : block;
       tanh_argument(xb, t, m, k);
       tanh_row(t, t, m);
       // 0.5 * x * (1 + t) is (0.5 * x) * (1 + t).
@@ -39,17 +40,16 @@ void gelu_tanh_forward(const T* x, T* y, int64_t n, T k) {
 }
 
 template <typename T>
-void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBackward form) {
+void gelu_tanh_backward(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n, T k,
+                        GeluBackward form) {
   const T c = static_cast<T>(kGeluTanhCubic);
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
-    T t[kBlock];
     for (int64_t b = first; b < last; b += kBlock) {
       const int64_t m = std::min(kBlock, last - b);
       const T* xb = x + b;
+      const T* t = tanh_u + b;
       const T* gb = dy + b;
       T* out = dx + b;
-      tanh_argument(xb, t, m, k);
-      tanh_row(t, t, m);
       if (form == GeluBackward::kSlope) {
         for (int64_t i = 0; i < m; ++i) {
           const T v = xb[i];
@@ -80,11 +80,11 @@ void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBack
   });
 }
 
-template void gelu_tanh_forward<float>(const float*, float*, int64_t, float);
-template void gelu_tanh_forward<double>(const double*, double*, int64_t, double);
-template void gelu_tanh_backward<float>(const float*, const float*, float*, int64_t, float,
-                                        GeluBackward);
-template void gelu_tanh_backward<double>(const double*, const double*, double*, int64_t, double,
-                                         GeluBackward);
+template void gelu_tanh_forward<float>(const float*, float*, int64_t, float, float*);
+template void gelu_tanh_forward<double>(const double*, double*, int64_t, double, double*);
+template void gelu_tanh_backward<float>(const float*, const float*, const float*, float*, int64_t,
+                                        float, GeluBackward);
+template void gelu_tanh_backward<double>(const double*, const double*, const double*, double*,
+                                         int64_t, double, GeluBackward);
 
 }  // namespace ember::kernels

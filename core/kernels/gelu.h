@@ -25,8 +25,9 @@ inline constexpr double kGeluTanhCubic = 0.044715;  // c
 // in the order written (x == y allowed). PyTorch's gelu(approximate='tanh') and the book's
 // composite differ only in k: float(sqrt(2/pi)) = 0.7978846 for the first,
 // float(sqrt(float(2/pi))) = 0.7978845 for the book's torch.sqrt(torch.tensor(2 / pi)).
+// With `t` non-null, tanh(u) of every element is also written there, for gelu_tanh_backward.
 template <typename T>
-void gelu_tanh_forward(const T* x, T* y, int64_t n, T k);
+void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* t = nullptr);
 
 // How the backward rounds.
 //  kSlope: dx = dy * slope, the slope as written above, in T (nn::GELU's GeluBackward0).
@@ -36,8 +37,11 @@ void gelu_tanh_forward(const T* x, T* y, int64_t n, T k);
 //    them; so dx has the composite's bits (tests/nn/test_fused_norm_gelu.cpp checks it).
 enum class GeluBackward { kSlope, kBookChain };
 
-// dx[i] = dL/dx for dy[i] = dL/dy at x[i], for i in [0, n). n elements are split among threads.
+// dx[i] = dL/dx for dy[i] = dL/dy at x[i], for i in [0, n), with t[i] = tanh(u) as the forward
+// wrote it (gelu_tanh_forward's t: kept, not computed again, as the composite's TanhBackward0
+// keeps its output). n elements are split among threads.
 template <typename T>
-void gelu_tanh_backward(const T* x, const T* dy, T* dx, int64_t n, T k, GeluBackward form);
+void gelu_tanh_backward(const T* x, const T* t, const T* dy, T* dx, int64_t n, T k,
+                        GeluBackward form);
 
 }  // namespace ember::kernels

@@ -459,25 +459,34 @@ struct Relu : Function<Relu> {
   }
 };
 
-// The tanh GELU through its kernels, for both GELU ops: y for an undefined `grad`, else dL/dx
-// for dL/dy = grad (with the book composite's roundings when `book_chain`). k is sqrt(2/pi) as
-// the caller rounds it.
-Tensor gelu_tanh(const Tensor& x, double k, const Tensor& grad, bool book_chain = false) {
+// The tanh GELU through its kernels, for both GELU ops. Forward: y, and in `tanh` (if not null)
+// tanh(u) for the backward. Backward: dL/dx for dL/dy = grad, from the forward's `tanh` (with the
+// book composite's roundings when `book_chain`). k is sqrt(2/pi) as the caller rounds it.
+Tensor gelu_tanh_forward(const Tensor& x, double k, Tensor* tanh) {
   // Integer inputs compute in float32, as every math function here.
   const Tensor input = x.to(floating_type(x)).contiguous();
   Tensor out = detail::empty_for_overwrite(input.shape(), input.dtype());
-  const Tensor dy =
-      grad.defined() ? grad.to(input.dtype()).expand(input.shape()).contiguous() : Tensor();
+  if (tanh != nullptr) *tanh = detail::empty_for_overwrite(input.shape(), input.dtype());
   dispatch_floating(input.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T kt = static_cast<T>(k);
-    if (!dy.defined()) {
-      kernels::gelu_tanh_forward<T>(input.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt);
-    } else {
-      kernels::gelu_tanh_backward<T>(
-          input.data_ptr<T>(), dy.data_ptr<T>(), out.data_ptr<T>(), input.numel(), kt,
-          book_chain ? kernels::GeluBackward::kBookChain : kernels::GeluBackward::kSlope);
-    }
+    kernels::gelu_tanh_forward<T>(input.data_ptr<T>(), out.data_ptr<T>(), input.numel(),
+                                  static_cast<T>(k),
+                                  tanh != nullptr ? tanh->data_ptr<T>() : nullptr);
+  });
+  return out;
+}
+
+Tensor gelu_tanh_backward(const Tensor& x, const Tensor& tanh, double k, const Tensor& grad,
+                          bool book_chain) {
+  const Tensor input = x.to(floating_type(x)).contiguous();
+  Tensor out = detail::empty_for_overwrite(input.shape(), input.dtype());
+  const Tensor dy = grad.to(input.dtype()).expand(input.shape()).contiguous();
+  dispatch_floating(input.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::gelu_tanh_backward<T>(
+        input.data_ptr<T>(), tanh.data_ptr<T>(), dy.data_ptr<T>(), out.data_ptr<T>(), input.numel(),
+        static_cast<T>(k),
+        book_chain ? kernels::GeluBackward::kBookChain : kernels::GeluBackward::kSlope);
   });
   return out;
 }
@@ -496,9 +505,15 @@ struct GptGelu : Function<GptGelu> {
   static double book_sqrt_2_over_pi() {
     return std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
   }
+  // Recorded for a backward, the forward keeps tanh(u) (saved(1)), as the composite's
+  // TanhBackward0 keeps its output: the backward computes no tanh (computing it again was about
+  // a twentieth of the small GPT config's training step).
   Tensor forward(const Tensor& x) {
-    save_for_backward({x});
-    return gelu_tanh(x, book_sqrt_2_over_pi(), Tensor());
+    if (!recording_) return gelu_tanh_forward(x, book_sqrt_2_over_pi(), nullptr);
+    Tensor t;
+    Tensor y = gelu_tanh_forward(x, book_sqrt_2_over_pi(), &t);
+    save_for_backward({x, t});
+    return y;
   }
   std::vector<Tensor> backward(const Tensor& grad) {
     if (GradMode::is_enabled()) {  // create_graph: the slope written with ops, recorded
@@ -507,7 +522,8 @@ struct GptGelu : Function<GptGelu> {
       const Tensor t = tanh(k * (x + a * x * x * x));
       return {grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3 * a * x * x))};
     }
-    return {gelu_tanh(saved(0), book_sqrt_2_over_pi(), grad, /*book_chain=*/true)};
+    return {gelu_tanh_backward(saved(0), saved(1), book_sqrt_2_over_pi(), grad,
+                               /*book_chain=*/true)};
   }
 };
 
@@ -525,8 +541,13 @@ struct Gelu : Function<Gelu> {
 
   Tensor forward(const Tensor& x, bool use_tanh) {
     tanh_approximation = use_tanh;
+    if (use_tanh) {  // keeps tanh(u) for the backward (saved(1)) when recorded, as GptGelu
+      Tensor t;
+      Tensor y = gelu_tanh_forward(x, sqrt_2_over_pi(), recording_ ? &t : nullptr);
+      save_for_backward({x, t});
+      return y;
+    }
     save_for_backward({x});
-    if (use_tanh) return gelu_tanh(x, sqrt_2_over_pi(), /*grad=*/Tensor());
     return unary_kernel(x, floating_type(x), [](auto v) {
       using T = decltype(v);
       return v * T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
@@ -535,7 +556,9 @@ struct Gelu : Function<Gelu> {
   std::vector<Tensor> backward(const Tensor& grad) {
     Tensor x = saved(0);
     if (GradMode::is_enabled()) return {grad * slope_from_ops(x)};  // create_graph
-    if (tanh_approximation) return {gelu_tanh(x, sqrt_2_over_pi(), grad)};
+    if (tanh_approximation) {
+      return {gelu_tanh_backward(x, saved(1), sqrt_2_over_pi(), grad, /*book_chain=*/false)};
+    }
     Tensor slope = unary_kernel(x, x.dtype(), [](auto v) {
       using T = decltype(v);
       T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
