@@ -13,9 +13,10 @@ namespace ember::kernels {
 namespace {
 
 // The biased variance of a row around its double mean, both sums in double. With
-// `four_partial_sums`, the mean's sum is kernels::sum_row's (four running sums), which makes this
-// kernels::variance's arithmetic for a reduction over the last dim (correction 0: x.var(-1,
-// unbiased=False)); without, one running sum in index order (layer_norm's own).
+// `four_partial_sums`, both sums are kernels::sum_row's and sum_squared_deviations' (four
+// running sums), which makes this kernels::variance's arithmetic for a reduction over the last
+// dim (correction 0: x.var(-1, unbiased=False)); without, one running sum each in index order
+// (layer_norm's own).
 template <typename T>
 double row_variance(const T* x, int64_t n, bool four_partial_sums, double* row_mean) {
   const auto count = static_cast<double>(n);
@@ -26,12 +27,13 @@ double row_variance(const T* x, int64_t n, bool four_partial_sums, double* row_m
     for (int64_t j = 0; j < n; ++j) sum += x[j];
   }
   const double mean = sum / count;
+  *row_mean = mean;
+  if (four_partial_sums) return sum_squared_deviations(x, n, mean) / count;
   double squares = 0;
   for (int64_t j = 0; j < n; ++j) {
     const double deviation = static_cast<double>(x[j]) - mean;
     squares += deviation * deviation;
   }
-  *row_mean = mean;
   return squares / count;
 }
 
@@ -103,8 +105,19 @@ void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, con
         const T* xr = x + r * n;
         const T* dyr = dy + r * n;
         const double m = mean[r], s = row_rstd(r);
-        double g_sum = 0, g_xhat_sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
+        // The two sums with four running sums each (element j into sum j mod 4), the four in
+        // the lanes of a register: one running sum waited on each addition's latency.
+        const int64_t whole = n - n % 4;
+        Double4 g4 = {0, 0, 0, 0}, g_xhat4 = {0, 0, 0, 0};
+        for (int64_t j = 0; j < whole; j += 4) {
+          const Double4 xhat = (load_double4(xr + j) - m) * s;
+          const Double4 g = w ? load_double4(dyr + j) * load_double4(w + j) : load_double4(dyr + j);
+          g4 += g;
+          g_xhat4 += g * xhat;
+        }
+        double g_sum = (g4[0] + g4[1]) + (g4[2] + g4[3]);
+        double g_xhat_sum = (g_xhat4[0] + g_xhat4[1]) + (g_xhat4[2] + g_xhat4[3]);
+        for (int64_t j = whole; j < n; ++j) {
           const double xhat = (xr[j] - m) * s;
           const double g = w ? dyr[j] * static_cast<double>(w[j]) : dyr[j];
           g_sum += g;
