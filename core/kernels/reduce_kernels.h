@@ -103,19 +103,6 @@ struct ReduceShape {
 template <typename T>
 using SumAccumulator = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
 
-// x[0] + ... + x[n-1] in Acc, with four running sums so the additions do not wait on each other.
-template <typename Acc, typename T>
-Acc sum_row(const T* x, int64_t n) {
-  const int64_t whole = n - n % 4;  // elements handled four at a time
-  Acc partial[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-  for (int64_t i = 0; i < whole; i += 4) {
-    for (int k = 0; k < 4; ++k) partial[k] += static_cast<Acc>(x[i + k]);
-  }
-  Acc total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  for (int64_t i = whole; i < n; ++i) total += static_cast<Acc>(x[i]);
-  return total;
-}
-
 // Four doubles in one register (GCC's vector extensions: 256-bit AVX2 code here, plain code
 // elsewhere), lane k holding sum_row's partial[k].
 using Double4 = double __attribute__((vector_size(32)));
@@ -125,6 +112,26 @@ template <typename T>
 inline Double4 load_double4(const T* x) {
   return Double4{static_cast<double>(x[0]), static_cast<double>(x[1]), static_cast<double>(x[2]),
                  static_cast<double>(x[3])};
+}
+
+// x[0] + ... + x[n-1] in Acc, with four running sums so the additions do not wait on each other
+// (element i into sum i mod 4; in double, the four are the lanes of one register).
+template <typename Acc, typename T>
+Acc sum_row(const T* x, int64_t n) {
+  const int64_t whole = n - n % 4;  // elements handled four at a time
+  Acc partial[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+  if constexpr (std::is_same_v<Acc, double>) {
+    Double4 lanes = {0, 0, 0, 0};
+    for (int64_t i = 0; i < whole; i += 4) lanes += load_double4(x + i);
+    for (int k = 0; k < 4; ++k) partial[k] = lanes[k];
+  } else {
+    for (int64_t i = 0; i < whole; i += 4) {
+      for (int k = 0; k < 4; ++k) partial[k] += static_cast<Acc>(x[i + k]);
+    }
+  }
+  Acc total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  for (int64_t i = whole; i < n; ++i) total += static_cast<Acc>(x[i]);
+  return total;
 }
 
 // sum over j of (x[j] - mean)^2 in double, in sum_row's order: element j into running sum
