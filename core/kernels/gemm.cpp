@@ -136,7 +136,9 @@ Config<T> config() {
     if (cpu_has_avx512()) {
       return {kernel_avx512_f32, kernel_avx512_f32_in_place, 6, 32, 256, 144, 4096, "avx512"};
     }
-    return {kernel_avx2_f32, tile_a_strided<float>, 6, 16, 256, 144, 4096, "avx2"};
+    // No in-place A on AVX2: its 6 x 16 tile reads the block of A from twice as many B panels,
+    // and bench_gemm 768x512x128 B^T ran 0.73-0.80x -> 0.62-0.69x of OpenBLAS with it.
+    return {kernel_avx2_f32, nullptr, 6, 16, 256, 144, 4096, "avx2"};
   } else if constexpr (std::is_same_v<T, double>) {
     return {kernel_avx2_f64, nullptr, 6, 8, 256, 72, 2048, "avx2"};
   }
@@ -182,7 +184,8 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
   // them. The small GPT config's products (768 x 128 x 512 and the like) spent 4% of its step
   // in pack_a_rows_f32; read in place, bench_gemm's 768 x N x 512 (N 128 to 1024) ran 1-13%
   // nearer OpenBLAS (Xeon VM, AVX-512). A^T (columns contiguous) read in place was slower
-  // (2304 x 768 x 1024 A^T: 0.90x -> 0.52x of OpenBLAS), so it stays packed.
+  // (2304 x 768 x 1024 A^T: 0.90x -> 0.52x of OpenBLAS), so it stays packed; so does every A
+  // on AVX2 (config's in_place is null there).
   const bool a_in_place = cfg.in_place != nullptr && op.lda_col == 1 && j1 - j0 <= kInPlaceColumns;
   // Software prefetching of C pays when C comes from beyond L2 (a block of C over 1 MiB, half a
   // 2 MiB L2); where C stays in L2 it only costs (1024x64x1024: 1.03x -> 0.99x of OpenBLAS).
