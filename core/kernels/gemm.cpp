@@ -260,9 +260,15 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
   int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
 
   // Pieces per product: 1 when the batch alone divides evenly over the threads, else cut
-  // each product along the dimension with more micro-tiles.
+  // each product along the dimension with more micro-tiles, or along N as said below.
   const int64_t m_tiles = (M + cfg.MR - 1) / cfg.MR, n_tiles = (N + cfg.NR - 1) / cfg.NR;
-  const bool split_n = n_tiles >= m_tiles;
+  // Split along M, each thread packs all of B (K x N); along N, each thread reads all of A
+  // (M x K, packed or in place). So N is also split when A is the smaller (M < N) and the column
+  // tiles share out evenly (or are many). bench_gemm at 2 threads, GFLOP/s, 3 runs alternating:
+  // 512x2304x768 B^T (the chapter-5 GPT's qkv) 154-167 -> 166-184, 512x768x768 B^T 187-196 ->
+  // 189-213; splitting N also where M > N lost 3-10% (768x128x512: 204-218 -> 178-205).
+  const bool n_shares_out = threads > 1 && (n_tiles % threads == 0 || n_tiles >= 4 * threads);
+  const bool split_n = n_tiles >= m_tiles || (n_shares_out && M < N);
   int64_t pieces = 1;
   if (threads > 1 && batch % threads != 0)
     pieces = std::min<int64_t>(threads, std::max(m_tiles, n_tiles));

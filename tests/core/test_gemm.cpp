@@ -96,7 +96,9 @@ TEST(Gemm, RowsOfAReadInPlaceMatchReferenceBitForBit) {
 
 TEST(Gemm, SameBitsAtOneAndTwoThreads) {
   ThreadsGuard guard;
-  for (const auto& s : {std::vector<int64_t>{8, 3000, 100}, {300, 20, 200}, {100, 100, 100}}) {
+  // ({130, 256, 50}: fewer column tiles than row tiles, yet split along N, since M < N.)
+  for (const auto& s :
+       {std::vector<int64_t>{8, 3000, 100}, {300, 20, 200}, {100, 100, 100}, {130, 256, 50}}) {
     const int64_t M = s[0], N = s[1], K = s[2];
     const std::vector<float> a = random_values<float>(M * K, 4), b = random_values<float>(K * N, 5);
     std::vector<float> one(M * N), two(M * N);
