@@ -114,12 +114,12 @@ void dot_products(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, 
   }
 }
 
-// A micro-kernel with its tile and the cache blocks that suit it.
-// The same tile with A read where it lies (element (i, p) at a[i * rs + p * ks], rs or ks 1).
+// The micro-kernel's tile with the rows of A read where they lie (row i at a + i * lda_row).
 template <typename T>
-using InPlaceKernel = void (*)(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b, T* c,
+using InPlaceKernel = void (*)(int64_t kc, const T* a, int64_t lda_row, const T* b, T* c,
                                int64_t ldc, bool load);
 
+// A micro-kernel with its tile and the cache blocks that suit it.
 template <typename T>
 struct Config {
   MicroKernel<T> kernel;
@@ -201,8 +201,8 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
         const int64_t full = mc - mc % MR;  // rows of this block in full row tiles
         if (!a_in_place) {
           pack_a(op, ic, mc, pc, kc, MR, a_buf);
-        } else if (full < mc) {
-          pack_a(op, ic + full, mc - full, pc, kc, MR, a_buf);
+        } else if (full < mc) {  // only the partial row tile, at its place among the panels
+          pack_a(op, ic + full, mc - full, pc, kc, MR, a_buf + full * kc);
         }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min(NR, nc - jr);
@@ -210,12 +210,11 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min(MR, mc - ir);
             const bool in_place = a_in_place && ir < full;
-            const T* a_panel = in_place     ? op.A + (ic + ir) * op.lda_row + pc * op.lda_col
-                               : a_in_place ? a_buf
-                                            : a_buf + ir * kc;
+            const T* a_panel =
+                in_place ? op.A + (ic + ir) * op.lda_row + pc * op.lda_col : a_buf + ir * kc;
             auto tile = [&](T* out, int64_t ld) {
               if (in_place) {
-                cfg.in_place(kc, a_panel, op.lda_row, op.lda_col, b_panel, out, ld, load);
+                cfg.in_place(kc, a_panel, op.lda_row, b_panel, out, ld, load);
               } else {
                 cfg.kernel(kc, a_panel, b_panel, out, ld, load);
               }

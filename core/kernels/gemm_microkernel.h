@@ -203,18 +203,11 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(
     _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
   }
 }
-// The blocked path's 6 x 32 AVX-512 tile with A read in place (ks == 1: rows of A contiguous,
-// rs their step; else rs == 1 and ks the step between columns) over one packed 32-wide B panel.
-__attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(int64_t kc,
-                                                                          const float* a,
-                                                                          int64_t rs, int64_t ks,
-                                                                          const float* b, float* c,
-                                                                          int64_t ldc, bool load) {
-  if (ks == 1) {
-    kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, rs, 1, b, b + 16, 32, c, ldc, load);
-  } else {
-    kernel_avx512_f32_a_pair<ARead::kColumns>(kc, a, 1, ks, b, b + 16, 32, c, ldc, load);
-  }
+// The blocked path's 6 x 32 AVX-512 tile with the rows of A read in place (row i at
+// a + i * lda_row) over one packed 32-wide B panel: the pair kernel on its two 16-wide halves.
+__attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(
+    int64_t kc, const float* a, int64_t lda_row, const float* b, float* c, int64_t ldc, bool load) {
+  kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, lda_row, 1, b, b + 16, 32, c, ldc, load);
 }
 #endif
 

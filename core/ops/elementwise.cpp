@@ -509,9 +509,8 @@ struct GptGelu : Function<GptGelu> {
   // TanhBackward0 keeps its output: the backward computes no tanh (computing it again was about
   // a twentieth of the small GPT config's training step).
   Tensor forward(const Tensor& x) {
-    if (!recording_) return gelu_tanh_forward(x, book_sqrt_2_over_pi(), nullptr);
     Tensor t;
-    Tensor y = gelu_tanh_forward(x, book_sqrt_2_over_pi(), &t);
+    Tensor y = gelu_tanh_forward(x, book_sqrt_2_over_pi(), recording_ ? &t : nullptr);
     save_for_backward({x, t});
     return y;
   }
