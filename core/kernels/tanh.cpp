@@ -48,7 +48,8 @@ inline __m256 scale(__m256 y, __m256i k) {
 }
 
 // expm1(u) for eight finite floats with |u| < 88.72 and u > -27 ln2 (the arguments tanh
-// passes): Sun's s_expm1f.c, every case computed and the right one kept per lane.
+// passes): Sun's s_expm1f.c, every case computed (but k = 1's, which tanh never reaches)
+// and the right one kept per lane.
 inline __m256 expm1_8(__m256 u) {
   const __m256 ln2_hi = splat(0x3f317180), ln2_lo = splat(0x3717f7d1);
   const __m256 invln2 = splat(0x3fb8aa3b);
@@ -92,9 +93,6 @@ inline __m256 expm1_8(__m256 u) {
   // 2^k (1 + expm1 r) - 1 in the order that suits k.
   const __m256 e = sub(sub(mul(r, sub(e0, c)), c), hxs);
   const __m256 y_km1 = sub(mul(half, sub(r, e)), half);
-  const __m256 y_k1 =
-      select(_mm256_cmp_ps(r, f(-0.25f), _CMP_LT_OQ), mul(f(-2.0f), sub(e, add(r, half))),
-             add(one, mul(f(2.0f), sub(r, e))));
   const __m256 y_far = sub(scale(sub(one, sub(e, r)), k), one);  // k <= -2 or k > 56
   const __m256i two_minus_k = _mm256_srlv_epi32(_mm256_set1_epi32(0x1000000), k);
   const __m256 one_minus = from_bits(_mm256_sub_epi32(_mm256_set1_epi32(0x3f800000), two_minus_k));
@@ -109,7 +107,6 @@ inline __m256 expm1_8(__m256 u) {
   __m256 y = y_far;
   y = select(_mm256_and_ps(k_ge2, k_le56), y_high, y);
   y = select(_mm256_and_ps(k_ge2, k_lt23), y_mid, y);
-  y = select(equal_k(k, 1), y_k1, y);
   y = select(equal_k(k, -1), y_km1, y);
   y = select(equal_k(k, 0), y_k0, y);
   return select(less(hx, 0x33000000), u, y);  // |u| < 2^-25: u
@@ -124,8 +121,10 @@ inline __m256 tanh8(__m256 x) {
   const __m256 at_least_one = greater(ix, 0x3f7fffff);
   const __m256 u = select(at_least_one, mul(two, a), mul(f(-2.0f), a));
   const __m256 t = expm1_8(u);
-  const __m256 z = select(at_least_one, sub(one, div(two, add(t, two))),
-                          div(_mm256_xor_ps(t, sign_bit), add(t, two)));
+  // One division for both branches: q = 2 / (t + 2) (a >= 1) or -t / (t + 2) (a < 1), then
+  // z = 1 - q or q. Each lane divides what the scalar code divides, so the same bits.
+  const __m256 q = div(select(at_least_one, two, _mm256_xor_ps(t, sign_bit)), add(t, two));
+  const __m256 z = select(at_least_one, sub(one, q), q);
   __m256 y = _mm256_or_ps(z, _mm256_and_ps(x, sign_bit));  // z >= 0: the sign of x
   // Lanes off the main range 2^-55 <= |x| < 22 (rare in practice): blend in their values.
   const __m256 main = _mm256_andnot_ps(greater(ix, 0x41afffff), greater(ix, 0x23ffffff));
@@ -160,16 +159,16 @@ inline __m256 tanh8(__m256 x) {
 struct Tanh512Constants {
   // float constants, as their bits
   uint32_t ln2_hi, ln2_lo, invln2, q1, q2, q3, q4, q5, sign_bit, one, half, two, minus_two, three,
-      six, minus_quarter;
+      six;
   // integer constants and thresholds on |x| or |u|'s bits
   int32_t k_one, two_24, one_bits, bias, k_23, k_57, reduce_above, near_above, tiny_below,
       one_above, big_above, small_above, small_below, finite_above;
 };
 const Tanh512Constants kTanh512 = {
     0x3f317180, 0x3717f7d1, 0x3fb8aa3b, 0xbd088889, 0x3ad00d01, 0xb8a670cd, 0x36867e54, 0xb457edbb,
-    0x80000000, 0x3f800000, 0x3f000000, 0x40000000, 0xc0000000, 0x40400000, 0x40c00000, 0xbe800000,
-    1,          0x1000000,  0x3f800000, 0x7f,       23,         57,         0x3eb17218, 0x3f851591,
-    0x33000000, 0x3f7fffff, 0x41afffff, 0x23ffffff, 0x24000000, 0x7f7fffff};
+    0x80000000, 0x3f800000, 0x3f000000, 0x40000000, 0xc0000000, 0x40400000, 0x40c00000, 1,
+    0x1000000,  0x3f800000, 0x7f,       23,         57,         0x3eb17218, 0x3f851591, 0x33000000,
+    0x3f7fffff, 0x41afffff, 0x23ffffff, 0x24000000, 0x7f7fffff};
 
 __attribute__((target("avx512f"))) inline __m512 splat16(uint32_t bits) {
   return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(bits)));
@@ -243,10 +242,6 @@ __attribute__((target("avx512f"))) inline __m512 expm1_16(__m512 u, const Tanh51
   // 2^k (1 + expm1 r) - 1 in the order that suits k.
   const __m512 e = _mm512_sub_ps(_mm512_sub_ps(_mm512_mul_ps(r, _mm512_sub_ps(e0, cr)), cr), hxs);
   const __m512 y_km1 = _mm512_sub_ps(_mm512_mul_ps(half, _mm512_sub_ps(r, e)), half);
-  const __m512 y_k1 = _mm512_mask_blend_ps(
-      _mm512_cmp_ps_mask(r, splat16(c->minus_quarter), _CMP_LT_OQ),
-      _mm512_add_ps(one, _mm512_mul_ps(splat16(c->two), _mm512_sub_ps(r, e))),
-      _mm512_mul_ps(splat16(c->minus_two), _mm512_sub_ps(e, _mm512_add_ps(r, half))));
   const __m512 y_far =
       _mm512_sub_ps(scale16(_mm512_sub_ps(one, _mm512_sub_ps(e, r)), k), one);  // k <= -2, > 56
   const __m512i two_minus_k = _mm512_srlv_epi32(_mm512_set1_epi32(c->two_24), k);
@@ -265,7 +260,6 @@ __attribute__((target("avx512f"))) inline __m512 expm1_16(__m512 u, const Tanh51
   __m512 y = y_far;
   y = _mm512_mask_blend_ps(static_cast<__mmask16>(k_ge2 & k_le56), y, y_high);
   y = _mm512_mask_blend_ps(static_cast<__mmask16>(k_ge2 & k_lt23), y, y_mid);
-  y = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(k, k_one), y, y_k1);
   y = _mm512_mask_blend_ps(
       _mm512_cmpeq_epi32_mask(k, _mm512_sub_epi32(_mm512_setzero_si512(), k_one)), y, y_km1);
   y = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512()), y, y_k0);
@@ -283,10 +277,10 @@ __attribute__((target("avx512f"))) inline __m512 tanh16(__m512 x, const Tanh512C
   const __m512 u = _mm512_mask_blend_ps(at_least_one, _mm512_mul_ps(splat16(c->minus_two), a),
                                         _mm512_mul_ps(two, a));
   const __m512 t = expm1_16(u, c);
-  const __m512 z = _mm512_mask_blend_ps(
-      at_least_one,
-      _mm512_div_ps(from_bits16(_mm512_xor_si512(bits16(t), sign_bit)), _mm512_add_ps(t, two)),
-      _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(t, two))));
+  const __m512 q = _mm512_div_ps(
+      _mm512_mask_blend_ps(at_least_one, from_bits16(_mm512_xor_si512(bits16(t), sign_bit)), two),
+      _mm512_add_ps(t, two));  // one division, as tanh8's
+  const __m512 z = _mm512_mask_blend_ps(at_least_one, q, _mm512_sub_ps(one, q));
   __m512 y = from_bits16(_mm512_or_si512(bits16(z), x_sign));  // z >= 0: the sign of x
   // Lanes off the main range 2^-55 <= |x| < 22: blend in their values.
   const __mmask16 big = greater16(ix, c->big_above);

@@ -9,6 +9,7 @@
 //
 //   tanh x = sign(x) * z,   z = (e^2a - 1) / (e^2a + 1) = 1 - 2 / (expm1(2a) + 2)   (a >= 1)
 //                                                      = -t / (t + 2), t = expm1(-2a)   (a < 1)
+//   (one division either way: q = 2 / (t + 2) or -t / (t + 2), then z = 1 - q or q)
 //   special: a >= 22 -> z = 1;  x = +-0 -> x;  a < 2^-55 -> x (1 + x);  inf -> 1/x +- 1 (+-1);
 //            nan -> 1/x + 1 or 1/x - 1 (the nan)
 //
@@ -20,10 +21,12 @@
 //   e  = hxs (r1 - t) / (6 - r t)                                 the small correction
 //   expm1(r) = r - (r e - hxs)                                        (k = 0: no reduction)
 //   expm1(u) = 2^k (1 + expm1(r)) - 1 evaluated in one of five orders by k (-1, 1, <= -2 or
-//              > 56, 2..22, 23..56) so that the subtraction of 1 or 2^-k loses nothing
-// The vector code computes every case for all lanes and blends by k, on AVX2 registers (eight
-// lanes) or, on CPUs with AVX-512F, AVX-512 ones (sixteen lanes, picked at run time; the same
-// operations lane by lane, so the same bits; EMBER_CPU_CAPABILITY=avx2 keeps the AVX2 path,
+//              > 56, 2..22, 23..56) so that the subtraction of 1 or 2^-k loses nothing; tanh
+//              never asks for k = 1 (its u is <= 0 or >= 2), so the vector code leaves that
+//              order out
+// The vector code computes every case tanh needs for all lanes and blends by k, on AVX2 registers
+// (eight lanes) or, on CPUs with AVX-512F, AVX-512 ones (sixteen lanes, picked at run time; the
+// same operations lane by lane, so the same bits; EMBER_CPU_CAPABILITY=avx2 keeps the AVX2 path,
 // core/kernels/cpu.h). tanh's arguments keep
 // expm1 on its finite path: u = 2a in [2, 44) (k = 3..63) or u = -2a in (-2, 0) (k = 0..-3; |u|
 // < 2^-25 returns u).
