@@ -30,6 +30,10 @@
 #include <cstdint>
 #include <vector>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include "core/autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/kernels/parallel_for.h"
@@ -87,13 +91,26 @@ double block_power_sum(const T* x, int64_t n, double p) {
 // PyTorch's 2-norm of float32 x[0, n) (see the top of this file): one accumulator of 8 floats,
 // acc[j] = fma(x, x, acc[j]) over the whole range in order, the lanes added left to right, the
 // tail added with fma, the square root; all in float.
+// Where the build targets AVX2 + FMA the accumulator is one ymm register, as PyTorch's: written
+// as eight scalar lanes, GCC split the loop into scalar and 128-bit pieces and the pass ran at
+// 8 GB/s (82 ms over GPT-124M's 652 MB of gradients); one register, 10 GB/s (65 ms), this
+// core's bandwidth for one read stream. The same fmas lane by lane either way.
 float pytorch_norm2(const float* x, int64_t n) {
   constexpr int kLanes = 8;
   float acc[kLanes] = {};
   int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 lanes = _mm256_setzero_ps();
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    lanes = _mm256_fmadd_ps(v, v, lanes);
+  }
+  _mm256_storeu_ps(acc, lanes);
+#else
   for (; i + kLanes <= n; i += kLanes) {
     for (int j = 0; j < kLanes; ++j) acc[j] = std::fma(x[i + j], x[i + j], acc[j]);
   }
+#endif
   float sum = acc[0];
   for (int j = 1; j < kLanes; ++j) sum = sum + acc[j];
   for (; i < n; ++i) sum = std::fma(x[i], x[i], sum);
