@@ -203,6 +203,34 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(
     _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
   }
 }
+// AVX-512, float, A read in place over ONE 16-wide panel (row p at b + 16 p): the 6 x 16 tile
+// of tile_avx2_f32 with one 16-float register per row instead of two 8-float ones, so half the
+// fmas for the same lanes. gemm_packed_b's last single panel (N = 48: a pair and one) and its
+// partial tiles run here. Same chain of fmas per C[i, j], so the same bits as the AVX2 tile.
+template <ARead kA>
+__attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_single(int64_t kc,
+                                                                          const float* a,
+                                                                          int64_t rs, int64_t ks,
+                                                                          const float* b, float* c,
+                                                                          int64_t ldc, bool load) {
+  static_assert(kA != ARead::kPacked);
+  constexpr bool kRows = kA == ARead::kRows;
+  __m512 acc[6];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) acc[i] = load ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 x = _mm512_loadu_ps(b + p * 16);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m512 ai = _mm512_set1_ps(kRows ? a[i * rs + p] : a[i + p * ks]);
+      acc[i] = _mm512_fmadd_ps(ai, x, acc[i]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) _mm512_storeu_ps(c + i * ldc, acc[i]);
+}
+
 // The blocked path's 6 x 32 AVX-512 tile with the rows of A read in place (row i at
 // a + i * lda_row) over one packed 32-wide B panel: the pair kernel on its two 16-wide halves.
 __attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(
@@ -212,12 +240,20 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(
 #endif
 
 // One 6 x W tile of C (+)= A-tile @ B-panel, A at a with row step rs and column step ks (one of
-// them 1 for floats).
+// them 1 for floats); avx512: the CPU has AVX-512 (cpu_has_avx512, asked once by the caller).
 template <typename T>
 inline void tile_a_strided(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b, T* c,
-                           int64_t ldc, bool load) {
+                           int64_t ldc, bool load, bool avx512) {
 #ifdef EMBER_GEMM_X86
   if constexpr (std::is_same_v<T, float>) {
+    if (avx512) {
+      if (rs == 1) {
+        kernel_avx512_f32_a_single<ARead::kColumns>(kc, a, 1, ks, b, c, ldc, load);
+      } else {
+        kernel_avx512_f32_a_single<ARead::kRows>(kc, a, rs, 1, b, c, ldc, load);
+      }
+      return;
+    }
     if (rs == 1) {
       tile_avx2_f32<ARead::kColumns>(kc, a, ks, b, c, ldc, load);
     } else {

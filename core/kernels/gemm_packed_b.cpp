@@ -44,9 +44,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
     return;
   }
   const int64_t full_rows = M - M % MR;
-#ifdef EMBER_GEMM_X86
-  const bool pairs = std::is_same_v<T, float> && cpu_has_avx512();
-#endif
+  const bool pairs = std::is_same_v<T, float> && cpu_has_avx512();  // and 6 x 16 AVX-512 tiles
   alignas(64) T edge_a[MR * KC];  // the last, partial row tile, packed
   alignas(64) T edge_c[MR * W];   // a partial tile of C
   for (int64_t pc = 0; pc < k; pc += KC) {
@@ -58,7 +56,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
       if (load) {
         for (int64_t r = 0; r < rows; ++r) copy_partial_row(edge_c + r * W, c + r * ldc, cols);
       }
-      tile_a_strided<T>(kc, a, rs, ks, bj, edge_c, W, load);
+      tile_a_strided<T>(kc, a, rs, ks, bj, edge_c, W, load, pairs);
       for (int64_t r = 0; r < rows; ++r) copy_partial_row(c + r * ldc, edge_c + r * W, cols);
     };
     if (full_rows < M) {
@@ -105,7 +103,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
         const int64_t rs = packed ? 1 : lda_row, ks = packed ? MR : lda_col;
         T* c = C + ir * ldc + jr;
         if (rows == MR && cols == W) {
-          tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load);
+          tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load, pairs);
           continue;
         }
         edge_tile(a, rs, ks, b, c, rows, cols);

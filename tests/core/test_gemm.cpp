@@ -230,10 +230,12 @@ void expect_packed_b_same_as_reference(int64_t M, int64_t N, int64_t k, int64_t 
 
 template <typename T>
 void sweep_packed_b() {
-  // M, N, k, K_packed, N_packed
+  // M, N, k, K_packed, N_packed; the last two are attention's tiles at T = 64 (N = 48: a pair of
+  // panels and a whole single one, the 6 x 16 AVX-512 tile; 16 rows: a partial row tile)
   const int64_t shapes[][5] = {
       {64, 64, 64, 64, 64}, {64, 1024, 64, 64, 1024}, {64, 70, 64, 64, 130}, {13, 64, 300, 512, 64},
-      {5, 17, 9, 9, 17},    {1, 33, 257, 300, 40},    {130, 8, 70, 70, 8},   {6, 16, 1, 1, 16}};
+      {5, 17, 9, 9, 17},    {1, 33, 257, 300, 40},    {130, 8, 70, 70, 8},   {6, 16, 1, 1, 16},
+      {48, 48, 32, 32, 64}, {16, 48, 32, 32, 64}};
   for (const auto& s : shapes) {
     for (int layout = 0; layout < 4; ++layout) {
       expect_packed_b_same_as_reference<T>(s[0], s[1], s[2], s[3], s[4], layout & 1, layout & 2);
