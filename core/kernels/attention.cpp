@@ -11,8 +11,10 @@
 // with it the book's numbers. (FlashAttention's online softmax rescales the partial output at
 // every key block, which rounds differently from the composite; at the chapter's T = 1024 a
 // whole row of scores costs 4 KB, so the exact two-pass softmax over an L2-resident tile loses
-// nothing that the rescaling would win back.) The softmax runs on vectors: exp_row (exp.h, the
-// bits of std::exp) and divide_max_row.
+// nothing that the rescaling would win back.) The softmax runs on vectors, a row per call:
+// softmax_row and softmax_weights_row (exp.h; their steps one by one, divide_max_row, exp_row
+// with the bits of std::exp, vec_lane_sum, are softmax_row_steps and softmax_weights_row_steps
+// in reduce_kernels.h, and test_exp.cpp checks that both give the same bits).
 //
 // Products. Every block multiplies by a prefix of the same K^T, V (forward) and K^T, K, V^T
 // (backward): they are packed once per head (pack_b_panels) and each product reads its tile of
@@ -146,15 +148,14 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     for (int64_t i = i0; i < i1; ++i) {
       T* x = s + (i - i0) * kv;
       const int64_t valid = i + 1;  // keys 0..i; the rest is masked
-      const T max = divide_max_row(x, divisor, valid);
-      exp_row(x, max, x, valid);
-      const T inverse = T(1) / vec_lane_sum(x, valid, n);
-      for (int64_t j = 0; j < valid; ++j) x[j] *= inverse;
+      // A_ij = S_ij / divisor, m_i, e_ij, s_i over the full row of n, W_ij; zeros past i
+      // (softmax_row: the steps of softmax_row_steps, reduce_kernels.h, in one call)
+      T max, inverse;
+      softmax_row(x, divisor, valid, n, kv, &max, &inverse);
       if (noise != nullptr) {
         const T* nrow = noise + (bh * n + i) * n;
         for (int64_t j = 0; j < valid; ++j) x[j] = x[j] * nrow[j];
       }
-      std::fill(x + valid, x + kv, T(0));
       row_max[bh * n + i] = max;
       row_inverse[bh * n + i] = inverse;
     }
@@ -215,11 +216,9 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       for (int64_t i = i0; i < i1; ++i) {
         T* wr = w + (i - i0) * kv;
         const int64_t valid = i + 1;
-        const T max = row_max[bh * n + i], inverse = row_inverse[bh * n + i];
-        for (int64_t j = 0; j < valid; ++j) wr[j] = wr[j] / divisor;
-        exp_row(wr, max, wr, valid);
-        for (int64_t j = 0; j < valid; ++j) wr[j] = wr[j] * inverse;
-        std::fill(wr + valid, wr + kv, T(0));
+        // W_ij = exp(S_ij / divisor - m_i) * (1 / s_i), zeros past i (softmax_weights_row: the
+        // steps of softmax_weights_row_steps in one pass)
+        softmax_weights_row(wr, divisor, row_max[bh * n + i], row_inverse[bh * n + i], valid, kv);
         if (noise != nullptr) {
           T* wdr = wd + (i - i0) * kv;
           const T* nrow = noise + (bh * n + i) * n;

@@ -1,9 +1,11 @@
 // exp_row for float: glibc's expf on AVX2 registers (the derivation is in exp.h).
 #include "core/kernels/exp.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/kernels/cpu.h"
+#include "core/kernels/reduce_kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -134,11 +136,13 @@ inline __m256 exp8(__m256 x) {
 // run only when the CPU has it (the build stays x86-64-v3; see CMakeLists.txt on GCC 12 and
 // AVX-512 constants): every constant comes from memory through `c`, a pointer the compiler
 // cannot see through, as broadcasts.
-// (GCC 12 warns that its own _mm512_undefined_* placeholders "may be used uninitialized" in
-// these intrinsics' expansions: a known false positive, silenced for this block only.)
+// (GCC 12 warns that its own _mm512_undefined_* placeholders "may be used uninitialized", or
+// "are used uninitialized", in these intrinsics' expansions: a known false positive, silenced
+// for this block only.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 struct Exp512Constants {
   alignas(64) uint64_t table[32];
@@ -231,6 +235,103 @@ __attribute__((target("avx512f"), noinline)) void exp_row_avx512(const float* x,
   }
 }
 
+// softmax_row (exp.h) on sixteen lanes: the divide-and-max pass, then exp with vec_lane_sum's
+// eight running sums taken from the registers as they are stored (the low eight lanes, then the
+// high eight: element j into sum j mod 8, in order of j), then the scaling pass and the zeros.
+// Lanes past `valid` are loaded as m (exp(0) = 1) and zeroed before the sums: adding +0 to a sum
+// of exps (never -0) changes nothing.
+__attribute__((target("avx512f"), noinline)) void softmax_row_avx512(float* x, float divisor,
+                                                                     int64_t valid, int64_t row,
+                                                                     int64_t width, float* max_out,
+                                                                     float* inverse_out,
+                                                                     const Exp512Constants* c) {
+  const __m512i t0 = _mm512_load_si512(c->table), t1 = _mm512_load_si512(c->table + 8);
+  const __m512i t2 = _mm512_load_si512(c->table + 16), t3 = _mm512_load_si512(c->table + 24);
+  const __m512 d = _mm512_set1_ps(divisor);
+  const float minus_inf = -c->inf;
+  const int64_t whole = valid - valid % 16;
+  const auto live = static_cast<__mmask16>((1u << (valid - whole)) - 1);  // the tail's lanes
+  // x = x / divisor, m = max x (as divide_max_row: `q > m ? q : m`, a nan skipped)
+  __m512 m16 = _mm512_set1_ps(minus_inf);
+  for (int64_t j = 0; j < whole; j += 16) {
+    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + j), d);
+    _mm512_storeu_ps(x + j, q);
+    m16 = _mm512_max_ps(q, m16);
+  }
+  if (live != 0) {
+    const __m512 q = _mm512_div_ps(_mm512_maskz_loadu_ps(live, x + whole), d);
+    _mm512_mask_storeu_ps(x + whole, live, q);
+    m16 = _mm512_mask_max_ps(m16, live, q, m16);
+  }
+  // No lane holds a nan (a nan q leaves its lane as it was), so the lanes' max in any order is
+  // the row's, up to the sign of a zero, which exp(x - m) does not see.
+  const __m256 m8 =
+      _mm256_max_ps(_mm512_castps512_ps256(m16),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(m16), 1)));
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const float m = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+  // e = exp(x - m), s = vec_lane_sum(e, valid, row)
+  const __m512 mv = _mm512_set1_ps(m);
+  __m256 sums = _mm256_setzero_ps();
+  for (int64_t j = 0; j < whole; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), mv), c, t0, t1, t2, t3);
+    _mm512_storeu_ps(x + j, e);
+    sums = _mm256_add_ps(sums, _mm512_castps512_ps256(e));
+    sums = _mm256_add_ps(sums, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  }
+  if (live != 0) {
+    const __m512 in = _mm512_mask_loadu_ps(mv, live, x + whole);
+    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(in, mv), c, t0, t1, t2, t3));
+    _mm512_mask_storeu_ps(x + whole, live, e);
+    sums = _mm256_add_ps(sums, _mm512_castps512_ps256(e));
+    sums = _mm256_add_ps(sums, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  }
+  alignas(32) float a[8];
+  _mm256_store_ps(a, sums);
+  float s = a[0];
+  if (row >= 8) {
+    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  } else {
+    for (int64_t k = 1; k < row; ++k) s += a[k];
+  }
+  // x = e * (1 / s), zeros after the row's valid part
+  const float inverse = 1.0f / s;
+  const __m512 iv = _mm512_set1_ps(inverse);
+  for (int64_t j = 0; j < whole; j += 16) {
+    _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), iv));
+  }
+  if (live != 0) {
+    _mm512_mask_storeu_ps(x + whole, live,
+                          _mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + whole), iv));
+  }
+  std::fill(x + valid, x + width, 0.0f);
+  *max_out = m;
+  *inverse_out = inverse;
+}
+
+// softmax_weights_row (exp.h) on sixteen lanes: one pass of divide, exp, scale; then the zeros.
+__attribute__((target("avx512f"), noinline)) void softmax_weights_row_avx512(
+    float* x, float divisor, float m, float inverse, int64_t valid, int64_t width,
+    const Exp512Constants* c) {
+  const __m512i t0 = _mm512_load_si512(c->table), t1 = _mm512_load_si512(c->table + 8);
+  const __m512i t2 = _mm512_load_si512(c->table + 16), t3 = _mm512_load_si512(c->table + 24);
+  const __m512 d = _mm512_set1_ps(divisor), mv = _mm512_set1_ps(m);
+  const __m512 iv = _mm512_set1_ps(inverse);
+  const int64_t whole = valid - valid % 16;
+  for (int64_t j = 0; j < whole; j += 16) {
+    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + j), d);
+    _mm512_storeu_ps(x + j, _mm512_mul_ps(exp16(_mm512_sub_ps(q, mv), c, t0, t1, t2, t3), iv));
+  }
+  const auto live = static_cast<__mmask16>((1u << (valid - whole)) - 1);
+  if (live != 0) {  // lanes past valid: (m * divisor) / divisor - m, in range, not stored
+    const __m512 q = _mm512_div_ps(_mm512_mask_loadu_ps(_mm512_mul_ps(mv, d), live, x + whole), d);
+    _mm512_mask_storeu_ps(x + whole, live,
+                          _mm512_mul_ps(exp16(_mm512_sub_ps(q, mv), c, t0, t1, t2, t3), iv));
+  }
+  std::fill(x + valid, x + width, 0.0f);
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -291,6 +392,32 @@ float divide_max_row(float* x, float divisor, int64_t n) {
     max = x[j] > max ? x[j] : max;
   }
   return max;
+}
+
+void softmax_row(float* x, float divisor, int64_t valid, int64_t row, int64_t width, float* max,
+                 float* inverse) {
+#ifdef EMBER_EXP_X86
+  if (cpu_has_avx512()) {
+    const Exp512Constants* c = &kExp512;
+    asm("" : "+r"(c));
+    softmax_row_avx512(x, divisor, valid, row, width, max, inverse, c);
+    return;
+  }
+#endif
+  softmax_row_steps(x, divisor, valid, row, width, max, inverse);
+}
+
+void softmax_weights_row(float* x, float divisor, float max, float inverse, int64_t valid,
+                         int64_t width) {
+#ifdef EMBER_EXP_X86
+  if (cpu_has_avx512()) {
+    const Exp512Constants* c = &kExp512;
+    asm("" : "+r"(c));
+    softmax_weights_row_avx512(x, divisor, max, inverse, valid, width, c);
+    return;
+  }
+#endif
+  softmax_weights_row_steps(x, divisor, max, inverse, valid, width);
 }
 
 }  // namespace ember::kernels

@@ -52,4 +52,16 @@ inline double divide_max_row(double* x, double divisor, int64_t n) {
   return max;
 }
 
+// One row of the fused attention's scaled causal softmax in one call: softmax_row_steps
+// (reduce_kernels.h, the steps one by one) with the same bits; on AVX-512 CPUs three passes over
+// the row with exp's table loaded once (a row of the small GPT's attention is at most 64 scores,
+// and the four calls per row cost more than their arithmetic). The double overload is in
+// reduce_kernels.h.
+void softmax_row(float* x, float divisor, int64_t valid, int64_t row, int64_t width, float* max,
+                 float* inverse);
+
+// softmax_weights_row_steps (reduce_kernels.h) in one call and one pass, the same bits.
+void softmax_weights_row(float* x, float divisor, float max, float inverse, int64_t valid,
+                         int64_t width);
+
 }  // namespace ember::kernels

@@ -81,6 +81,42 @@ T vec_lane_dot(const T* a, const T* b, int64_t n, int64_t row) {
   return vec_lane_sum(acc, std::min<int64_t>(row, L), std::min<int64_t>(row, L));
 }
 
+// One row of the fused attention's scaled causal softmax, step by step, as the composite's ops
+// compute it (core/kernels/attention.cpp): the row's first `valid` scores x are divided by
+// `divisor` and their max m taken (divide_max_row), e = exp(x - m) (exp_row), s = the sum of
+// the whole row of `row` values, zeros past valid, in vec_lane_sum's order, then x = e * (1 / s)
+// and x[valid:width) = 0. m and 1 / s are returned for the backward. softmax_row (exp.h) is the
+// same in one call for float.
+template <typename T>
+void softmax_row_steps(T* x, T divisor, int64_t valid, int64_t row, int64_t width, T* max,
+                       T* inverse) {
+  *max = divide_max_row(x, divisor, valid);
+  exp_row(x, *max, x, valid);
+  *inverse = T(1) / vec_lane_sum(x, valid, row);
+  for (int64_t j = 0; j < valid; ++j) x[j] *= *inverse;
+  std::fill(x + valid, x + width, T(0));
+}
+
+// The weights of such a row again, from its scores and the saved m and 1 / s (the backward):
+// x[0:valid) = exp(x / divisor - m) * inverse, each step rounded as above, x[valid:width) = 0.
+template <typename T>
+void softmax_weights_row_steps(T* x, T divisor, T max, T inverse, int64_t valid, int64_t width) {
+  for (int64_t j = 0; j < valid; ++j) x[j] = x[j] / divisor;
+  exp_row(x, max, x, valid);
+  for (int64_t j = 0; j < valid; ++j) x[j] = x[j] * inverse;
+  std::fill(x + valid, x + width, T(0));
+}
+
+inline void softmax_row(double* x, double divisor, int64_t valid, int64_t row, int64_t width,
+                        double* max, double* inverse) {
+  softmax_row_steps(x, divisor, valid, row, width, max, inverse);
+}
+
+inline void softmax_weights_row(double* x, double divisor, double max, double inverse,
+                                int64_t valid, int64_t width) {
+  softmax_weights_row_steps(x, divisor, max, inverse, valid, width);
+}
+
 // The input of a reduction, read as [outer, reduced, inner] contiguous elements; the output is
 // [outer, inner] contiguous elements.
 //

@@ -1,7 +1,8 @@
 // kernels::exp_row (core/kernels/exp.h), the vectorized exp every float softmax runs through,
 // against std::exp: the same bits for a wide sample of floats (every sign and exponent, the
 // special values, the edges of glibc's special cases), at every row length modulo 8 (the tail),
-// and with the max subtracted first. Plus divide_max_row against its scalar loop.
+// and with the max subtracted first. Plus divide_max_row against its scalar loop, and the fused
+// attention's softmax rows against their steps.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/kernels/exp.h"
+#include "core/kernels/reduce_kernels.h"
 
 namespace ember {
 namespace {
@@ -80,6 +82,45 @@ TEST(DivideMaxRow, MatchesTheScalarLoop) {
     const float got = kernels::divide_max_row(y.data(), 8.0f, n);
     EXPECT_EQ(got, want) << "n=" << n;
     EXPECT_EQ(bits_of(y), bits_of(x)) << "n=" << n;
+  }
+}
+
+// softmax_row and softmax_weights_row (one call per row of the fused attention) against the
+// steps they fuse (softmax_row_steps, softmax_weights_row_steps: divide_max_row, exp_row,
+// vec_lane_sum, the scaling and zero loops): the same bits at every valid length 0..70 (the
+// sixteen-lane tails), rows shorter and longer than the eight lanes of the sum, scores that
+// overflow exp, a nan, and zeros of both signs. The max may differ only in the sign of a zero.
+std::vector<float> scores(int64_t n, uint32_t seed) {
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::sin(float(i * 7 + seed) * 0.37f) * 40.0f;
+  if (seed % 3 == 1 && n > 5) x[5] = -0.0f;
+  if (seed % 3 == 2 && n > 3) x[3] = 0.0f;
+  if (seed % 5 == 4 && n > 9) x[9] = std::numeric_limits<float>::quiet_NaN();
+  if (seed % 7 == 6 && n > 1) x[1] = 1e30f;
+  return x;
+}
+
+TEST(SoftmaxRow, SameBitsAsItsSteps) {
+  for (int64_t row : {1, 5, 8, 40, 70}) {
+    for (int64_t valid = 0; valid <= row; ++valid) {
+      for (uint32_t seed = 0; seed < 7; ++seed) {
+        SCOPED_TRACE(::testing::Message()
+                     << "row=" << row << " valid=" << valid << " seed=" << seed);
+        const int64_t width = row + 3;
+        std::vector<float> x = scores(width, seed), y = x;
+        float m1 = 0, i1 = 0, m2 = 0, i2 = 0;
+        kernels::softmax_row(x.data(), 5.656854f, valid, row, width, &m1, &i1);
+        kernels::softmax_row_steps(y.data(), 5.656854f, valid, row, width, &m2, &i2);
+        EXPECT_EQ(bits_of(x), bits_of(y));
+        EXPECT_TRUE(m1 == m2 || (std::isnan(m1) && std::isnan(m2)));
+        EXPECT_EQ(std::bit_cast<uint32_t>(i1), std::bit_cast<uint32_t>(i2));
+        // The weights again from the saved max and inverse, as the backward recomputes them.
+        std::vector<float> w = scores(width, seed), v = w;
+        kernels::softmax_weights_row(w.data(), 5.656854f, m2, i2, valid, width);
+        kernels::softmax_weights_row_steps(v.data(), 5.656854f, m2, i2, valid, width);
+        EXPECT_EQ(bits_of(w), bits_of(v));
+      }
+    }
   }
 }
 
