@@ -244,12 +244,9 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
           const T* nrow = noise + (bh * n + i) * n;
           for (int64_t j = 0; j < valid; ++j) dsr[j] = dsr[j] * nrow[j];
         }
-        const T di = vec_lane_dot(dsr, wr, valid, n);
-        for (int64_t j = 0; j < valid; ++j) {
-          const T da = wr[j] * (dsr[j] - di);
-          dsr[j] = da / divisor;
-        }
-        std::fill(dsr + valid, dsr + kv, T(0));
+        // D_i, dA_ij, dS_ij; zeros past i (softmax_backward_row: the steps of
+        // softmax_backward_row_steps, reduce_kernels.h, in one call)
+        softmax_backward_row(dsr, wr, divisor, valid, n, kv);
       }
       // dQ[i0:i1] = dS K[0:kv];  dK[0:kv] += dS^T Q[i0:i1]
       gemm_packed_b<T>(rows, hd, kv, wd, kv, 1, k_p, n, dq + i0 * grad_q.row_stride,

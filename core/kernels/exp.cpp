@@ -332,6 +332,59 @@ __attribute__((target("avx512f"), noinline)) void softmax_weights_row_avx512(
   std::fill(x + valid, x + width, 0.0f);
 }
 
+// softmax_backward_row (exp.h): vec_lane_dot's eight running sums on eight-float registers
+// (the first eight products rounded, every later one added with an fma; a partial group's
+// lanes past `valid` keep their sums through a blend, as the scalar loop leaves them), then
+// dS on sixteen lanes.
+__attribute__((target("avx512f"), noinline)) void softmax_backward_row_avx512(
+    float* g, const float* w, float divisor, int64_t valid, int64_t row, int64_t width) {
+  // Partial groups through zero-padded copies; lanes past `valid` keep their sums by a blend
+  // whose mask is built in memory (no vector constants in AVX-512 code, see exp16).
+  auto partial = [](const float* x, int64_t count) {
+    alignas(32) float buffer[8] = {};
+    std::copy_n(x, count, buffer);
+    return _mm256_load_ps(buffer);
+  };
+  __m256 acc;
+  if (valid >= 8) {
+    acc = _mm256_mul_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(w));
+  } else {  // 0 * 0 = +0 in the unused lanes, as their sums start
+    acc = _mm256_mul_ps(partial(g, valid), partial(w, valid));
+  }
+  int64_t k = 8;
+  for (; k + 8 <= valid; k += 8) {
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(g + k), _mm256_loadu_ps(w + k), acc);
+  }
+  if (k < valid) {
+    alignas(32) int32_t live[8];
+    for (int64_t j = 0; j < 8; ++j) live[j] = j < valid - k ? -1 : 0;
+    const __m256 sum = _mm256_fmadd_ps(partial(g + k, valid - k), partial(w + k, valid - k), acc);
+    acc = _mm256_blendv_ps(acc, sum, _mm256_load_ps(reinterpret_cast<const float*>(live)));
+  }
+  alignas(32) float a[8];
+  _mm256_store_ps(a, acc);
+  float d = a[0];
+  if (row >= 8) {
+    d = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  } else {
+    for (int64_t j = 1; j < row; ++j) d += a[j];
+  }
+  const __m512 dv = _mm512_set1_ps(d), q = _mm512_set1_ps(divisor);
+  const int64_t whole = valid - valid % 16;
+  for (int64_t j = 0; j < whole; j += 16) {
+    const __m512 da =
+        _mm512_mul_ps(_mm512_loadu_ps(w + j), _mm512_sub_ps(_mm512_loadu_ps(g + j), dv));
+    _mm512_storeu_ps(g + j, _mm512_div_ps(da, q));
+  }
+  const auto tail = static_cast<__mmask16>((1u << (valid - whole)) - 1);
+  if (tail != 0) {
+    const __m512 da = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, w + whole),
+                                    _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, g + whole), dv));
+    _mm512_mask_storeu_ps(g + whole, tail, _mm512_div_ps(da, q));
+  }
+  std::fill(g + valid, g + width, 0.0f);
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -418,6 +471,17 @@ void softmax_weights_row(float* x, float divisor, float max, float inverse, int6
   }
 #endif
   softmax_weights_row_steps(x, divisor, max, inverse, valid, width);
+}
+
+void softmax_backward_row(float* g, const float* w, float divisor, int64_t valid, int64_t row,
+                          int64_t width) {
+#ifdef EMBER_EXP_X86
+  if (cpu_has_avx512()) {
+    softmax_backward_row_avx512(g, w, divisor, valid, row, width);
+    return;
+  }
+#endif
+  softmax_backward_row_steps(g, w, divisor, valid, row, width);
 }
 
 }  // namespace ember::kernels

@@ -64,4 +64,8 @@ void softmax_row(float* x, float divisor, int64_t valid, int64_t row, int64_t wi
 void softmax_weights_row(float* x, float divisor, float max, float inverse, int64_t valid,
                          int64_t width);
 
+// softmax_backward_row_steps (reduce_kernels.h) in one call, the same bits.
+void softmax_backward_row(float* g, const float* w, float divisor, int64_t valid, int64_t row,
+                          int64_t width);
+
 }  // namespace ember::kernels

@@ -107,6 +107,26 @@ void softmax_weights_row_steps(T* x, T divisor, T max, T inverse, int64_t valid,
   std::fill(x + valid, x + width, T(0));
 }
 
+// The backward of such a row, in place: g holds dW (the weights' gradient) and becomes dS:
+// D = vec_lane_dot(g, w, valid, row) (sum_j dW_j W_j in PyTorch's softmax-backward order), then
+// g_j = (w_j * (g_j - D)) / divisor for j < valid, zeros up to width. softmax_backward_row
+// (exp.h) is the same in one call for float.
+template <typename T>
+void softmax_backward_row_steps(T* g, const T* w, T divisor, int64_t valid, int64_t row,
+                                int64_t width) {
+  const T d = vec_lane_dot(g, w, valid, row);
+  for (int64_t j = 0; j < valid; ++j) {
+    const T da = w[j] * (g[j] - d);
+    g[j] = da / divisor;
+  }
+  std::fill(g + valid, g + width, T(0));
+}
+
+inline void softmax_backward_row(double* g, const double* w, double divisor, int64_t valid,
+                                 int64_t row, int64_t width) {
+  softmax_backward_row_steps(g, w, divisor, valid, row, width);
+}
+
 inline void softmax_row(double* x, double divisor, int64_t valid, int64_t row, int64_t width,
                         double* max, double* inverse) {
   softmax_row_steps(x, divisor, valid, row, width, max, inverse);

@@ -85,11 +85,12 @@ TEST(DivideMaxRow, MatchesTheScalarLoop) {
   }
 }
 
-// softmax_row and softmax_weights_row (one call per row of the fused attention) against the
-// steps they fuse (softmax_row_steps, softmax_weights_row_steps: divide_max_row, exp_row,
-// vec_lane_sum, the scaling and zero loops): the same bits at every valid length 0..70 (the
-// sixteen-lane tails), rows shorter and longer than the eight lanes of the sum, scores that
-// overflow exp, a nan, and zeros of both signs. The max may differ only in the sign of a zero.
+// softmax_row, softmax_weights_row and softmax_backward_row (one call per row of the fused
+// attention) against the steps they fuse (softmax_row_steps, softmax_weights_row_steps,
+// softmax_backward_row_steps: divide_max_row, exp_row, vec_lane_sum, vec_lane_dot, the loops): the
+// same bits at every valid length 0..70 (the sixteen-lane tails), rows shorter and longer than the
+// eight lanes of the sum, scores that overflow exp, a nan, and zeros of both signs. The max may
+// differ only in the sign of a zero.
 std::vector<float> scores(int64_t n, uint32_t seed) {
   std::vector<float> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = std::sin(float(i * 7 + seed) * 0.37f) * 40.0f;
@@ -119,8 +120,21 @@ TEST(SoftmaxRow, SameBitsAsItsSteps) {
         kernels::softmax_weights_row(w.data(), 5.656854f, m2, i2, valid, width);
         kernels::softmax_weights_row_steps(v.data(), 5.656854f, m2, i2, valid, width);
         EXPECT_EQ(bits_of(w), bits_of(v));
+        // The backward of the row: dW (scores reused as gradients, zeros of both signs) into dS.
+        std::vector<float> g = scores(width, seed + 1), h = g;
+        kernels::softmax_backward_row(g.data(), w.data(), 5.656854f, valid, row, width);
+        kernels::softmax_backward_row_steps(h.data(), w.data(), 5.656854f, valid, row, width);
+        EXPECT_EQ(bits_of(g), bits_of(h));
       }
     }
+  }
+  // A row of -0 gradients: every lane's sum stays -0, so D = -0 and dS = +0 / divisor; a lane
+  // past `valid` turned to +0 (by adding a padded 0 * 0) would make D = +0 and dS = -0.
+  for (int64_t valid : {3, 11, 21}) {
+    std::vector<float> w(32, 0.25f), g(32, -0.0f), h = g;
+    kernels::softmax_backward_row(g.data(), w.data(), 8.0f, valid, 32, 32);
+    kernels::softmax_backward_row_steps(h.data(), w.data(), 8.0f, valid, 32, 32);
+    EXPECT_EQ(bits_of(g), bits_of(h)) << "valid=" << valid;
   }
 }
 
