@@ -235,6 +235,17 @@ __attribute__((target("avx512f"), noinline)) void exp_row_avx512(const float* x,
   }
 }
 
+// vec_lane_sum's total of its eight lanes (reduce_kernels.h) for a row of `row` values: in its
+// shuffle order when the row fills them, else left to right.
+inline float add_lanes(__m256 lanes, int64_t row) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, lanes);
+  if (row >= 8) return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  float total = a[0];
+  for (int64_t k = 1; k < row; ++k) total += a[k];
+  return total;
+}
+
 // softmax_row (exp.h) on sixteen lanes: the divide-and-max pass, then exp with vec_lane_sum's
 // eight running sums taken from the registers as they are stored (the low eight lanes, then the
 // high eight: element j into sum j mod 8, in order of j), then the scaling pass and the zeros.
@@ -287,14 +298,7 @@ __attribute__((target("avx512f"), noinline)) void softmax_row_avx512(float* x, f
     sums = _mm256_add_ps(sums, _mm512_castps512_ps256(e));
     sums = _mm256_add_ps(sums, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
   }
-  alignas(32) float a[8];
-  _mm256_store_ps(a, sums);
-  float s = a[0];
-  if (row >= 8) {
-    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-  } else {
-    for (int64_t k = 1; k < row; ++k) s += a[k];
-  }
+  const float s = add_lanes(sums, row);
   // x = e * (1 / s), zeros after the row's valid part
   const float inverse = 1.0f / s;
   const __m512 iv = _mm512_set1_ps(inverse);
@@ -361,14 +365,7 @@ __attribute__((target("avx512f"), noinline)) void softmax_backward_row_avx512(
     const __m256 sum = _mm256_fmadd_ps(partial(g + k, valid - k), partial(w + k, valid - k), acc);
     acc = _mm256_blendv_ps(acc, sum, _mm256_load_ps(reinterpret_cast<const float*>(live)));
   }
-  alignas(32) float a[8];
-  _mm256_store_ps(a, acc);
-  float d = a[0];
-  if (row >= 8) {
-    d = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-  } else {
-    for (int64_t j = 1; j < row; ++j) d += a[j];
-  }
+  const float d = add_lanes(acc, row);
   const __m512 dv = _mm512_set1_ps(d), q = _mm512_set1_ps(divisor);
   const int64_t whole = valid - valid % 16;
   for (int64_t j = 0; j < whole; j += 16) {
