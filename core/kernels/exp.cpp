@@ -328,8 +328,8 @@ __attribute__((target("avx512f"), noinline)) void softmax_weights_row_avx512(
     _mm512_storeu_ps(x + j, _mm512_mul_ps(exp16(_mm512_sub_ps(q, mv), c, t0, t1, t2, t3), iv));
   }
   const auto live = static_cast<__mmask16>((1u << (valid - whole)) - 1);
-  if (live != 0) {  // lanes past valid: (m * divisor) / divisor - m, in range, not stored
-    const __m512 q = _mm512_div_ps(_mm512_mask_loadu_ps(_mm512_mul_ps(mv, d), live, x + whole), d);
+  if (live != 0) {  // lanes past valid are computed from zeros and not stored
+    const __m512 q = _mm512_div_ps(_mm512_maskz_loadu_ps(live, x + whole), d);
     _mm512_mask_storeu_ps(x + whole, live,
                           _mm512_mul_ps(exp16(_mm512_sub_ps(q, mv), c, t0, t1, t2, t3), iv));
   }

@@ -169,73 +169,50 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32(int64_t kc, con
   }
 }
 
-// AVX-512, float, A read in place: a 6 x 32 tile over two 16-wide halves of packed B rows (row p
-// of each at b0 + p * bs, b1 + p * bs: two adjacent 16-wide panels of gemm_packed_b with bs =
-// 16, or the two halves of the blocked path's 32-wide panel with bs = 32), element (i, p) of A
-// at a[i * rs + p] (kRows) or a[i + p * ks] (kColumns). Each C[i, j] gets the same chain of
-// fmas, in the same order, as from the packed kernel or from two calls of tile_avx2_f32, so the
-// bits do not depend on which one ran.
-template <ARead kA>
-__attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_pair(
-    int64_t kc, const float* a, int64_t rs, int64_t ks, const float* b0, const float* b1,
-    int64_t bs, float* c, int64_t ldc, bool load) {
-  static_assert(kA != ARead::kPacked);
+// AVX-512, float, A read in place: a 6 x 16 kPanels tile over kPanels 16-wide panels of packed
+// B rows (row p of panel q at b[q] + p * bs: two adjacent 16-wide panels of gemm_packed_b with
+// bs = 16, or the two halves of the blocked path's 32-wide panel with bs = 32; one panel for
+// gemm_packed_b's last single panel, N = 48 being a pair and one, and its partial tiles), element
+// (i, p) of A at a[i * rs + p] (kRows) or a[i + p * ks] (kColumns). One 16-float register per
+// row and panel: a single panel takes half the fmas of the AVX2 6 x 16 tile for the same lanes.
+// Each C[i, j] gets the same chain of fmas, in the same order, as from the packed kernel or from
+// tile_avx2_f32, so the bits do not depend on which one ran.
+template <ARead kA, int kPanels>
+__attribute__((target("avx512f"))) inline void kernel_avx512_f32_a(int64_t kc, const float* a,
+                                                                   int64_t rs, int64_t ks,
+                                                                   const float* const (&b)[kPanels],
+                                                                   int64_t bs, float* c,
+                                                                   int64_t ldc, bool load) {
+  static_assert(kA != ARead::kPacked && (kPanels == 1 || kPanels == 2));
   constexpr bool kRows = kA == ARead::kRows;
-  __m512 acc[6][2];
+  __m512 acc[6][kPanels];
 #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
-    acc[i][0] = load ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
-    acc[i][1] = load ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+    for (int q = 0; q < kPanels; ++q) {
+      acc[i][q] = load ? _mm512_loadu_ps(c + i * ldc + 16 * q) : _mm512_setzero_ps();
+    }
   }
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 x0 = _mm512_loadu_ps(b0 + p * bs), x1 = _mm512_loadu_ps(b1 + p * bs);
+    __m512 x[kPanels];
+    for (int q = 0; q < kPanels; ++q) x[q] = _mm512_loadu_ps(b[q] + p * bs);
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
       const __m512 ai = _mm512_set1_ps(kRows ? a[i * rs + p] : a[i + p * ks]);
-      acc[i][0] = _mm512_fmadd_ps(ai, x0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(ai, x1, acc[i][1]);
+      for (int q = 0; q < kPanels; ++q) acc[i][q] = _mm512_fmadd_ps(ai, x[q], acc[i][q]);
     }
   }
 #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
-    _mm512_storeu_ps(c + i * ldc, acc[i][0]);
-    _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+    for (int q = 0; q < kPanels; ++q) _mm512_storeu_ps(c + i * ldc + 16 * q, acc[i][q]);
   }
-}
-// AVX-512, float, A read in place over ONE 16-wide panel (row p at b + 16 p): the 6 x 16 tile
-// of tile_avx2_f32 with one 16-float register per row instead of two 8-float ones, so half the
-// fmas for the same lanes. gemm_packed_b's last single panel (N = 48: a pair and one) and its
-// partial tiles run here. Same chain of fmas per C[i, j], so the same bits as the AVX2 tile.
-template <ARead kA>
-__attribute__((target("avx512f"))) inline void kernel_avx512_f32_a_single(int64_t kc,
-                                                                          const float* a,
-                                                                          int64_t rs, int64_t ks,
-                                                                          const float* b, float* c,
-                                                                          int64_t ldc, bool load) {
-  static_assert(kA != ARead::kPacked);
-  constexpr bool kRows = kA == ARead::kRows;
-  __m512 acc[6];
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) acc[i] = load ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m512 x = _mm512_loadu_ps(b + p * 16);
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) {
-      const __m512 ai = _mm512_set1_ps(kRows ? a[i * rs + p] : a[i + p * ks]);
-      acc[i] = _mm512_fmadd_ps(ai, x, acc[i]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) _mm512_storeu_ps(c + i * ldc, acc[i]);
 }
 
 // The blocked path's 6 x 32 AVX-512 tile with the rows of A read in place (row i at
 // a + i * lda_row) over one packed 32-wide B panel: the pair kernel on its two 16-wide halves.
 __attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(
     int64_t kc, const float* a, int64_t lda_row, const float* b, float* c, int64_t ldc, bool load) {
-  kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, lda_row, 1, b, b + 16, 32, c, ldc, load);
+  kernel_avx512_f32_a<ARead::kRows, 2>(kc, a, lda_row, 1, {b, b + 16}, 32, c, ldc, load);
 }
 #endif
 
@@ -248,9 +225,9 @@ inline void tile_a_strided(int64_t kc, const T* a, int64_t rs, int64_t ks, const
   if constexpr (std::is_same_v<T, float>) {
     if (avx512) {
       if (rs == 1) {
-        kernel_avx512_f32_a_single<ARead::kColumns>(kc, a, 1, ks, b, c, ldc, load);
+        kernel_avx512_f32_a<ARead::kColumns, 1>(kc, a, 1, ks, {b}, 16, c, ldc, load);
       } else {
-        kernel_avx512_f32_a_single<ARead::kRows>(kc, a, rs, 1, b, c, ldc, load);
+        kernel_avx512_f32_a<ARead::kRows, 1>(kc, a, rs, 1, {b}, 16, c, ldc, load);
       }
       return;
     }

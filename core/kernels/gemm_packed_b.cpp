@@ -19,7 +19,7 @@ using gemm_detail::Product;
 using gemm_detail::tile_a_strided;
 #ifdef EMBER_GEMM_X86
 using gemm_detail::ARead;
-using gemm_detail::kernel_avx512_f32_a_pair;
+using gemm_detail::kernel_avx512_f32_a;
 #endif
 
 template <typename T>
@@ -44,7 +44,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
     return;
   }
   const int64_t full_rows = M - M % MR;
-  const bool pairs = std::is_same_v<T, float> && cpu_has_avx512();  // and 6 x 16 AVX-512 tiles
+  const bool avx512 = std::is_same_v<T, float> && cpu_has_avx512();
   alignas(64) T edge_a[MR * KC];  // the last, partial row tile, packed
   alignas(64) T edge_c[MR * W];   // a partial tile of C
   for (int64_t pc = 0; pc < k; pc += KC) {
@@ -56,7 +56,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
       if (load) {
         for (int64_t r = 0; r < rows; ++r) copy_partial_row(edge_c + r * W, c + r * ldc, cols);
       }
-      tile_a_strided<T>(kc, a, rs, ks, bj, edge_c, W, load, pairs);
+      tile_a_strided<T>(kc, a, rs, ks, bj, edge_c, W, load, avx512);
       for (int64_t r = 0; r < rows; ++r) copy_partial_row(c + r * ldc, edge_c + r * W, cols);
     };
     if (full_rows < M) {
@@ -74,16 +74,16 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
 #ifdef EMBER_GEMM_X86
       if constexpr (std::is_same_v<T, float>) {
         // With AVX-512, the full row tiles of two whole panels at once (same bits, see
-        // kernel_avx512_f32_a_pair); their partial row tile, one panel at a time below.
-        if (pairs && jr + 2 * W <= N) {
+        // kernel_avx512_f32_a); their partial row tile, one panel at a time below.
+        if (avx512 && jr + 2 * W <= N) {
           const float* b1 = b + W * K_packed;
           for (; ir < full_rows; ir += MR) {
             const float* a = A + ir * lda_row + pc * lda_col;
             float* c = C + ir * ldc + jr;
             if (lda_row == 1) {
-              kernel_avx512_f32_a_pair<ARead::kColumns>(kc, a, 1, lda_col, b, b1, W, c, ldc, load);
+              kernel_avx512_f32_a<ARead::kColumns, 2>(kc, a, 1, lda_col, {b, b1}, W, c, ldc, load);
             } else {
-              kernel_avx512_f32_a_pair<ARead::kRows>(kc, a, lda_row, 1, b, b1, W, c, ldc, load);
+              kernel_avx512_f32_a<ARead::kRows, 2>(kc, a, lda_row, 1, {b, b1}, W, c, ldc, load);
             }
           }
           if (full_rows < M) {  // the packed edge rows, under each of the two panels
@@ -103,7 +103,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
         const int64_t rs = packed ? 1 : lda_row, ks = packed ? MR : lda_col;
         T* c = C + ir * ldc + jr;
         if (rows == MR && cols == W) {
-          tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load, pairs);
+          tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load, avx512);
           continue;
         }
         edge_tile(a, rs, ks, b, c, rows, cols);
