@@ -71,24 +71,46 @@ int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out)
 }
 #endif
 
-// dst[0:n] = src[0:n] for the widths of a panel row (6, 8, 16, 32): inlined moves, not a call.
-template <typename T>
-inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
-  switch (n) {
-    case 6:
-      std::copy_n(src, 6, dst);
-      return;
-    case 8:
-      std::copy_n(src, 8, dst);
-      return;
-    case 16:
-      std::copy_n(src, 16, dst);
-      return;
-    case 32:
-      std::copy_n(src, 32, dst);
-      return;
-    default:
-      std::copy_n(src, n, dst);
+// dst[0:bytes] = src[0:bytes], bytes a constant, in 32-byte moves: GCC's inline copy of a
+// constant size moves 16 bytes at a time under x86-64-v3's generic tuning, and packing is
+// bound by its stores (a 32-float panel row took 8 of them).
+template <int64_t bytes>
+[[gnu::always_inline]] inline void copy_bytes(void* __restrict dst, const void* __restrict src) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  int64_t b = 0;
+#ifdef EMBER_GEMM_X86
+  for (; b + 32 <= bytes; b += 32) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + b),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
+  }
+#endif
+  if constexpr (bytes % 32 != 0) std::memcpy(d + b, s + b, bytes - b);
+}
+
+// pack_lines for a width known at compile time. A piece is W values, moved in 32-byte steps;
+// when W values are not a whole number of steps (A's 6-row panels: 24 bytes), the piece moves
+// rounded up to whole steps (`over` values) wherever that is safe: the source line has the
+// values (j + over <= len) and the bytes written past the piece land on the panel's next row,
+// which the next line then overwrites (p + 1 < kc). One 32-byte move instead of 16 + 8.
+template <int64_t W, typename T>
+void pack_lines_fixed(const T* src, int64_t stride, int64_t kc, int64_t len, T* out) {
+  constexpr int64_t step = 32 / sizeof(T);
+  constexpr int64_t over = (W + step - 1) / step * step;  // W rounded up to whole steps
+  const int64_t whole = len - len % W;                    // values in whole pieces
+  const int64_t fast = std::max<int64_t>(0, std::min(whole, len - over + 1));  // j < fast: over
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* line = src + p * stride;
+    T* row = out + p * W;  // row p of the first panel; panel j / W starts j * kc further
+    int64_t j = 0;
+    if (over != W && p + 1 < kc) {
+      for (; j < fast; j += W) copy_bytes<over * sizeof(T)>(row + j * kc, line + j);
+    }
+    for (; j < whole; j += W) copy_bytes<W * sizeof(T)>(row + j * kc, line + j);
+    if (whole < len) {  // the last panel's piece: len % W values, then zeros
+      std::memcpy(row + whole * kc, line + whole, sizeof(T) * (len - whole));
+      std::fill(row + whole * kc + (len - whole), row + whole * kc + W, T(0));
+    }
   }
 }
 
@@ -96,20 +118,29 @@ inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n) {
 // panels of kc x width, columns past len zeros: each line is read once, in order (a stream the
 // hardware prefetcher follows), its width-long pieces going to their panels. Walking panel by
 // panel instead read the lines down a column of cache lines a stride apart, and stalled on every
-// one. For a row-major B (lines are rows of B) and an A^T (lines are columns of A).
+// one. For a row-major B (lines are rows of B) and an A^T (lines are columns of A). The panel
+// widths of the micro-kernels (6 rows of A; 8, 16 or 32 columns of B) have their own loops.
 template <typename T>
 void pack_lines(const T* src, int64_t stride, int64_t kc, int64_t len, int64_t width, T* out) {
+  switch (width) {
+    case 6:
+      return pack_lines_fixed<6>(src, stride, kc, len, out);
+    case 8:
+      return pack_lines_fixed<8>(src, stride, kc, len, out);
+    case 16:
+      return pack_lines_fixed<16>(src, stride, kc, len, out);
+    case 32:
+      return pack_lines_fixed<32>(src, stride, kc, len, out);
+    default:
+      break;
+  }
   for (int64_t p = 0; p < kc; ++p) {
     const T* line = src + p * stride;
     for (int64_t j = 0; j < len; j += width) {
       const int64_t n = std::min(width, len - j);
       T* dst = out + j * kc + p * width;  // panel j / width, row p
-      if (n == width) {
-        copy_row(dst, line + j, width);
-      } else {
-        std::memcpy(dst, line + j, sizeof(T) * n);
-        std::fill(dst + n, dst + width, T(0));
-      }
+      std::memcpy(dst, line + j, sizeof(T) * n);
+      std::fill(dst + n, dst + width, T(0));
     }
   }
 }
