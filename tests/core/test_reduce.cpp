@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -181,6 +182,41 @@ TEST(ReduceSum, CascadeRowSumIsCascadeSumOfOneRow) {
                                 &expected_d, ember::Shape{1, 0});
     EXPECT_EQ(ember::kernels::cascade_row_sum(xd.data_ptr<double>(), n), expected_d) << "n = " << n;
   }
+}
+
+// A sum down the rows of a wide matrix (a bias's gradient: [768, 512] summed over dim 0) adds
+// the rows a whole row at a time (multi_column_sum); each column must keep the chain of additions
+// multi_row_sum gives it, 32 columns at a time (PyTorch's order), for row counts around the
+// cascade's levels and widths around its blocks. Values of many magnitudes, so that another
+// order of additions would round differently.
+template <typename T>
+void expect_column_sums_keep_the_strip_order() {
+  using Vec = kernels::cascade::Lanes<T, kernels::cascade::kLanes<T>>;
+  constexpr int64_t L = kernels::cascade::kLanes<T>;
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal;
+  std::uniform_real_distribution<double> exponent(-4, 4);
+  for (int64_t rows : {1, 2, 15, 16, 17, 255, 256, 257, 768, 4097, 70001}) {
+    for (int64_t cols : {4 * L, 8 * L, 4 * L + 3, 64 * L, 68 * L + L + 1, 132 * L}) {
+      if (rows * cols > 4000000) continue;
+      std::vector<T> x(rows * cols);
+      for (T& v : x) v = static_cast<T>(normal(rng) * std::pow(10.0, exponent(rng)));
+      std::vector<T> out(cols, T(0));
+      kernels::cascade_sum(x.data(), Shape{rows, cols}, Shape{cols, 1}, out.data(), Shape{0, 1});
+      for (int64_t j = 0; j + 4 * L <= cols; j += 4 * L) {
+        auto sums = kernels::cascade::multi_row_sum<Vec, 4>(x.data() + j, cols, L, rows);
+        for (int r = 0; r < 4; ++r)
+          for (int64_t k = 0; k < L; ++k)
+            ASSERT_EQ(out[j + r * L + k], T(0) + sums[r].v[k])
+                << rows << " x " << cols << ", column " << j + r * L + k;
+      }
+    }
+  }
+}
+
+TEST(ReduceSum, ColumnSumsKeepTheStripOrder) {
+  expect_column_sums_keep_the_strip_order<float>();
+  expect_column_sums_keep_the_strip_order<double>();
 }
 
 TEST(ReduceSum, Float32SumIsAccurate) {
