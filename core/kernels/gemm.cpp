@@ -178,6 +178,12 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
     return;
   }
   alignas(64) T edge[6 * 32];  // a partial tile of C (MR x NR <= 6 x 32)
+  // rows x cols of a tile of C (row stride ld) set to the bias of its columns, from column j.
+  auto bias_rows = [&](T* out, int64_t ld, int64_t rows, int64_t cols, int64_t j) {
+    const T* bias = op.bias + j * op.bias_stride;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[r * ld + c] = bias[c * op.bias_stride];
+  };
   // A read where it lies, its full row tiles not packed (a last partial row tile is, with zero
   // rows), when its rows are contiguous and the block is at most kInPlaceColumns wide: packing a
   // block of A costs a pass over it, paid back only by the B panels that read it, nc / NR of
@@ -194,7 +200,10 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
     const int64_t nc = std::min(cfg.NC, j1 - jc);
     for (int64_t pc = 0; pc < op.K; pc += cfg.KC) {
       const int64_t kc = std::min(cfg.KC, op.K - pc);
-      const bool load = pc > 0 || op.accumulate;  // continue the chain of each C[i, j]
+      // Continue the chain of each C[i, j]; with a bias, start it there: the bias goes into
+      // each tile just before its first block of k, while the tile is in L1.
+      const bool load = pc > 0 || op.accumulate || op.bias != nullptr;
+      const bool start_at_bias = pc == 0 && op.bias != nullptr;
       pack_b(op, pc, kc, jc, nc, NR, b_buf);
       for (int64_t ic = i0; ic < i1; ic += cfg.MC) {
         const int64_t mc = std::min(cfg.MC, i1 - ic);
@@ -231,11 +240,14 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
               }
             }
             if (rows == MR && cols == NR) {
+              if (start_at_bias) bias_rows(c, op.ldc, MR, NR, jc + jr);
               tile(c, op.ldc);
               continue;
             }
             // A partial tile: run the full tile on a copy, keep the valid part.
-            if (load) {
+            if (start_at_bias) {
+              bias_rows(edge, NR, rows, cols, jc + jr);
+            } else if (load) {
               for (int64_t r = 0; r < rows; ++r)
                 copy_partial_row(edge + r * NR, c + r * op.ldc, cols);
             }
@@ -252,7 +264,8 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
 template <typename T>
 void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, int64_t a_bs,
                     int64_t lda_row, int64_t lda_col, const T* B, int64_t b_bs, int64_t ldb_row,
-                    int64_t ldb_col, T* C, int64_t c_bs, int64_t ldc, bool accumulate) {
+                    int64_t ldb_col, T* C, int64_t c_bs, int64_t ldc, bool accumulate,
+                    const T* bias = nullptr, int64_t bias_stride = 0) {
   const Config<T> cfg = config<T>();
   const int64_t work = batch * M * N * std::max<int64_t>(K, 1);
   // Inside another kernel's parallel region (a fused attention's heads), stay on this thread.
@@ -294,7 +307,9 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
                         ldb_col,
                         C + b * c_bs,
                         ldc,
-                        accumulate};
+                        accumulate,
+                        bias,
+                        bias_stride};
     const int64_t i0 = split_n ? 0 : std::min(M, piece * piece_m);
     const int64_t i1 = split_n ? M : std::min(M, i0 + piece_m);
     const int64_t j0 = split_n ? std::min(N, piece * piece_n) : 0;
@@ -351,6 +366,27 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t 
                   accumulate);
 }
 
+template <typename T>
+void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
+               const T* B, int64_t ldb_row, int64_t ldb_col, const T* bias, int64_t bias_stride,
+               T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  // The paths that do not pack (integers, tiny and skinny products, no k at all): the bias
+  // copied into every row, then the product accumulated onto it.
+  bool packed = !std::is_integral_v<T> && M * N * K > kTinyWork;
+#ifdef EMBER_GEMM_X86
+  if constexpr (std::is_same_v<T, float>) packed = packed && M > kSkinnyRows;
+#endif
+  if (!packed) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = bias[j * bias_stride];
+    gemm_batched<T>(1, M, N, K, A, 0, lda_row, lda_col, B, 0, ldb_row, ldb_col, C, 0, ldc, true);
+    return;
+  }
+  packed_batched(int64_t{1}, M, N, K, A, 0, lda_row, lda_col, B, 0, ldb_row, ldb_col, C, 0, ldc,
+                 false, bias, bias_stride);
+}
+
 const char* gemm_isa() { return config<float>().isa; }
 
 #define EMBER_INSTANTIATE_GEMM(T)                                                                  \
@@ -360,7 +396,9 @@ const char* gemm_isa() { return config<float>().isa; }
                                 int64_t, const T*, int64_t, int64_t, int64_t, T*, int64_t,         \
                                 int64_t, bool);                                                    \
   template void gemm_reference<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
-                                  int64_t, int64_t, T*, int64_t, bool);
+                                  int64_t, int64_t, T*, int64_t, bool);                            \
+  template void gemm_bias<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*,      \
+                             int64_t, int64_t, const T*, int64_t, T*, int64_t);
 EMBER_INSTANTIATE_GEMM(float)
 EMBER_INSTANTIATE_GEMM(double)
 EMBER_INSTANTIATE_GEMM(int64_t)

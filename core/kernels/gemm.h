@@ -35,6 +35,17 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                   int64_t b_batch_stride, int64_t ldb_row, int64_t ldb_col, T* C,
                   int64_t c_batch_stride, int64_t ldc, bool accumulate);
 
+// C[M, N] = bias + A @ B with bias a row of N values (bias[j] at bias + j * bias_stride; a
+// stride of 0 broadcasts one value) added to every row: each C[i, j] is gemm's chain started
+// from bias[j] instead of 0, the bits of copying the bias into every row of C and accumulating
+// (what addmm computes, and PyTorch's addmm hands BLAS), without that copying pass: the blocked
+// path writes the bias into a tile of C just before the tile's first block of k. C must not
+// overlap the operands or the bias.
+template <typename T>
+void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int64_t lda_col,
+               const T* B, int64_t ldb_row, int64_t ldb_col, const T* bias, int64_t bias_stride,
+               T* C, int64_t ldc);
+
 // The portable reference: the textbook loop with the same summation order (single thread, no
 // packing). Tests check that gemm agrees with it bit for bit; tiny products use it directly.
 template <typename T>

@@ -63,6 +63,8 @@ struct Product {
   T* C;
   int64_t ldc;
   bool accumulate;
+  const T* bias = nullptr;  // gemm_bias: each C[i, j] starts from bias[j * bias_stride]
+  int64_t bias_stride = 0;
 };
 
 // The packing memory of the threads' pieces of a product, one block each, 64-byte aligned,

@@ -65,14 +65,24 @@ struct Addmm : Function<Addmm> {
     b_column_major = is_column_major(b);
     save_for_backward({b_needs_grad ? a : Tensor(), a_needs_grad ? b : Tensor()});
 
-    // Every row starts as the bias (copy_ writes each element: no zeroing pass first), then the
-    // product is added into it.
+    // Every row starts as the bias, then the product is added into it. A bias that is one row
+    // (nn.Linear's [n], or [1, n], or one value) goes into C tile by tile inside the GEMM
+    // (gemm_bias: the same bits, without a pass over C); any other broadcast is copied first
+    // (copy_ writes each element: no zeroing pass).
     Tensor out = detail::empty_for_overwrite(out_shape, a.dtype());
-    out.copy_(bias);
+    const bool row_bias = bias.dim() <= 1 || bias.size(0) == 1;
+    const int64_t bias_stride = bias.dim() == 0 || bias.size(-1) == 1 ? 0 : bias.stride(-1);
+    if (!row_bias) out.copy_(bias);
     dispatch_floating(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      kernels::gemm<T>(m, n, k, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(),
-                       b.stride(0), b.stride(1), out.data_ptr<T>(), n, /*accumulate=*/true);
+      if (row_bias) {
+        kernels::gemm_bias<T>(m, n, k, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(),
+                              b.stride(0), b.stride(1), bias.data_ptr<T>(), bias_stride,
+                              out.data_ptr<T>(), n);
+      } else {
+        kernels::gemm<T>(m, n, k, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(),
+                         b.stride(0), b.stride(1), out.data_ptr<T>(), n, /*accumulate=*/true);
+      }
     });
     return out;
   }
