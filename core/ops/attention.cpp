@@ -57,9 +57,11 @@ kernels::Heads<const T> heads_of(const Tensor& t) {
 }
 
 // A new [batch, heads, T, head_dim] tensor laid out as [batch, T, heads, head_dim]: what the
-// chapter does next (transpose(1, 2).contiguous()) is then free.
+// chapter does next (transpose(1, 2).contiguous()) is then free. Not zeroed: the kernels write
+// every element (O and dQ by their products, dK and dV zeroed per head before they collect).
 Tensor new_heads(const Tensor& like) {
-  return empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.dtype())
+  return detail::empty_for_overwrite({like.size(0), like.size(2), like.size(1), like.size(3)},
+                                     like.dtype())
       .transpose(1, 2);
 }
 
