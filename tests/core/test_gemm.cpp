@@ -40,21 +40,31 @@ std::vector<T> random_values(int64_t n, unsigned seed) {
   return v;
 }
 
-// A [M, K] and B [K, N] stored plain or transposed; C with a row stride wider than N.
+// A [M, K] and B [K, N] stored plain or transposed; C with a row stride wider than N. With a
+// bias_stride (>= 0), gemm_bias against the reference accumulating onto rows set to the bias.
 template <typename T>
-void expect_same_as_reference(int64_t M, int64_t N, int64_t K, bool a_t, bool b_t,
-                              bool accumulate) {
-  SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K << " a_t=" << a_t
-                                    << " b_t=" << b_t << " accumulate=" << accumulate);
+void expect_same_as_reference(int64_t M, int64_t N, int64_t K, bool a_t, bool b_t, bool accumulate,
+                              int64_t bias_stride = -1) {
+  SCOPED_TRACE(::testing::Message()
+               << "M=" << M << " N=" << N << " K=" << K << " a_t=" << a_t << " b_t=" << b_t
+               << " accumulate=" << accumulate << " bias_stride=" << bias_stride);
   const std::vector<T> a = random_values<T>(M * K, 1), b = random_values<T>(K * N, 2);
+  const std::vector<T> bias = random_values<T>(N * 3 + 1, 4);
   const int64_t lda_row = a_t ? 1 : K, lda_col = a_t ? M : 1;
   const int64_t ldb_row = b_t ? 1 : N, ldb_col = b_t ? K : 1;
   const int64_t ldc = N + 3;
   std::vector<T> c = random_values<T>(M * ldc, 3), expected = c;
-  kernels::gemm<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col, c.data(), ldc,
-                   accumulate);
+  if (bias_stride >= 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) expected[i * ldc + j] = bias[j * bias_stride];
+    kernels::gemm_bias<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col,
+                          bias.data(), bias_stride, c.data(), ldc);
+  } else {
+    kernels::gemm<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col, c.data(), ldc,
+                     accumulate);
+  }
   kernels::gemm_reference<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col,
-                             expected.data(), ldc, accumulate);
+                             expected.data(), ldc, accumulate || bias_stride >= 0);
   int64_t mismatches = 0;
   for (std::size_t i = 0; i < c.size(); ++i) mismatches += c[i] != expected[i];
   EXPECT_EQ(mismatches, 0) << "first element " << c[0] << " vs " << expected[0];
@@ -83,28 +93,6 @@ TEST(Gemm, Float64MatchesReferenceBitForBit) { sweep_shapes<double>(); }
 // skinny, blocked with the bias written into each tile, K = 0), operands plain and transposed,
 // a bias with stride 1, 3 or 0 (one value broadcast), at 1 and 2 threads.
 template <typename T>
-void expect_bias_rows_as_copied(int64_t M, int64_t N, int64_t K, bool a_t, bool b_t,
-                                int64_t bias_stride) {
-  SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K << " a_t=" << a_t
-                                    << " b_t=" << b_t << " bias_stride=" << bias_stride);
-  const std::vector<T> a = random_values<T>(M * K, 1), b = random_values<T>(K * N, 2);
-  const std::vector<T> bias = random_values<T>(N * 3 + 1, 4);
-  const int64_t lda_row = a_t ? 1 : K, lda_col = a_t ? M : 1;
-  const int64_t ldb_row = b_t ? 1 : N, ldb_col = b_t ? K : 1;
-  const int64_t ldc = N + 3;
-  std::vector<T> c = random_values<T>(M * ldc, 3), expected = c;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) expected[i * ldc + j] = bias[j * bias_stride];
-  kernels::gemm_reference<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col,
-                             expected.data(), ldc, true);
-  kernels::gemm_bias<T>(M, N, K, a.data(), lda_row, lda_col, b.data(), ldb_row, ldb_col,
-                        bias.data(), bias_stride, c.data(), ldc);
-  int64_t mismatches = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) mismatches += c[i] != expected[i];
-  EXPECT_EQ(mismatches, 0) << "first element " << c[0] << " vs " << expected[0];
-}
-
-template <typename T>
 void sweep_bias_shapes() {
   ThreadsGuard guard;
   const int64_t shapes[][3] = {{7, 33, 5},    {6, 16, 40},     {13, 17, 300}, {150, 40, 70},
@@ -116,7 +104,7 @@ void sweep_bias_shapes() {
     for (const auto& s : shapes) {
       for (int layout = 0; layout < 4; ++layout) {
         for (int64_t bias_stride : {1, 3, 0}) {
-          expect_bias_rows_as_copied<T>(s[0], s[1], s[2], layout & 1, layout & 2, bias_stride);
+          expect_same_as_reference<T>(s[0], s[1], s[2], layout & 1, layout & 2, false, bias_stride);
         }
       }
     }
