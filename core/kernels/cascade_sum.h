@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/kernels/parallel_for.h"
@@ -44,6 +45,18 @@ struct Lanes {
 
 template <typename T>
 constexpr int kLanes = 32 / static_cast<int>(sizeof(T));  // AVX2: 256 bits
+
+// kLanes<T> values in one 256-bit register (GCC's vector extensions), added lane by lane.
+template <typename T>
+struct Register;
+template <>
+struct Register<float> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct Register<double> {
+  typedef double type __attribute__((vector_size(32)));
+};
 
 // Element `index` of a strided sequence starting at `base`: a scalar, or L consecutive scalars.
 template <typename Acc, typename T>
@@ -299,8 +312,35 @@ void cascade_sum(const T* in, const Shape& shape, const Shape& in_strides, T* ou
 // x[0] + ... + x[n-1] for one contiguous row, the bits cascade_sum gives for a {1, n} tensor
 // summed over its last dim (what the merged dims above reduce to: one 2-d loop of n x 1), without
 // building shapes: for kernels that sum a row at a time.
+//
+// A row of fewer than 64 vectors (a LayerNorm row of 128 or 768 floats) fills no level of the
+// cascade, and loop2d's steps for it reduce to: four vector sums (vector v into sum v mod 4, each
+// from +0), the vectors past the last four into the first, the other three added to it, then
+// the scalar tail and the lanes one by one. That path is written out below: through loop2d a
+// LayerNorm row paid more in calls and generic loops than in additions. (The cascade's upper
+// levels, added at its end, are +0 here: a sum that starts at +0 is never -0, so adding them
+// changes nothing.) ReduceSum.CascadeRowSumIsCascadeSumOfOneRow checks both against cascade_sum.
 template <typename T>
 T cascade_row_sum(const T* x, int64_t n) {
+  constexpr int64_t L = cascade::kLanes<T>;
+  if (n >= L && n < 64 * L) {
+    using Vec = typename cascade::Register<T>::type;  // cascade::Lanes<T, L> in one register
+    auto load = [&](int64_t v) {
+      Vec out;
+      std::memcpy(&out, x + v * L, sizeof(Vec));
+      return out;
+    };
+    const int64_t vectors = n / L, fours = vectors / 4;
+    Vec acc[4] = {};
+    for (int64_t i = 0; i < fours; ++i)
+      for (int k = 0; k < 4; ++k) acc[k] += load(4 * i + k);
+    for (int64_t v = fours * 4; v < vectors; ++v) acc[0] += load(v);
+    for (int k = 1; k < 4; ++k) acc[0] += acc[k];
+    T total = 0;
+    for (int64_t j = vectors * L; j < n; ++j) total += x[j];
+    for (int64_t k = 0; k < L; ++k) total += acc[0][k];
+    return total;
+  }
   T out = 0;
   cascade::loop2d(x, &out, n, int64_t{1}, int64_t{1}, int64_t{0}, int64_t{0}, int64_t{0});
   return out;

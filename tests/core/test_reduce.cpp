@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -169,18 +170,25 @@ TEST(ReduceSum, ZeroDimTensor) {
 // length around the vector width and the cascade's chunk sizes.
 TEST(ReduceSum, CascadeRowSumIsCascadeSumOfOneRow) {
   ember::manual_seed(3);
-  for (int64_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 100, 257, 1000, 4099}) {
-    ember::Tensor x = ember::randn({n});
+  for (int64_t n : {0,  1,  2,   3,   4,   5,   7,   8,   9,   15,  16,  17,   24,   31,   32,  33,
+                    64, 65, 100, 128, 255, 256, 257, 511, 512, 513, 768, 1000, 2047, 2048, 4099}) {
+    // Values of many magnitudes (another order of additions would round differently), and -0s.
+    ember::Tensor x = ember::randn({n}) * ember::exp(ember::randn({n}) * 4.0);
+    if (n % 3 == 0) x = ember::full({n}, -0.0);
     const float* xf = x.data_ptr<float>();
     float expected = 0;
     ember::kernels::cascade_sum(xf, ember::Shape{1, n}, ember::Shape{n, 1}, &expected,
                                 ember::Shape{1, 0});
-    EXPECT_EQ(ember::kernels::cascade_row_sum(xf, n), expected) << "n = " << n;
+    EXPECT_EQ(std::bit_cast<uint32_t>(ember::kernels::cascade_row_sum(xf, n)),
+              std::bit_cast<uint32_t>(expected))
+        << "n = " << n;
     ember::Tensor xd = x.to(ember::DType::Float64) * 1.1;
     double expected_d = 0;
     ember::kernels::cascade_sum(xd.data_ptr<double>(), ember::Shape{1, n}, ember::Shape{n, 1},
                                 &expected_d, ember::Shape{1, 0});
-    EXPECT_EQ(ember::kernels::cascade_row_sum(xd.data_ptr<double>(), n), expected_d) << "n = " << n;
+    EXPECT_EQ(std::bit_cast<uint64_t>(ember::kernels::cascade_row_sum(xd.data_ptr<double>(), n)),
+              std::bit_cast<uint64_t>(expected_d))
+        << "n = " << n;
   }
 }
 
