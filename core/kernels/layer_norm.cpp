@@ -12,23 +12,16 @@ namespace ember::kernels {
 
 namespace {
 
-// The biased variance of a row around its double mean, both sums in double. With
-// `four_partial_sums`, both sums are kernels::sum_row's and sum_squared_deviations' (four
-// running sums), which makes this kernels::variance's arithmetic for a reduction over the last
-// dim (correction 0: x.var(-1, unbiased=False)); without, one running sum each in index order
-// (layer_norm's own).
+// The biased variance of a row around its double mean, both sums in double, one running sum
+// each in index order (nn.LayerNorm's own; the book's GPTLayerNorm takes x.var(-1), with four
+// running sums: sum_rows and sum_squared_deviations_rows in layer_norm_book_forward).
 template <typename T>
-double row_variance(const T* x, int64_t n, bool four_partial_sums, double* row_mean) {
+double row_variance(const T* x, int64_t n, double* row_mean) {
   const auto count = static_cast<double>(n);
   double sum = 0;
-  if (four_partial_sums) {
-    sum = sum_row<double>(x, n);
-  } else {
-    for (int64_t j = 0; j < n; ++j) sum += x[j];
-  }
+  for (int64_t j = 0; j < n; ++j) sum += x[j];
   const double mean = sum / count;
   *row_mean = mean;
-  if (four_partial_sums) return sum_squared_deviations(x, n, mean) / count;
   double squares = 0;
   for (int64_t j = 0; j < n; ++j) {
     const double deviation = static_cast<double>(x[j]) - mean;
@@ -47,7 +40,7 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
       const T* xr = x + r * n;
       T* yr = y + r * n;
       double row_mean = 0;
-      const double row_var = row_variance(xr, n, /*four_partial_sums=*/false, &row_mean);
+      const double row_var = row_variance(xr, n, &row_mean);
       const T m = static_cast<T>(row_mean);
       const T s = static_cast<T>(1.0 / std::sqrt(row_var + eps));
       mean[r] = m;
@@ -72,19 +65,30 @@ void layer_norm_book_forward(const T* x, const T* scale, const T* shift, T* y, T
                              int64_t rows, int64_t n, double eps) {
   const T eps_t = static_cast<T>(eps);  // the Python float eps, a float32 scalar next to x
   const T count = static_cast<T>(n);
-  parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      const T* xr = x + r * n;
-      T* yr = y + r * n;
-      const T m = cascade_row_sum(xr, n) / count;  // x.mean(-1, keepdim=True)
-      double unused_mean = 0;
-      const T var = static_cast<T>(
-          row_variance(xr, n, /*four_partial_sums=*/true, &unused_mean));  // var(unbiased=False)
-      const T d = std::sqrt(var + eps_t);                                  // sqrt(var + eps)
-      mean[r] = m;
-      denom[r] = d;
-      for (int64_t j = 0; j < n; ++j) yr[j] = scale[j] * ((xr[j] - m) / d) + shift[j];
+  // R rows from row r: the variances' double sums (x.var(-1)'s: kernels::variance's arithmetic
+  // for a reduction over the last dim, four running sums each) of the R rows run interleaved,
+  // so that each row's chain of additions overlaps the others'.
+  auto some_rows = [&]<int R>(int64_t r) {
+    const T* xr[R];
+    for (int i = 0; i < R; ++i) xr[i] = x + (r + i) * n;
+    const std::array<double, R> sums = sum_rows<R>(xr, n);
+    double means[R];
+    for (int i = 0; i < R; ++i) means[i] = sums[i] / static_cast<double>(n);
+    const std::array<double, R> squares = sum_squared_deviations_rows<R>(xr, n, means);
+    for (int i = 0; i < R; ++i) {
+      T* yr = y + (r + i) * n;
+      const T m = cascade_row_sum(xr[i], n) / count;                      // x.mean(-1)
+      const T var = static_cast<T>(squares[i] / static_cast<double>(n));  // var(unbiased=False)
+      const T d = std::sqrt(var + eps_t);                                 // sqrt(var + eps)
+      mean[r + i] = m;
+      denom[r + i] = d;
+      for (int64_t j = 0; j < n; ++j) yr[j] = scale[j] * ((xr[i][j] - m) / d) + shift[j];
     }
+  };
+  parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
+    int64_t r = first;
+    for (; r + 2 <= last; r += 2) some_rows.template operator()<2>(r);
+    if (r < last) some_rows.template operator()<1>(r);
   });
 }
 

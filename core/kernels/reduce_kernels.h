@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -170,24 +171,68 @@ inline Double4 load_double4(const T* x) {
                  static_cast<double>(x[3])};
 }
 
+// sum_row<double> and sum_squared_deviations of R rows at once (rows[r], each n long, and for
+// the deviations means[r]): each row's additions exactly as the one-row functions make them,
+// the R rows' chains interleaved in one loop, so that each waits only on its own additions'
+// latency (a LayerNorm row of 128 is a chain of 32 four-lane additions per sum).
+template <int R, typename T>
+std::array<double, R> sum_rows(const T* const (&rows)[R], int64_t n) {
+  const int64_t whole = n - n % 4;
+  Double4 lanes[R];
+  for (int r = 0; r < R; ++r) lanes[r] = Double4{0, 0, 0, 0};
+  for (int64_t i = 0; i < whole; i += 4)
+    for (int r = 0; r < R; ++r) lanes[r] += load_double4(rows[r] + i);
+  std::array<double, R> total;
+  for (int r = 0; r < R; ++r) {
+    total[r] = (lanes[r][0] + lanes[r][1]) + (lanes[r][2] + lanes[r][3]);
+    for (int64_t i = whole; i < n; ++i) total[r] += static_cast<double>(rows[r][i]);
+  }
+  return total;
+}
+
+template <int R, typename T>
+std::array<double, R> sum_squared_deviations_rows(const T* const (&rows)[R], int64_t n,
+                                                  const double (&means)[R]) {
+  const int64_t whole = n - n % 4;
+  Double4 partial[R], m[R];
+  for (int r = 0; r < R; ++r) {
+    partial[r] = Double4{0, 0, 0, 0};
+    m[r] = Double4{means[r], means[r], means[r], means[r]};
+  }
+  for (int64_t i = 0; i < whole; i += 4) {
+    for (int r = 0; r < R; ++r) {
+      const Double4 deviation = load_double4(rows[r] + i) - m[r];
+      partial[r] += deviation * deviation;
+    }
+  }
+  std::array<double, R> total;
+  for (int r = 0; r < R; ++r) {
+    total[r] = (partial[r][0] + partial[r][1]) + (partial[r][2] + partial[r][3]);
+    for (int64_t i = whole; i < n; ++i) {
+      const double deviation = static_cast<double>(rows[r][i]) - means[r];
+      total[r] += deviation * deviation;
+    }
+  }
+  return total;
+}
+
 // x[0] + ... + x[n-1] in Acc, with four running sums so the additions do not wait on each other
 // (element i into sum i mod 4; in double, the four are the lanes of one register).
 template <typename Acc, typename T>
 Acc sum_row(const T* x, int64_t n) {
-  const int64_t whole = n - n % 4;  // elements handled four at a time
-  Acc partial[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
   if constexpr (std::is_same_v<Acc, double>) {
-    Double4 lanes = {0, 0, 0, 0};
-    for (int64_t i = 0; i < whole; i += 4) lanes += load_double4(x + i);
-    for (int k = 0; k < 4; ++k) partial[k] = lanes[k];
+    const T* rows[1] = {x};
+    return sum_rows<1>(rows, n)[0];
   } else {
+    const int64_t whole = n - n % 4;  // elements handled four at a time
+    Acc partial[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
     for (int64_t i = 0; i < whole; i += 4) {
       for (int k = 0; k < 4; ++k) partial[k] += static_cast<Acc>(x[i + k]);
     }
+    Acc total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+    for (int64_t i = whole; i < n; ++i) total += static_cast<Acc>(x[i]);
+    return total;
   }
-  Acc total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  for (int64_t i = whole; i < n; ++i) total += static_cast<Acc>(x[i]);
-  return total;
 }
 
 // sum over j of (x[j] - mean)^2 in double, in sum_row's order: element j into running sum
@@ -197,19 +242,9 @@ Acc sum_row(const T* x, int64_t n) {
 // 128-wide row (LayerNorm's) a chain of 128 of them.
 template <typename T>
 double sum_squared_deviations(const T* x, int64_t n, double mean) {
-  const int64_t whole = n - n % 4;
-  Double4 partial = {0, 0, 0, 0};
-  const Double4 m = {mean, mean, mean, mean};
-  for (int64_t i = 0; i < whole; i += 4) {
-    const Double4 deviation = load_double4(x + i) - m;
-    partial += deviation * deviation;
-  }
-  double total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  for (int64_t i = whole; i < n; ++i) {
-    const double deviation = static_cast<double>(x[i]) - mean;
-    total += deviation * deviation;
-  }
-  return total;
+  const T* rows[1] = {x};
+  const double means[1] = {mean};
+  return sum_squared_deviations_rows<1>(rows, n, means)[0];
 }
 
 // out[o, i] = sum over r of in[o, r, i], divided by the count `reduced` when `average` (the mean;
