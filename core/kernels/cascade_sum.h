@@ -76,32 +76,46 @@ inline int64_t ceil_log2(int64_t x) {
   return bits;
 }
 
-// Sums `size` rows of nrows columns at once: out[k] = sum_i base[i*row_stride + k*col_stride],
-// in a cascade of 4 levels of chunks of level_step (>= 16) additions.
-template <typename Acc, int nrows, typename T>
-std::array<Acc, nrows> multi_row_sum(const T* base, int64_t row_stride, int64_t col_stride,
-                                     int64_t size) {
-  constexpr int64_t num_levels = 4;
-  const int64_t level_power = std::max<int64_t>(4, ceil_log2(size) / num_levels);
+// The cascade's schedule over `size` rows, 4 levels of chunks of level_step (>= 16) additions:
+// add(i) adds row i into level 0; after each chunk, carry(j) adds level j - 1 into level j and
+// clears it, for as many levels as the rows so far have filled. The caller then adds levels
+// 1..3 into level 0. multi_row_sum and multi_column_sum keep their sums their own way.
+constexpr int64_t kLevels = 4;
+template <typename Add, typename Carry>
+[[gnu::always_inline]] inline void cascade_levels(int64_t size, Add&& add, Carry&& carry) {
+  const int64_t level_power = std::max<int64_t>(4, ceil_log2(size) / kLevels);
   const int64_t level_step = int64_t{1} << level_power;
   const int64_t level_mask = level_step - 1;
-  Acc acc[num_levels][nrows] = {};
-
   int64_t i = 0;
   while (i + level_step <= size) {
-    for (int64_t j = 0; j < level_step; ++j, ++i)
-      for (int k = 0; k < nrows; ++k) acc[0][k] += load<Acc>(base + i * row_stride, col_stride, k);
-    for (int64_t j = 1; j < num_levels; ++j) {
-      for (int k = 0; k < nrows; ++k) {
-        acc[j][k] += acc[j - 1][k];
-        acc[j - 1][k] = Acc{};
-      }
+    for (int64_t j = 0; j < level_step; ++j, ++i) add(i);
+    for (int64_t j = 1; j < kLevels; ++j) {
+      carry(j);
       if ((i & (level_mask << (j * level_power))) != 0) break;
     }
   }
-  for (; i < size; ++i)
-    for (int k = 0; k < nrows; ++k) acc[0][k] += load<Acc>(base + i * row_stride, col_stride, k);
-  for (int64_t j = 1; j < num_levels; ++j)
+  for (; i < size; ++i) add(i);
+}
+
+// Sums `size` rows of nrows columns at once: out[k] = sum_i base[i*row_stride + k*col_stride],
+// in the cascade of cascade_levels.
+template <typename Acc, int nrows, typename T>
+std::array<Acc, nrows> multi_row_sum(const T* base, int64_t row_stride, int64_t col_stride,
+                                     int64_t size) {
+  Acc acc[kLevels][nrows] = {};
+  cascade_levels(
+      size,
+      [&](int64_t i) {
+        for (int k = 0; k < nrows; ++k)
+          acc[0][k] += load<Acc>(base + i * row_stride, col_stride, k);
+      },
+      [&](int64_t j) {
+        for (int k = 0; k < nrows; ++k) {
+          acc[j][k] += acc[j - 1][k];
+          acc[j - 1][k] = Acc{};
+        }
+      });
+  for (int64_t j = 1; j < kLevels; ++j)
     for (int k = 0; k < nrows; ++k) acc[0][k] += acc[j][k];
 
   std::array<Acc, nrows> out;
@@ -114,27 +128,19 @@ std::array<Acc, nrows> multi_row_sum(const T* base, int64_t row_stride, int64_t 
 // row is one contiguous read, where multi_row_sum walks down a strip of columns at a stride
 // (a sum over the 768 rows of a [768, 512] gradient read the matrix in 16 strips of 128 bytes
 // per row, 2 KiB apart, at ~1 ns a float). The sums are left in acc[0 : cols]; acc holds
-// 4 * cols values, zeros on entry.
+// kLevels * cols values, zeros on entry.
 template <typename T>
 void multi_column_sum(const T* base, int64_t row_stride, int64_t cols, int64_t size, T* acc) {
-  constexpr int64_t num_levels = 4;
-  const int64_t level_power = std::max<int64_t>(4, ceil_log2(size) / num_levels);
-  const int64_t level_step = int64_t{1} << level_power;
-  const int64_t level_mask = level_step - 1;
-  auto add_row = [&](T* __restrict to, const T* __restrict from) {
+  auto add_row = [cols](T* __restrict to, const T* __restrict from) {
     for (int64_t c = 0; c < cols; ++c) to[c] += from[c];
   };
-  int64_t i = 0;
-  while (i + level_step <= size) {
-    for (int64_t j = 0; j < level_step; ++j, ++i) add_row(acc, base + i * row_stride);
-    for (int64_t j = 1; j < num_levels; ++j) {
-      add_row(acc + j * cols, acc + (j - 1) * cols);
-      std::fill_n(acc + (j - 1) * cols, cols, T(0));
-      if ((i & (level_mask << (j * level_power))) != 0) break;
-    }
-  }
-  for (; i < size; ++i) add_row(acc, base + i * row_stride);
-  for (int64_t j = 1; j < num_levels; ++j) add_row(acc, acc + j * cols);
+  cascade_levels(
+      size, [=](int64_t i) { add_row(acc, base + i * row_stride); },
+      [=](int64_t j) {
+        add_row(acc + j * cols, acc + (j - 1) * cols);
+        std::fill_n(acc + (j - 1) * cols, cols, T(0));
+      });
+  for (int64_t j = 1; j < kLevels; ++j) add_row(acc, acc + j * cols);
 }
 
 // One row of `size` elements `stride` apart, as four interleaved partial sums.
@@ -199,11 +205,11 @@ void loop2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t in_stride
       // The whole groups (each lane of multi_row_sum<Vec, nrows> one column's chain), in
       // blocks of columns whose four levels of sums stay in L1, a row at a time.
       constexpr int64_t block = 2048 / sizeof(T);  // a multiple of nrows * L
-      T acc[4 * block];
+      T acc[kLevels * block];
       const int64_t whole = j0 + (j1 - j0) / (nrows * L) * (nrows * L);
       for (int64_t b = j0; b < whole; b += block) {
         const int64_t cols = std::min(block, whole - b);
-        std::fill_n(acc, 4 * cols, T(0));
+        std::fill_n(acc, kLevels * cols, T(0));
         multi_column_sum(in + b, in_stride0, cols, size0, acc);
         for (int64_t c = 0; c < cols; ++c) out[(b + c) * out_stride] += acc[c];
       }
