@@ -204,6 +204,71 @@ void* take_kept(std::size_t bytes) {
   return reinterpret_cast<void*>(at);
 }
 
+// `bytes` (a whole number of 2 MiB, already counted as in use by take_kept) gathered from the
+// free ranges when no one range holds them: whole 2 MiB pieces whose pages are all resident,
+// from the smallest ranges first (the pieces a step's frees left, which serve large requests
+// least), are moved (mremap) to one new range of addresses. A training step frees its
+// activations in pieces while its gradients take their places, and its last gradient, the token
+// embedding's ([50257, 768]: 147 MiB for GPT-124M), found no free range that large: it was
+// mapped afresh beside 370 MiB of kept, resident, free pages, and that moment was the chapter-5
+// step's peak RSS. Moving pages copies nothing and faults nothing in (a whole 2 MiB on a huge
+// page moves as one page-table entry); pieces with pages never touched (the tail of a 2.25 MiB
+// buffer's 4 MiB) are left where they are, since writing them would fault them in and add to the
+// resident memory this is to save. Every free range and every mapping lies on 2 MiB boundaries,
+// so no move spans two mappings. Null when the resident pieces are too few, or a move fails
+// (what was moved is then one more free range, and the caller maps the buffer afresh).
+void* gather_kept(std::size_t bytes) {
+  KeptBuffers& k = kept();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  if (k.total < bytes) return nullptr;
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<std::uintptr_t> pieces;
+  std::vector<unsigned char> resident;
+  for (const auto& [size, freed, at] : k.by_size) {
+    if (pieces.size() * kHuge >= bytes) break;
+    resident.resize(size / page);
+    if (mincore(reinterpret_cast<void*>(at), size, resident.data()) != 0) continue;
+    for (std::size_t piece = 0; piece < size / kHuge && pieces.size() * kHuge < bytes; ++piece) {
+      const auto first = resident.begin() + static_cast<std::ptrdiff_t>(piece * (kHuge / page));
+      if (std::all_of(first, first + static_cast<std::ptrdiff_t>(kHuge / page),
+                      [](unsigned char r) { return (r & 1) != 0; })) {
+        pieces.push_back(at + piece * kHuge);
+      }
+    }
+  }
+  if (pieces.size() * kHuge < bytes) return nullptr;
+  // The new addresses: reserved without memory (PROT_NONE), on a 2 MiB boundary as map_huge's.
+  void* raw =
+      mmap(nullptr, bytes + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t to = (begin + kHuge - 1) / kHuge * kHuge;
+  if (to > begin) munmap(raw, to - begin);
+  munmap(reinterpret_cast<void*>(to + bytes), begin + kHuge - to);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    // The piece out of its free range: what lies before and after it stays free.
+    const std::uintptr_t at = pieces[i];
+    const auto it = std::prev(k.by_address.upper_bound(at));
+    const std::uintptr_t start = it->first;
+    const FreeRange range = it->second;
+    remove_range(k, it);
+    if (at > start) add_range(k, start, {at - start, range.freed});
+    if (start + range.bytes > at + kHuge) {
+      add_range(k, at + kHuge, {start + range.bytes - at - kHuge, range.freed});
+    }
+    void* moved = mremap(reinterpret_cast<void*>(at), kHuge, kHuge, MREMAP_MAYMOVE | MREMAP_FIXED,
+                         reinterpret_cast<void*>(to + i * kHuge));
+    if (moved == MAP_FAILED) {
+      add_range(k, at, {kHuge, range.freed});               // still where it was
+      if (i > 0) add_range(k, to, {i * kHuge, ++k.frees});  // what was moved
+      munmap(reinterpret_cast<void*>(to + i * kHuge),
+             bytes - i * kHuge);  // the rest of the reserve
+      return nullptr;
+    }
+  }
+  return reinterpret_cast<void*>(to);
+}
+
 // Keeps a freed buffer, merged with the free ranges beside it; returns what is past the limit,
 // the ranges freed longest ago, for the caller to unmap (outside the lock: munmap of GBs takes a
 // while).
@@ -256,13 +321,15 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   if (kMap && bytes >= kMapBytes) {
     if (bytes > std::numeric_limits<std::size_t>::max() / 2) return nullptr;  // no wrap below
     const std::size_t size = mapped_size(bytes);
-    if (void* p = take_kept(size)) {  // not zeros: Storage clears it
+    void* p = take_kept(size);  // not zeros: Storage clears it
+    if (p == nullptr) p = gather_kept(size);
+    if (p != nullptr) {
       // Huge pages for this buffer's whole 2 MiB too, where an earlier, smaller one left small
       // pages (those not yet touched).
       advise_huge(p, bytes);
       return p;
     }
-    void* p = map_huge(size, bytes);
+    p = map_huge(size, bytes);
     if (p == nullptr) {
       KeptBuffers& k = kept();
       std::lock_guard<std::mutex> lock(k.mutex);
