@@ -98,20 +98,25 @@ void advise_huge(void* p, std::size_t bytes) {
   if (bytes >= kHuge) madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);
 }
 
-// A mapping of `size` bytes (a whole number of 2 MiB) for a buffer of `bytes` <= size: huge
-// pages are asked for the buffer's whole 2 MiB only, so its tail, and the rest of the mapping
-// that only a later, larger buffer of the same class may use, stay on small pages.
-void* map_huge(std::size_t size, std::size_t bytes) {
-  void* raw =
-      mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+// An anonymous mapping of `size` bytes starting on a 2 MiB boundary (a larger one, trimmed at
+// both ends), or null.
+void* map_aligned(std::size_t size, int protection, int flags) {
+  void* raw = mmap(nullptr, size + kHuge, protection, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto begin = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t end = begin + size + kHuge;
   const std::uintptr_t aligned = (begin + kHuge - 1) / kHuge * kHuge;
   if (aligned > begin) munmap(raw, aligned - begin);
   if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
-  void* p = reinterpret_cast<void*>(aligned);
-  advise_huge(p, bytes);
+  return reinterpret_cast<void*>(aligned);
+}
+
+// A mapping of `size` bytes (a whole number of 2 MiB) for a buffer of `bytes` <= size: huge
+// pages are asked for the buffer's whole 2 MiB only, so its tail, and the rest of the mapping
+// that only a later, larger buffer of the same class may use, stay on small pages.
+void* map_huge(std::size_t size, std::size_t bytes) {
+  void* p = map_aligned(size, PROT_READ | PROT_WRITE, 0);
+  if (p != nullptr) advise_huge(p, bytes);
   return p;
 }
 
@@ -237,14 +242,10 @@ void* gather_kept(std::size_t bytes) {
     }
   }
   if (pieces.size() * kHuge < bytes) return nullptr;
-  // The new addresses: reserved without memory (PROT_NONE), on a 2 MiB boundary as map_huge's.
-  void* raw =
-      mmap(nullptr, bytes + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t to = (begin + kHuge - 1) / kHuge * kHuge;
-  if (to > begin) munmap(raw, to - begin);
-  munmap(reinterpret_cast<void*>(to + bytes), begin + kHuge - to);
+  // The new addresses: reserved without memory (PROT_NONE), on a 2 MiB boundary.
+  void* reserve = map_aligned(bytes, PROT_NONE, MAP_NORESERVE);
+  if (reserve == nullptr) return nullptr;
+  const auto to = reinterpret_cast<std::uintptr_t>(reserve);
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     // The piece out of its free range: what lies before and after it stays free.
     const std::uintptr_t at = pieces[i];
@@ -259,10 +260,9 @@ void* gather_kept(std::size_t bytes) {
     void* moved = mremap(reinterpret_cast<void*>(at), kHuge, kHuge, MREMAP_MAYMOVE | MREMAP_FIXED,
                          reinterpret_cast<void*>(to + i * kHuge));
     if (moved == MAP_FAILED) {
-      add_range(k, at, {kHuge, range.freed});               // still where it was
-      if (i > 0) add_range(k, to, {i * kHuge, ++k.frees});  // what was moved
-      munmap(reinterpret_cast<void*>(to + i * kHuge),
-             bytes - i * kHuge);  // the rest of the reserve
+      add_range(k, at, {kHuge, range.freed});                              // still where it was
+      if (i > 0) add_range(k, to, {i * kHuge, ++k.frees});                 // what was moved
+      munmap(reinterpret_cast<void*>(to + i * kHuge), bytes - i * kHuge);  // the reserve's rest
       return nullptr;
     }
   }
