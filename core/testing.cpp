@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/repr.h"
+#include "core/base/repr.h"
 
 namespace ember::testing {
 

@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::testing {
 

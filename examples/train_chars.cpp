@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/parallel.h"
 #include "core/ember.h"
-#include "core/parallel.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"

@@ -37,8 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/parallel.h"
 #include "core/ember.h"
-#include "core/parallel.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/data.h"

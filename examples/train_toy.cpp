@@ -26,8 +26,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/base/parallel.h"
 #include "core/ember.h"
-#include "core/parallel.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"

@@ -7,7 +7,7 @@
 #include "core/ops/linalg.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 
 namespace ember::nn {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "nn/container.h"
 #include "nn/layers.h"
 #include "nn/module.h"

@@ -4,8 +4,8 @@
 #include <numeric>
 #include <utility>
 
-#include "core/error.h"
-#include "core/options.h"
+#include "core/base/error.h"
+#include "core/tensor/options.h"
 
 namespace ember::nn {
 

@@ -21,8 +21,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "core/base/generator.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::nn {
 

@@ -6,15 +6,15 @@
 #include <numbers>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
+#include "core/base/grad_mode.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
+#include "core/ops/sampling.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
 #include "core/ops/sort.h"
-#include "core/random.h"
-#include "core/sampling.h"
+#include "core/tensor/random.h"
 
 namespace ember::nn {
 

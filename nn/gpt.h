@@ -25,8 +25,8 @@
 #include <memory>
 #include <optional>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "core/base/generator.h"
+#include "core/tensor/tensor.h"
 #include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/layers.h"

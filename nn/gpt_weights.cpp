@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/base/grad_mode.h"
 
 namespace ember::nn {
 

@@ -26,7 +26,7 @@
 
 #include <string>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/gpt.h"
 
 namespace ember::nn {

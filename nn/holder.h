@@ -20,8 +20,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/autograd/profiler.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/graph/profiler.h"
 
 namespace ember::nn {
 

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "core/autograd/grad_mode.h"
-#include "core/random.h"
+#include "core/base/grad_mode.h"
+#include "core/tensor/random.h"
 
 namespace ember::nn::init {
 

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "core/base/generator.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::nn::init {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/format.h"
+#include "core/base/format.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/functional.h"
 #include "core/ops/nn_ops.h"

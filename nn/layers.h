@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "nn/module.h"
 
 namespace ember::nn {

@@ -7,14 +7,14 @@
 #include <limits>
 #include <vector>
 
-#include "core/autograd/function.h"
+#include "core/base/parallel.h"
+#include "core/graph/function.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/ops/softmax.h"
-#include "core/parallel.h"
 
 namespace ember::nn {
 

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <typeinfo>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
+#include "core/base/grad_mode.h"
+#include "core/graph/node.h"
 
 namespace ember::nn {
 

@@ -37,10 +37,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/autograd/profiler.h"
-#include "core/ordered_dict.h"
-#include "core/repr.h"
-#include "core/tensor.h"
+#include "core/base/ordered_dict.h"
+#include "core/base/repr.h"
+#include "core/graph/profiler.h"
+#include "core/tensor/tensor.h"
 #include "nn/holder.h"
 
 namespace ember::nn {
@@ -175,7 +175,7 @@ class Module : public std::enable_shared_from_this<Module> {
   //   	Missing key(s) in state_dict: "bias".
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
   // state_dict() to a safetensors file (with `metadata`), and back through load_state_dict
-  // (nn/serialize.cpp; the file format lives in core/safetensors.h).
+  // (nn/serialize.cpp; the file format lives in core/io/safetensors.h).
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   LoadResult load(const std::string& path, bool strict = true);
 
@@ -227,7 +227,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
 
-// The call point that anomaly mode and the profiler need (core/autograd/record.h): while alive,
+// The call point that anomaly mode and the profiler need (core/graph/record.h): while alive,
 // the ops run are recorded as made in this module, under its dotted path from the outermost
 // module being run ("trf_blocks.1.att"). Every Ember module's forward opens one first thing,
 // and so do Module::operator() and ModuleHolder's call; a module of your own that is called
@@ -254,6 +254,6 @@ class ForwardScope {
 };
 
 // Python's repr of a float, for extra_repr: 0.5 -> "0.5", 0.0 -> "0.0", 1e-5 -> "1e-05".
-using ember::float_repr;  // core/repr.h
+using ember::float_repr;  // core/base/repr.h
 
 }  // namespace ember::nn

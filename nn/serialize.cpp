@@ -1,5 +1,5 @@
 // Module::save / Module::load: the state dict in a safetensors file.
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/module.h"
 
 namespace ember::nn {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember::nn {
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 

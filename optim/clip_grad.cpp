@@ -34,8 +34,8 @@
 #include <immintrin.h>
 #endif
 
-#include "core/autograd/grad_mode.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/base/grad_mode.h"
 #include "core/kernels/parallel_for.h"
 
 namespace ember::optim {

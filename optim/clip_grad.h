@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::optim {
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <numbers>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ember::optim {
 

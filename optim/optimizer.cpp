@@ -6,8 +6,8 @@
 #include <set>
 #include <typeinfo>
 
-#include "core/autograd/grad_mode.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/base/grad_mode.h"
 
 namespace ember::optim {
 

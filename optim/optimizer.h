@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::optim {
 

@@ -18,7 +18,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/kernels/parallel_for.h"
 
 namespace ember::optim {

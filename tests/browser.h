@@ -40,8 +40,10 @@ inline std::string chromium_path() {
 // What the page at `file` (an absolute path) wrote into <pre id="selftest"> after loading with
 // #selftest, with HTML entities of the dump left as they are; or a message saying what failed.
 inline std::string run_selftest(const std::string& file) {
-  char dir_template[] = "/tmp/ember_chromium_XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) return "FAIL: cannot make a profile directory";
+  // A profile in the system's temporary directory ($TMPDIR, else /tmp).
+  std::string dir_template =
+      (std::filesystem::temp_directory_path() / "ember_chromium_XXXXXX").string();
+  if (mkdtemp(dir_template.data()) == nullptr) return "FAIL: cannot make a profile directory";
   const std::string profile = dir_template;
   // --no-sandbox: CI runs as root, where Chromium refuses its sandbox. A profile of its own, so
   // tests running in parallel do not share one. The virtual time budget lets the page's scripts

@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "core/base/error.h"
+#include "core/tensor/tensor.h"
 #include "tests/test_helpers.h"
 
 namespace ember::test {

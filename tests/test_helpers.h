@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
-#include "core/autograd/node.h"
-#include "core/error.h"
-#include "core/random.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include "core/base/error.h"
+#include "core/base/shape.h"
+#include "core/graph/node.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor.h"
 
 #ifndef EMBER_FIXTURES_DIR
 #error "EMBER_FIXTURES_DIR must be defined (the absolute path of tests/fixtures)"

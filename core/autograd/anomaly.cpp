@@ -4,9 +4,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/autograd/function.h"
-#include "core/autograd/node.h"
-#include "core/autograd/record.h"
+#include "core/graph/function.h"
+#include "core/graph/node.h"
+#include "core/graph/record.h"
 
 namespace ember::autograd {
 

@@ -11,13 +11,13 @@
 //   //   in: module trf_blocks.1.att (MultiHeadAttention), label "gradient penalty"
 //
 // The module path and the labels are those open when the forward made the node (see
-// core/autograd/record.h): only nodes made while anomaly mode (or the profiler) is on have
+// core/graph/record.h): only nodes made while anomaly mode (or the profiler) is on have
 // them. Off by default; off, it costs one branch per op and one per backward pass.
 #pragma once
 
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::autograd {
 

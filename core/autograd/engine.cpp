@@ -12,7 +12,7 @@
 // The whole pass runs in no-grad mode, except with create_graph: then it runs in grad mode, so
 // every op the backward formulas (and the sums of steps 2-3) call records a graph of its own, and
 // the gradients it returns can be differentiated again. Saved tensors then come back with their
-// place in the graph (SavedTensors::get in core/autograd/function.cpp).
+// place in the graph (SavedTensors::get in core/graph/function.cpp).
 #include "core/autograd/engine.h"
 
 #include <spdlog/spdlog.h>
@@ -25,10 +25,10 @@
 #include <utility>
 
 #include "core/autograd/anomaly.h"
-#include "core/autograd/function.h"
-#include "core/autograd/profiler.h"
-#include "core/autograd/record.h"
-#include "core/log.h"
+#include "core/autograd/log.h"
+#include "core/graph/function.h"
+#include "core/graph/profiler.h"
+#include "core/graph/record.h"
 #include "core/ops/elementwise.h"  // add: gradients arriving by several edges are summed
 #include "core/ops/reduce.h"       // sum_to: a broadcast input gets its gradient summed back
 

@@ -15,7 +15,7 @@
 // long as the graph was kept: after a backward() without retain_graph the saved tensors are
 // gone, and the page shows the graph and the values it still can, and says that gradients need
 // retain_graph=true. Intermediate values are those of tensors still alive, or of every node when
-// the forward ran under autograd::KeepValuesGuard (core/autograd/function.h).
+// the forward ran under autograd::KeepValuesGuard (core/graph/function.h).
 //
 // The page's files are core/autograd/explorer/ (graph.html, graph.js, common.js, page.css),
 // embedded at build time; `#selftest` at the end of its URL makes the page test itself (the
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::autograd {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/autograd/engine.h"
-#include "core/autograd/grad_mode.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/base/grad_mode.h"
 #include "core/ops/shape.h"
 
 namespace ember::autograd::functional {

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::autograd::functional {
 

@@ -16,11 +16,11 @@
 #include <sstream>
 
 #include "core/autograd/engine.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/generator.h"
+#include "core/base/generator.h"
+#include "core/base/grad_mode.h"
+#include "core/graph/node.h"
 #include "core/ops/shape.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 
 namespace ember::autograd {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::autograd {
 

@@ -59,12 +59,12 @@
 #include <cstdlib>
 #include <new>
 
-#include "core/allocator.h"
+#include "core/base/allocator.h"
+#include "core/base/parallel.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/reduce_kernels.h"
-#include "core/parallel.h"
 
 namespace ember::kernels {
 
@@ -79,7 +79,7 @@ int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads(
 
 // A 64-byte aligned array (packed GEMM panels are read with aligned loads), allocated before a
 // parallel region so that a failure is an exception on the calling thread. Its memory comes from
-// the tensor buffers' per-thread cache (core/allocator.h): at the book's sizes a call's scratch
+// the tensor buffers' per-thread cache (core/base/allocator.h): at the book's sizes a call's scratch
 // is a few hundred bytes, and malloc's path for it cost more than the arithmetic.
 template <typename T>
 class Aligned {

@@ -26,8 +26,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/base/shape.h"
 #include "core/kernels/parallel_for.h"
-#include "core/shape.h"
 
 namespace ember::kernels {
 

@@ -64,10 +64,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/base/parallel.h"
 #include "core/kernels/gemm_internal.h"
 #include "core/kernels/gemm_microkernel.h"
 #include "core/kernels/parallel_for.h"
-#include "core/parallel.h"
 
 namespace ember::kernels {
 

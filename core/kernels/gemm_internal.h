@@ -15,7 +15,7 @@
 
 #include <sys/mman.h>
 
-#include "core/allocator.h"
+#include "core/base/allocator.h"
 #include "core/kernels/cpu.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -72,7 +72,7 @@ struct Product {
 // thread, not inside OpenMP). It is the calling thread's own buffer, kept from one product to
 // the next as OpenBLAS keeps its packing buffer: it only grows (to whole 2 MiB, on transparent
 // huge pages), and goes back to the system when the thread ends. Until 2026-11-26 each product
-// took its workspace from the tensors' allocator (core/allocator.h) and gave it back: the
+// took its workspace from the tensors' allocator (core/base/allocator.h) and gave it back: the
 // allocator's free ranges are shared with the tensors, so a workspace often landed on pages no
 // buffer had touched yet, and the chapter-5 step at 2 threads faulted in ~500 pages in each of
 // its third and fourth steps (bench_train's step_faults) before its memory settled. A product

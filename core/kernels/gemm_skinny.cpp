@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/base/parallel.h"
 #include "core/kernels/gemm_internal.h"
 #include "core/kernels/parallel_for.h"
-#include "core/parallel.h"
 
 #ifdef EMBER_GEMM_X86
 namespace ember::kernels::gemm_detail {

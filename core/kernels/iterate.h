@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/base/shape.h"
 #include "core/kernels/parallel_for.h"
-#include "core/shape.h"
 
 namespace ember::kernels {
 
-using ember::is_row_major;  // (core/shape.h)
+using ember::is_row_major;  // (core/base/shape.h)
 
 // Calls row(offsets, n, inner_strides) for the innermost rows first .. last - 1 of `shape`
 // (rows numbered in row-major order of the outer dims; `shape` has no zero dim): offsets[k] is

@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/parallel.h"
+#include "core/base/parallel.h"
 
 namespace ember::kernels {
 

@@ -32,7 +32,7 @@
 
 #include <cmath>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/kernels/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/functional.h"

@@ -12,7 +12,7 @@
 // never stored. nn::MultiHeadAttention uses it unless told otherwise (fused_attention = false).
 #pragma once
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

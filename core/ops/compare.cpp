@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

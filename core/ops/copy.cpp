@@ -2,11 +2,11 @@
 // zeroed). Each op's forward and backward side by side, as in the other files of core/ops/.
 #include <cmath>
 
-#include "core/autograd/function.h"
-#include "core/convert.h"
+#include "core/base/convert.h"
+#include "core/graph/function.h"
 #include "core/kernels/iterate.h"
-#include "core/overlap.h"
-#include "core/tensor.h"
+#include "core/tensor/overlap.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

@@ -8,11 +8,11 @@
 #include <numbers>
 #include <optional>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/kernels/gelu.h"
 #include "core/kernels/iterate.h"
 #include "core/kernels/tanh.h"
-#include "core/overlap.h"
+#include "core/tensor/overlap.h"
 
 namespace ember {
 

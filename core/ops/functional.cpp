@@ -1,8 +1,8 @@
 #include "core/ops/functional.h"
 
-#include "core/generator.h"
+#include "core/base/generator.h"
 #include "core/ops/elementwise.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 
 namespace ember {
 

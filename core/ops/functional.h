@@ -1,7 +1,7 @@
 // Functional forms of the nn layers that need randomness or several ops.
 #pragma once
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

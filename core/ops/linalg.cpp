@@ -19,7 +19,7 @@
 
 #include <type_traits>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/kernels/gemm.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/shape.h"

@@ -1,7 +1,7 @@
 // Products: dot, mv, mm, bmm, and matmul with PyTorch's rules for 1-d, 2-d and batched N-d.
 #pragma once
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/layer_norm.h"
 #include "core/kernels/parallel_for.h"

@@ -2,7 +2,7 @@
 // (nn.Embedding) and layer_norm (nn.LayerNorm), with PyTorch's grad_fn names.
 #pragma once
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

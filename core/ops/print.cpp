@@ -1,12 +1,12 @@
 // A Tensor printed exactly as PyTorch's repr prints it (the number formatting is in
-// core/format.cpp). It names the tensor's grad_fn, so it sits above the autograd graph.
+// core/base/format.cpp). It names the tensor's grad_fn, so it sits above the autograd graph.
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
-#include "core/format.h"
-#include "core/tensor.h"
+#include "core/base/format.h"
+#include "core/graph/node.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

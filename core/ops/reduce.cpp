@@ -11,7 +11,7 @@
 #include <numeric>
 #include <optional>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/kernels/cascade_sum.h"
 #include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 
 namespace ember {
 

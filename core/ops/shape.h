@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

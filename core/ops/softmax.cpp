@@ -2,7 +2,7 @@
 // (kernels::softmax in core/kernels/reduce_kernels.h); the backward is composed of tensor ops.
 #include "core/ops/softmax.h"
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"

@@ -1,7 +1,7 @@
 // softmax and log_softmax, numerically stable (the row maximum is subtracted first).
 #pragma once
 
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

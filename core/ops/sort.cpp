@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/autograd/grad_mode.h"
+#include "core/base/grad_mode.h"
 #include "core/ops/shape.h"
 
 namespace ember {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/ops/reduce.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 

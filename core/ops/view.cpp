@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 

@@ -28,8 +28,8 @@
 
 #include <unistd.h>
 
+#include "core/base/parallel.h"
 #include "core/kernels/gemm.h"
-#include "core/parallel.h"
 #include "examples/common/bench_util.h"
 
 #ifdef EMBER_BENCH_WITH_OPENBLAS

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "core/autograd/profiler.h"
+#include "core/graph/profiler.h"
 
 namespace ember::examples {
 

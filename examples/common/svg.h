@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "core/autograd/explore.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 
 namespace ember::examples::svg {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/tensor.h"
+#include "core/base/parallel.h"
+#include "core/tensor/tensor.h"
 #include "examples/common/step_profiler.h"
 #include "examples/common/svg.h"
 #include "nn/gpt.h"

@@ -12,7 +12,7 @@ install(TARGETS ${EMBER_LIBRARY_TARGETS} ember_all EXPORT EmberTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
 
-# Headers, with their includes moved under ember/ ("core/tensor.h" -> "ember/core/tensor.h").
+# Headers, with their includes moved under ember/ ("core/tensor/tensor.h" -> "ember/core/tensor/tensor.h").
 install(CODE "set(EMBER_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
 set(EMBER_HEADER_DESTINATION \"${CMAKE_INSTALL_INCLUDEDIR}/ember\")")
 install(SCRIPT ${PROJECT_SOURCE_DIR}/scripts/cmake/EmberInstallHeaders.cmake)

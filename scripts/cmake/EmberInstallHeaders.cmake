@@ -18,3 +18,7 @@ foreach(header ${headers})
   message(STATUS "Installing: ${target}")
   file(WRITE ${target} "${text}")
 endforeach()
+
+# Forwarding headers for the paths of before the split into layer folders.
+include(${EMBER_SOURCE_DIR}/scripts/cmake/EmberMovedHeaders.cmake)
+ember_write_forwarding_headers(${destination} "ember/")

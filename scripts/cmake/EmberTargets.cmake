@@ -5,7 +5,7 @@ set(EMBER_LIBRARY_TARGETS)
 foreach(part core nn optim)
   if(TARGET ember_${part})
     target_compile_features(ember_${part} PUBLIC cxx_std_20)
-    # In the build tree: "core/tensor.h" (Ember's own sources) and <ember/core/tensor.h> (users).
+    # In the build tree: "core/tensor/tensor.h" (Ember's own sources) and <ember/core/tensor/tensor.h> (users).
     # Installed: only <prefix>/include, holding ember/.
     target_include_directories(
       ember_${part} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>

@@ -3,6 +3,11 @@
 #include <ember/ember.h>
 #include <gtest/gtest.h>
 
+// A header by its path of before core/ was split into layer folders: a forwarding header (one
+// release) includes <ember/core/tensor/tensor.h>.
+#include <ember/core/generator.h>
+#include <ember/core/tensor.h>
+
 using namespace ember;
 
 TEST(Consumer, LinearMatchesItsFormula) {

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "tests/test_helpers.h"
 
 namespace ember::test {

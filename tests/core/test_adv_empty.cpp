@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/format.h"
 #include "core/ember.h"
-#include "core/format.h"
 #include "core/ops/attention.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/sort.h"

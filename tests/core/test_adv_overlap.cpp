@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "core/overlap.h"
-#include "core/random.h"
+#include "core/tensor/overlap.h"
+#include "core/tensor/random.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

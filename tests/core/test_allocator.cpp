@@ -1,4 +1,4 @@
-// Tensor buffers (core/allocator.h): aligned, reused after free without leaking old values
+// Tensor buffers (core/base/allocator.h): aligned, reused after free without leaking old values
 // (a new tensor is zeros even when its buffer held something), sizes across the cache limit.
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/allocator.h"
+#include "core/base/allocator.h"
 #include "core/ops/linalg.h"
 #include "core/ops/shape.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -278,7 +278,7 @@ TEST(Allocator, ManyLiveBuffersOfOneSize) {
   for (const Tensor& t : live) EXPECT_EQ(test::values(t), std::vector<double>(16, 0.0));
 }
 
-// Small objects (core/allocator.h's allocate_object): every size up to the pooled limit and past
+// Small objects (core/base/allocator.h's allocate_object): every size up to the pooled limit and past
 // it is usable in full, live objects never share memory, and a freed one is handed out again.
 TEST(Allocator, SmallObjectsAreDistinctAndReused) {
   for (std::size_t bytes : {1, 8, 16, 17, 200, 1023, 1024, 1025, 5000}) {

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "core/autograd/gradcheck.h"
-#include "core/generator.h"
+#include "core/base/generator.h"
+#include "core/base/parallel.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/functional.h"
@@ -18,8 +19,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
-#include "core/parallel.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

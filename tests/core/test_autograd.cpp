@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
-#include "core/autograd/function.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "core/autograd/log.h"
+#include "core/base/error.h"
+#include "core/base/grad_mode.h"
+#include "core/graph/function.h"
+#include "core/graph/node.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 #include "core/ops/reduce.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

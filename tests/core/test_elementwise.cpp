@@ -12,8 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/autograd/function.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/graph/function.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// The caching policy of big buffers (core/allocator.h): a training loop's working set is kept
+// The caching policy of big buffers (core/base/allocator.h): a training loop's working set is kept
 // across steps, however large, and ember::empty_cache() gives back what no tensor uses.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/tensor.h"
+#include "core/base/allocator.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 namespace {

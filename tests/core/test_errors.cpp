@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 namespace ember {
 namespace {

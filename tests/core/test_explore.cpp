@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "core/autograd/explore.h"
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "tests/browser.h"
 
 using namespace ember;

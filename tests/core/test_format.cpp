@@ -2,7 +2,7 @@
 //
 // Most cases come from tests/fixtures/format.txt (scripts/fixtures/gen_format.py, read by
 // tests/fixtures.h); a few are written out by hand, as they appear in the book.
-#include "core/format.h"
+#include "core/base/format.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "tests/fixtures.h"
 
 namespace ember {

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/error.h"
+#include "core/base/allocator.h"
+#include "core/base/error.h"
+#include "core/base/parallel.h"
 #include "core/kernels/gemm.h"
-#include "core/parallel.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

@@ -2,9 +2,9 @@
 //
 // Most cases come from tests/fixtures/rng.txt, written by scripts/fixtures/gen_rng.py with
 // PyTorch (its docstring describes the steps) and read by tests/fixtures.h. The rest are the test
-// vectors of "the doc" (the notes on PyTorch's RNG named in core/generator.h) and properties of the
+// vectors of "the doc" (the notes on PyTorch's RNG named in core/base/generator.h) and properties of the
 // generator itself.
-#include "core/generator.h"
+#include "core/base/generator.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "tests/fixtures.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// Generator::get_state / set_state (core/generator.h): a restored state continues the stream
+// Generator::get_state / set_state (core/base/generator.h): a restored state continues the stream
 // exactly (the Mersenne Twister's words and position, and the cached Box-Muller value); a state
 // that get_state did not make is an ember::Error.
 #include <gtest/gtest.h>
@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/error.h"
-#include "core/generator.h"
-#include "core/random.h"
+#include "core/base/error.h"
+#include "core/base/generator.h"
+#include "core/tensor/random.h"
 
 namespace ember {
 namespace {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/function.h"
-#include "core/generator.h"
+#include "core/base/generator.h"
+#include "core/graph/function.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/functional.h"
 #include "core/ops/linalg.h"

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
-#include "core/autograd/function.h"
-#include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
+#include "core/base/grad_mode.h"
+#include "core/graph/function.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 #include "core/ops/reduce.h"
-#include "core/random.h"
-#include "core/tensor.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

@@ -18,8 +18,8 @@
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
 #include "core/ops/softmax.h"
-#include "core/random.h"
-#include "core/tensor.h"
+#include "core/tensor/random.h"
+#include "core/tensor/tensor.h"
 #include "core/testing_gtest.h"
 #include "tests/test_helpers.h"
 

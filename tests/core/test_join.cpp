@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
+#include "core/graph/node.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

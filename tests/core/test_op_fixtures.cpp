@@ -30,7 +30,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/ops/softmax.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "tests/fixtures.h"
 
 namespace ember {

@@ -4,8 +4,8 @@
 
 #include <string>
 
+#include "core/base/ordered_dict.h"
 #include "core/ember.h"
-#include "core/ordered_dict.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

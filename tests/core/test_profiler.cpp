@@ -1,7 +1,7 @@
 // autograd::profiler: what it records for a known graph (names, calls, input shapes, self <=
 // total), its table, its Chrome trace (parsed back as JSON), user labels and module paths, and
 // its errors. (The thread test is in tests/threads/test_threads.cpp; no test times anything.)
-#include "core/autograd/profiler.h"
+#include "core/graph/profiler.h"
 
 #include <gtest/gtest.h>
 

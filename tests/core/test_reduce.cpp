@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
 #include "core/ember.h"
+#include "core/graph/node.h"
 #include "core/kernels/cascade_sum.h"
 #include "core/ops/elementwise.h"
 #include "tests/test_helpers.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/ember.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "tests/core/safetensors_test_util.h"
 #include "tests/test_helpers.h"
 

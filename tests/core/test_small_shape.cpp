@@ -1,4 +1,4 @@
-// Shape (core/small_shape.h) behaves as std::vector<int64_t>: every operation is checked against a
+// Shape (core/base/small_shape.h) behaves as std::vector<int64_t>: every operation is checked against a
 // vector doing the same, at sizes on both sides of the inline capacity (where the list moves to
 // the heap) and with ranges taken from the shape itself.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/shape.h"
+#include "core/base/shape.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
+#include "core/graph/node.h"
 #include "core/kernels/reduce_kernels.h"
 #include "core/ops/elementwise.h"
 #include "tests/fixtures.h"

@@ -2,7 +2,7 @@
 //
 // Expected values come from PyTorch 1.13 (/usr/bin/python3 -c 'import torch; ...'); the Python
 // expression is in the comment above each literal.
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/autograd/node.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/graph/node.h"
 #include "core/ops/elementwise.h"
 #include "tests/test_helpers.h"
 

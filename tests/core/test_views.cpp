@@ -8,11 +8,11 @@
 
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "core/base/grad_mode.h"
+#include "core/graph/node.h"
 #include "core/ops/elementwise.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/layers.h"
 #include "optim/optim.h"
 

@@ -1,4 +1,4 @@
-// Anomaly mode (core/autograd/anomaly.h) and the record hook it hangs on (core/autograd/record.h):
+// Anomaly mode (core/autograd/anomaly.h) and the record hook it hangs on (core/graph/record.h):
 // the switch and its guard, the NaN/inf check naming the node, its output, its forward's shapes,
 // module path and labels; the module paths nn::ForwardScope computes in a GPT; nothing recorded
 // when off.
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
-#include "core/autograd/record.h"
+#include "core/graph/node.h"
+#include "core/graph/record.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "nn/container.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
+#include "core/base/grad_mode.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "core/testing_gtest.h"
 #include "nn/attention.h"
 #include "nn/container.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/random.h"
+#include "core/base/error.h"
+#include "core/tensor/random.h"
 #include "nn/data.h"
 
 namespace ember::nn {

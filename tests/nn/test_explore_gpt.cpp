@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/autograd/explore.h"
-#include "core/autograd/function.h"
+#include "core/graph/function.h"
 #include "nn/nn.h"
 #include "tests/browser.h"
 

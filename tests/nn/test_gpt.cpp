@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
+#include "core/base/grad_mode.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "nn/gpt.h"
 #include "tests/fixtures.h"
 #include "tests/nn/gpt_test_util.h"

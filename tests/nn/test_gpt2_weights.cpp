@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/safetensors.h"
+#include "core/base/error.h"
+#include "core/io/safetensors.h"
 #include "nn/gpt.h"
 #include "nn/gpt_weights.h"
 

@@ -16,7 +16,7 @@
 #include "core/autograd/gradcheck.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/softmax.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "core/testing_gtest.h"
 #include "nn/attention.h"
 #include "nn/gpt.h"

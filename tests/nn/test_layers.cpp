@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "core/autograd/gradcheck.h"
-#include "core/autograd/node.h"
+#include "core/graph/node.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "core/testing_gtest.h"
 #include "nn/container.h"
 #include "nn/init.h"

@@ -11,7 +11,7 @@
 
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/layers.h"

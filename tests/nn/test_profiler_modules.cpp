@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/autograd/anomaly.h"
-#include "core/autograd/profiler.h"
 #include "core/ember.h"
+#include "core/graph/profiler.h"
 #include "nn/container.h"
 #include "nn/gpt.h"
 #include "nn/holder.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/ember.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/attention.h"
 #include "nn/layers.h"
 #include "tests/test_helpers.h"
@@ -15,8 +15,8 @@ namespace ember {
 namespace {
 
 using test::expect_error;
-using test::temp_path;
 using test::fixture_path;
+using test::temp_path;
 
 // The book's MultiHeadAttention saved by PyTorch loads into Ember's and gives PyTorch's output.
 TEST(Safetensors, PyTorchMultiHeadAttentionLoadsAndMatches) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "nn/tokenizer.h"
 
 namespace ember::nn {

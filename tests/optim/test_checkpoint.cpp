@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/container.h"
 #include "nn/layers.h"
 #include "nn/loss.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/ops/elementwise.h"
-#include "core/random.h"
+#include "core/tensor/random.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
 #include "optim/optim.h"

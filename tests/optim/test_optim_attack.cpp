@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/ember.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "optim/optim.h"
@@ -23,8 +23,8 @@ namespace {
 
 using namespace optim;
 using test::expect_error;
-using test::temp_path;
 using test::expect_values;
+using test::temp_path;
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/autograd/profiler.h"
 #include "core/ember.h"
+#include "core/graph/profiler.h"
 
 namespace ember {
 namespace {
@@ -185,7 +185,7 @@ TEST(Threads, TensorsOutliveTheThreadsThatMadeThem) {
   }
 }
 
-// Threads making and freeing big tensors while others call empty_cache (core/allocator.h): a
+// Threads making and freeing big tensors while others call empty_cache (core/base/allocator.h): a
 // kept buffer is either handed out or given back, never both, and live tensors keep their values.
 TEST(Threads, EmptyCacheWhileOtherThreadsAllocate) {
   run_threads([&](int t) {

@@ -1,0 +1,55 @@
+// ember::Error: every bad input ends here, with the op's name, the shapes and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/base/small_shape.h"
+
+namespace ember {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "[2, 3]": how shapes appear in every message.
+inline std::string shape_str(const Shape& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+namespace detail {
+inline void append(std::ostringstream&) {}
+template <typename T, typename... Rest>
+void append(std::ostringstream& s, const T& first, const Rest&... rest) {
+  if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, Shape>) {
+    s << shape_str(first);
+  } else {
+    s << first;
+  }
+  append(s, rest...);
+}
+}  // namespace detail
+
+// Builds a message from pieces (shapes print as [2, 3]) and throws ember::Error.
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream s;
+  detail::append(s, parts...);
+  throw Error(s.str());
+}
+
+// check(cond, "matmul: shapes ", a, " and ", b, " cannot be multiplied")
+template <typename... Parts>
+inline void check(bool cond, const Parts&... parts) {
+  if (!cond) fail(parts...);
+}
+
+}  // namespace ember

@@ -1,0 +1,55 @@
+#include "core/base/repr.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace ember {
+
+// Python's float repr: the shortest digits that read back as the same double, written
+// positionally when the decimal exponent is in [-4, 16), in scientific notation otherwise.
+std::string float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  const std::string scientific(buffer, result.ptr);  // "-1.5e-07"
+  const std::size_t e = scientific.find('e');
+  std::string mantissa = scientific.substr(0, e);
+  const int exponent = std::stoi(scientific.substr(e + 1));
+  std::string sign;
+  if (mantissa[0] == '-') {
+    sign = "-";
+    mantissa.erase(0, 1);
+  }
+  std::string digits = mantissa;  // the significant digits, without the point
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+
+  if (exponent >= -4 && exponent < 16) {
+    std::string integer_part, fraction;
+    if (exponent >= 0) {
+      const auto integer_digits = static_cast<std::size_t>(exponent) + 1;
+      if (digits.size() <= integer_digits) {
+        integer_part = digits + std::string(integer_digits - digits.size(), '0');
+        fraction = "0";
+      } else {
+        integer_part = digits.substr(0, integer_digits);
+        fraction = digits.substr(integer_digits);
+      }
+    } else {
+      integer_part = "0";
+      fraction = std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+    }
+    return sign + integer_part + "." + fraction;
+  }
+  std::string text = sign + digits.substr(0, 1);
+  if (digits.size() > 1) text += "." + digits.substr(1);
+  const int magnitude = std::abs(exponent);
+  text += exponent < 0 ? "e-" : "e+";
+  if (magnitude < 10) text += "0";
+  return text + std::to_string(magnitude);
+}
+
+}  // namespace ember
