@@ -14,8 +14,8 @@
 // contracts x * x + sum in that AVX2-compiled file), and a square root, all in float. For the
 // 38.6M-element out_head gradient of GPT-124M that float32 sum is about 0.3% below the exact
 // norm (each lane adds 4.8M terms to a growing total), and torch.norm of the stacked norms is the
-// same kernel again, so PyTorch's clip coefficient is ~0.3% larger than the exact one. (Until
-// 2026-11-26 Ember summed in double, 8 lanes per block of 65536 elements: the exact norm.)
+// same kernel again, so PyTorch's clip coefficient is ~0.3% larger than the exact one, and
+// Ember takes PyTorch's, not the exact norm.
 // A float64 tensor takes PyTorch's generic reduction instead (pytorch_norm2(const double*)).
 // Each gradient's pass is serial, as PyTorch's; the gradients are shared out to the threads, so
 // the result does not depend on the thread count.
@@ -92,9 +92,9 @@ double block_power_sum(const T* x, int64_t n, double p) {
 // acc[j] = fma(x, x, acc[j]) over the whole range in order, the lanes added left to right, the
 // tail added with fma, the square root; all in float.
 // Where the build targets AVX2 + FMA the accumulator is one ymm register, as PyTorch's: written
-// as eight scalar lanes, GCC split the loop into scalar and 128-bit pieces and the pass ran at
-// 8 GB/s (82 ms over GPT-124M's 652 MB of gradients); one register, 10 GB/s (65 ms), this
-// core's bandwidth for one read stream. The same fmas lane by lane either way.
+// as eight scalar lanes, GCC splits the loop into scalar and 128-bit pieces and the pass runs
+// below one core's bandwidth for one read stream; as one register it runs at that bandwidth.
+// The same fmas lane by lane either way.
 float pytorch_norm2(const float* x, int64_t n) {
   constexpr int kLanes = 8;
   float acc[kLanes] = {};

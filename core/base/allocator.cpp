@@ -32,9 +32,9 @@ constexpr std::size_t kMaxCachedBytes = std::size_t{1} << 20;  // 1 MiB
 constexpr std::size_t kMaxCachedPerSize = 32;
 constexpr int kClasses = 15;  // 64 B, 128 B, ..., 1 MiB
 // Past the caches' largest class buffers are mapped (and unmapped) directly, on huge pages where
-// they have a whole 2 MiB (map_huge), and kept when freed. (Until 2026-11-25 only buffers of 2
-// MiB and more were; those between 1 and 2 MiB went to glibc, which maps and unmaps them or
-// trims its heap under them: the toy GPT's evaluation faulted in fresh pages for every one.)
+// they have a whole 2 MiB (map_huge), and kept when freed. Buffers between 1 and 2 MiB are
+// mapped too: glibc would map and unmap them or trim its heap under them, and an evaluation
+// loop (the toy GPT's) would fault in fresh pages for every one.
 constexpr std::size_t kMapBytes = kMaxCachedBytes + 1;
 constexpr bool kMap = kCache;  // not under AddressSanitizer
 
@@ -59,7 +59,7 @@ struct ObjectList {
 // A thread's lists keep at most kMaxCachedPerSize buffers of a class, or as many as the thread
 // has ever had out at once (taken and not given back to its lists), whichever is more: a step of
 // the small GPT config holds more than 32 activations of one class at its peak, and those past
-// 32 went back to glibc and came back as fresh pages on every step (700 page faults per step).
+// 32 would go back to glibc and come back as fresh pages on every step.
 struct Cache {
   std::array<std::vector<void*>, kClasses> free_lists;
   std::array<std::size_t, kClasses> out{};   // buffers of the class handed out, not yet back
@@ -89,7 +89,7 @@ Cache& cache() {
 // Mapped buffers start on a 2 MiB boundary and ask for transparent huge pages (the kernel's THP
 // mode here is "madvise"): one page fault and one TLB entry per 2 MiB instead of per 4 KiB. The
 // tail past the last whole 2 MiB keeps small pages, so a 2.1 MiB buffer does not hold 4 MiB.
-// Measured on the 124M GPT (bench_gpt): construction 0.39 s -> 0.22 s; forward unchanged.
+// The 124M GPT's construction (bench_gpt), which writes 650 MB of fresh parameters, gains most.
 constexpr std::size_t kHuge = std::size_t{2} << 20;
 
 // Asks for transparent huge pages for the whole 2 MiB of a mapped buffer of `bytes` (a hint:
@@ -140,17 +140,17 @@ std::size_t mapped_size(std::size_t bytes) { return (bytes + kHuge - 1) / kHuge 
 // is merged with the free ranges on either side of it. So memory freed as one kind of tensor
 // serves another: a GPT-124M training step frees ~600 MiB of activations in its backward just
 // before AdamW's first step asks for ~1.2 GB of moments, and the next forward's activations then
-// reuse the gradients zero_grad freed. (Until 2026-11-26 a kept buffer served only its own size
-// class, so the activations' and the gradients' memory both stayed resident beside each other:
-// the chapter-5 step's peak RSS was params + grads + moments + all activations, 3.1 GB.)
+// reuse the gradients zero_grad freed. (Were a kept buffer to serve only its own size class,
+// the activations' and the gradients' memory would both stay resident beside each other, and a
+// training step's peak would be params + grads + moments + all activations.)
 //
 // How much is kept is sized from what the program really uses, as PyTorch's CUDA caching
 // allocator holds a loop's working set: up to the most mapped bytes ever in use at once (the
 // peak), and at least kMinKeptBytes (64 MiB, as glibc keeps up to 64 MiB of freed heap below its
 // mmap threshold). A training step frees its activations, gradients and temporaries (GBs for
 // GPT-124M) and asks for as much in the next step: all of it is kept, and the step after the
-// first maps nothing (until 2026-11-26 at most 64 MiB were kept, and the chapter-5 GPT-124M step
-// spent a quarter of its time in the kernel's clear_page_erms). Past the limit the ranges freed
+// first maps nothing (with a fixed 64 MiB, the chapter-5 GPT-124M step spends a quarter of its
+// time in the kernel's clear_page_erms). Past the limit the ranges freed
 // longest ago go back to the system first, as much of them as is past the limit (a generation's
 // sequence grows a token per step, so its sizes grow too and the oldest are not asked for again).
 // ember::empty_cache() gives every kept range back and starts the peak again from what is in use.
@@ -214,9 +214,9 @@ void* take_kept(std::size_t bytes) {
 // from the smallest ranges first (the pieces a step's frees left, which serve large requests
 // least), are moved (mremap) to one new range of addresses. A training step frees its
 // activations in pieces while its gradients take their places, and its last gradient, the token
-// embedding's ([50257, 768]: 147 MiB for GPT-124M), found no free range that large: it was
-// mapped afresh beside 370 MiB of kept, resident, free pages, and that moment was the chapter-5
-// step's peak RSS. Moving pages copies nothing and faults nothing in (a whole 2 MiB on a huge
+// embedding's ([50257, 768]: 147 MiB for GPT-124M), finds no free range that large although
+// hundreds of MiB of kept, resident pages lie free in pieces: mapped afresh, it would set the
+// chapter-5 step's peak RSS. Moving pages copies nothing and faults nothing in (a whole 2 MiB on a huge
 // page moves as one page-table entry); pieces with pages never touched (the tail of a 2.25 MiB
 // buffer's 4 MiB) are left where they are, since writing them would fault them in and add to the
 // resident memory this is to save. Every free range and every mapping lies on 2 MiB boundaries,

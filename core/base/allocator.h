@@ -24,7 +24,7 @@
 // The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread
 // free lists too (allocate_object, ObjectAllocator for std::allocate_shared): a graph is built
 // and freed as a whole, dozens of objects of one size at a time, more than glibc's per-thread
-// cache keeps (7 per size), and its slow path was a fifth of the book-size module's
+// cache keeps (7 per size), whose slow path would be a fifth of the book-size module's
 // instructions.
 //
 // Under AddressSanitizer nothing is cached or mapped, so a use after free is still caught.

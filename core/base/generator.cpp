@@ -597,7 +597,7 @@ void serial_normal_fill(T* data, int64_t n, double mean, double stddev, Generato
 // kept where u < p, written as `one` (0 elsewhere). u = r 2^-53 exactly for the 53-bit integer
 // r, and p 2^53 is exact too (a power-of-two scaling), so u < p is r < ceil(p 2^53): the test is
 // made on the integers. (Converting each r to double first, as uniform53 does, is a scalar
-// instruction per element on AVX2, which has no packed int64 -> double: that loop took 3x the
+// instruction per element on AVX2, which has no packed int64 -> double: that loop takes 3x the
 // generator's own time, serial, in the chapter-5 training step.)
 template <typename T>
 void bernoulli_values(T* data, int64_t n, double p, T one, Generator& g) {

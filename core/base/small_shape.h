@@ -1,8 +1,8 @@
 // Shape: the sizes (or the strides) of a tensor, a list of int64.
 //
-// It behaves as the std::vector<int64_t> it used to be (and converts to and from one), but keeps
-// up to kInline dims inside the object: making a tensor, a view, or a graph node does not
-// allocate its shapes. A tiny op (the book's 2 x 6 x 3 attention) spent a third of its time in
+// It behaves as a std::vector<int64_t> (and converts to and from one), but keeps up to kInline
+// dims inside the object: making a tensor, a view, or a graph node does not allocate its shapes.
+// With vectors, a tiny op (the book's 2 x 6 x 3 attention) spends a third of its time in
 // malloc/free, mostly for shapes and strides of two or three dims. More dims than kInline go to
 // the heap, as a vector would; nothing else changes.
 #pragma once

@@ -126,8 +126,8 @@ std::array<Acc, nrows> multi_row_sum(const T* base, int64_t row_stride, int64_t 
 // multi_row_sum's sums for `cols` contiguous columns (column c at base + c, rows row_stride
 // apart), with the same additions per column, taken a row at a time across all the columns: a
 // row is one contiguous read, where multi_row_sum walks down a strip of columns at a stride
-// (a sum over the 768 rows of a [768, 512] gradient read the matrix in 16 strips of 128 bytes
-// per row, 2 KiB apart, at ~1 ns a float). The sums are left in acc[0 : cols]; acc holds
+// (a sum over the 768 rows of a [768, 512] gradient reads the matrix in 16 strips of 128 bytes
+// per row, 2 KiB apart). The sums are left in acc[0 : cols]; acc holds
 // kLevels * cols values, zeros on entry.
 template <typename T>
 void multi_column_sum(const T* base, int64_t row_stride, int64_t cols, int64_t size, T* acc) {

@@ -137,7 +137,7 @@ Config<T> config() {
       return {kernel_avx512_f32, kernel_avx512_f32_in_place, 6, 32, 256, 144, 4096, "avx512"};
     }
     // No in-place A on AVX2: its 6 x 16 tile reads the block of A from twice as many B panels,
-    // and bench_gemm 768x512x128 B^T ran 0.73-0.80x -> 0.62-0.69x of OpenBLAS with it.
+    // so reading A unpacked costs more than packing it once (bench_gemm measures it).
     return {kernel_avx2_f32, nullptr, 6, 16, 256, 144, 4096, "avx2"};
   } else if constexpr (std::is_same_v<T, double>) {
     return {kernel_avx2_f64, nullptr, 6, 8, 256, 72, 2048, "avx2"};
@@ -150,8 +150,6 @@ Config<T> config() {
 // row of a tile is NR values but not aligned to lines (a std::vector's data starts 16 bytes
 // past one; a view of columns anywhere), so 32 floats can span three lines: prefetching only
 // a row's first and last values left the middle line to a demand miss inside the micro-kernel.
-// Every line: bench_gemm 1024x2304x768 at 1 thread 0.91-0.94x -> 0.94-0.97x of OpenBLAS (4 runs
-// alternating with the old code, Xeon VM).
 template <typename T>
 inline void prefetch_tile(const T* c, int64_t rows, int64_t cols, int64_t ldc) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -187,14 +185,12 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
   // A read where it lies, its full row tiles not packed (a last partial row tile is, with zero
   // rows), when its rows are contiguous and the block is at most kInPlaceColumns wide: packing a
   // block of A costs a pass over it, paid back only by the B panels that read it, nc / NR of
-  // them. The small GPT config's products (768 x 128 x 512 and the like) spent 4% of its step
-  // in pack_a_rows_f32; read in place, bench_gemm's 768 x N x 512 (N 128 to 1024) ran 1-13%
-  // nearer OpenBLAS (Xeon VM, AVX-512). A^T (columns contiguous) read in place was slower
-  // (2304 x 768 x 1024 A^T: 0.90x -> 0.52x of OpenBLAS), so it stays packed; so does every A
-  // on AVX2 (config's in_place is null there).
+  // them. For a narrow block (the small GPT config's 768 x 128 x 512 and the like) that pass
+  // costs more than it saves. A^T (columns contiguous) read in place measured slower than packed,
+  // so it stays packed; so does every A on AVX2 (config's in_place is null there).
   const bool a_in_place = cfg.in_place != nullptr && op.lda_col == 1 && j1 - j0 <= kInPlaceColumns;
   // Software prefetching of C pays when C comes from beyond L2 (a block of C over 1 MiB, half a
-  // 2 MiB L2); where C stays in L2 it only costs (1024x64x1024: 1.03x -> 0.99x of OpenBLAS).
+  // 2 MiB L2); where C stays in L2 it only costs instructions.
   const bool prefetch_c = (i1 - i0) * (j1 - j0) * int64_t(sizeof(T)) > (int64_t{1} << 20);
   for (int64_t jc = j0; jc < j1; jc += cfg.NC) {
     const int64_t nc = std::min(cfg.NC, j1 - jc);
@@ -276,9 +272,8 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
   const int64_t m_tiles = (M + cfg.MR - 1) / cfg.MR, n_tiles = (N + cfg.NR - 1) / cfg.NR;
   // Split along M, each thread packs all of B (K x N); along N, each thread reads all of A
   // (M x K, packed or in place). So N is also split when A is the smaller (M < N) and the column
-  // tiles share out evenly (or are many). bench_gemm at 2 threads, GFLOP/s, 3 runs alternating:
-  // 512x2304x768 B^T (the chapter-5 GPT's qkv) 154-167 -> 166-184, 512x768x768 B^T 187-196 ->
-  // 189-213; splitting N also where M > N lost 3-10% (768x128x512: 204-218 -> 178-205).
+  // tiles share out evenly (or are many): the chapter-5 GPT's 512 x 2304 x 768 B^T (its qkv)
+  // gains; where M > N, splitting N makes each thread read all of A, the larger operand, and loses.
   const bool n_shares_out = threads > 1 && (n_tiles % threads == 0 || n_tiles >= 4 * threads);
   const bool split_n = n_tiles >= m_tiles || (n_shares_out && M < N);
   int64_t pieces = 1;

@@ -71,11 +71,10 @@ struct Product {
 // taken before the parallel region (so an allocation failure is an exception on the calling
 // thread, not inside OpenMP). It is the calling thread's own buffer, kept from one product to
 // the next as OpenBLAS keeps its packing buffer: it only grows (to whole 2 MiB, on transparent
-// huge pages), and goes back to the system when the thread ends. Until 2026-11-26 each product
-// took its workspace from the tensors' allocator (core/base/allocator.h) and gave it back: the
-// allocator's free ranges are shared with the tensors, so a workspace often landed on pages no
-// buffer had touched yet, and the chapter-5 step at 2 threads faulted in ~500 pages in each of
-// its third and fourth steps (bench_train's step_faults) before its memory settled. A product
+// huge pages), and goes back to the system when the thread ends. It is not taken from the
+// tensors' allocator (core/base/allocator.h): that allocator's free ranges are shared with the
+// tensors, so a workspace taken and given back per product often lands on pages no buffer has
+// touched yet, and a training step keeps faulting pages in (bench_train's step_faults). A product
 // started while the thread's buffer is in use (not done by Ember's kernels) gets a buffer of its
 // own from the allocator.
 class ThreadBuffer {

@@ -73,7 +73,7 @@ int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out)
 
 // dst[0:bytes] = src[0:bytes], bytes a constant, in 32-byte moves: GCC's inline copy of a
 // constant size moves 16 bytes at a time under x86-64-v3's generic tuning, and packing is
-// bound by its stores (a 32-float panel row took 8 of them).
+// bound by its stores (a 32-float panel row takes 8 of them).
 template <int64_t bytes>
 [[gnu::always_inline]] inline void copy_bytes(void* __restrict dst, const void* __restrict src) {
   auto* d = static_cast<char*>(dst);

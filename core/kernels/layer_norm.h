@@ -3,9 +3,11 @@
 // layernorm_backward), instead of the book's eight tensor ops and their backward nodes.
 //
 // Forward, for one row x of n elements:
-//   mean = sum_j x_j / n      var = sum_j (x_j - mean)^2 / n  (biased)      rstd = 1 / sqrt(var +
-//   eps) xhat_j = (x_j - mean) * rstd                                           y_j = xhat_j w_j +
-//   b_j
+//   mean = sum_j x_j / n
+//   var = sum_j (x_j - mean)^2 / n          (biased)
+//   rstd = 1 / sqrt(var + eps)
+//   xhat_j = (x_j - mean) * rstd
+//   y_j = xhat_j w_j + b_j
 // mean and rstd (or the denominator sqrt(var + eps)) are kept per row for the backward.
 //
 // Backward. With g_j = dy_j w_j (the gradient reaching xhat_j), y's dependence on x_i runs

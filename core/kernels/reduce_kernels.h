@@ -238,8 +238,8 @@ Acc sum_row(const T* x, int64_t n) {
 // sum over j of (x[j] - mean)^2 in double, in sum_row's order: element j into running sum
 // j mod 4 while four remain, the four sums as (s0 + s1) + (s2 + s3), then the rest in order. The
 // four sums are the four lanes of one register, so their additions overlap: one running sum in
-// index order waited 4 cycles on each (the latency of an addition), and made the variance of a
-// 128-wide row (LayerNorm's) a chain of 128 of them.
+// index order would wait 4 cycles on each (the latency of an addition), and make the variance
+// of a 128-wide row (LayerNorm's) a chain of 128 of them.
 template <typename T>
 double sum_squared_deviations(const T* x, int64_t n, double mean) {
   const T* rows[1] = {x};
