@@ -220,8 +220,9 @@ void* take_kept(std::size_t bytes) {
 // on a huge page moves as one page-table entry); pieces with pages never touched (the tail of a
 // 2.25 MiB buffer's 4 MiB) are left where they are, since writing them would fault them in and
 // add to the resident memory this is to save. Every free range and every mapping lies on 2 MiB
-// boundaries, so no move spans two mappings. Null when the resident pieces are too few, or a move fails
-// (what was moved is then one more free range, and the caller maps the buffer afresh).
+// boundaries, so no move spans two mappings. Null when the resident pieces are too few, or a
+// move fails (what was moved is then one more free range, and the caller maps the buffer
+// afresh).
 void* gather_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
