@@ -220,19 +220,20 @@ struct Training {
   examples::TrainingReport report;
 };
 
-// The book's train_model_simple, by steps: steps first + 1 to last, each on a random batch of the
-// training text (batch and dropout masks drawn from generators seeded by (seed, step)), an AdamW
-// step with warmup and cosine decay, a validation every --print-every steps and a sample every
-// --sample-every steps (and both at the last). `watched` is the report's example.
+// The book's train_model_simple, by steps: steps start + 1 to last (start: the step a resumed
+// run continues after, else 0), each on a random batch of the training text (batch and dropout
+// masks drawn from generators seeded by (seed, step)) and an AdamW step with warmup and cosine
+// decay; a validation every --print-every steps and a sample every --sample-every steps (and both
+// at the last). `watched` is the report's example.
 Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabulary& vocab,
                             optim::Optimizer& optimizer, optim::LRScheduler& schedule,
-                            int64_t first, int64_t last, const std::string& start_context,
+                            int64_t start, int64_t last, const std::string& start_context,
                             const Settings& s, const examples::WatchedExample& watched) {
   Training t;
   examples::Progress progress(last, s.print_every);
   model.train();
-  examples::StepProfiler profiler(s.profile, first + 1, last);  // --profile
-  for (int64_t step = first + 1; step <= last; ++step) {
+  examples::StepProfiler profiler(s.profile, start + 1, last);  // --profile
+  for (int64_t step = start + 1; step <= last; ++step) {
     profiler.before_step(step);
     std::mt19937_64 rng(s.seed * 1000003 + static_cast<uint64_t>(step));
     manual_seed(s.seed * 7919 + static_cast<uint64_t>(step));

@@ -21,8 +21,9 @@
 // top) and checkpoint.safetensors (cell 123: model and AdamW state, plus the epoch, the history
 // and the generator's state, so --resume continues with the same lines as an uninterrupted run).
 //
-// The book's functions come first, in the book's order, with the book's names and arguments (less
-// `device`); then main, the notebook's cells in order. What Ember adds to the book's loop (a
+// The book's functions come first, with its names and arguments (less `device`), in its order
+// where C++ allows (evaluate_model and generate_and_print_sample before train_model_simple, which
+// calls them); then main, the notebook's cells in order. What Ember adds to the book's loop (a
 // progress line, --resume, stopping early) is one argument of train_model_simple; the flags, the
 // checkpoint file and the progress line are in examples/common/.
 //
