@@ -4,7 +4,6 @@
 // Each section heading names the book's section; each `// cell [N]` comment names the notebook
 // cell (ch03.ipynb, exercise-solutions.ipynb) whose Python the lines below it translate.
 // tests/examples/test_ch03_example.cpp runs this program and compares its output with the book's.
-#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -18,15 +17,6 @@ using namespace ember;
 namespace {
 
 void heading(const std::string& title) { std::cout << "\n## " << title << "\n\n"; }
-
-// Python's repr of a float: the shortest digits that read back the same, "1.0" not "1".
-std::string python_float(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, end);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
 
 }  // namespace
 
@@ -88,10 +78,10 @@ int main() {
   Tensor attn_weights = softmax(attn_scores, -1);
   std::cout << attn_weights << "\n";
 
-  // cell [53]: each row sums to 1.
+  // cell [53]: each row sums to 1 (Python prints a float as its repr: float_repr).
   double row_2_sum = 0.0;
   for (double v : {0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581}) row_2_sum += v;
-  std::cout << "Row 2 sum: " << python_float(row_2_sum) << "\n";
+  std::cout << "Row 2 sum: " << float_repr(row_2_sum) << "\n";
   std::cout << "All row sums: " << attn_weights.sum(-1) << "\n";
 
   // cell [55]: all context vectors at once.

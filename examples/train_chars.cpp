@@ -11,31 +11,34 @@
 // seeded by (seed, step), so they do not depend on where the run started. (--steps sets the
 // length of the learning-rate schedule: keep it the same when resuming.)
 //
+// The functions have the names of their roles in the book's chapter 5 (examples/train_gpt.cpp):
+// text_to_token_ids, token_ids_to_text, calc_loss_batch, evaluate_model,
+// generate_and_print_sample, train_model_simple.
+//
 // The default corpus is made here, from a small grammar (no text copied from anywhere): short
 // sentences about a fox, a cat and a robot, so that a model of a few seconds' training already
 // spells words and begins to make sentences.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "core/base/parallel.h"
 #include "core/ember.h"
+#include "examples/common/checkpoint.h"
+#include "examples/common/flags.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
-#include "optim/checkpoint.h"
 #include "optim/optim.h"
 
 using namespace ember;
@@ -69,7 +72,7 @@ std::string default_corpus() {
   return text;
 }
 
-// ---- characters <-> ids ----
+// ---- characters <-> ids: the tokenizer ----
 
 struct Vocabulary {
   std::vector<char> chars;      // id -> char
@@ -86,6 +89,11 @@ struct Vocabulary {
     }
   }
   int64_t size() const { return static_cast<int64_t>(chars.size()); }
+  std::vector<int64_t> encode(const std::string& text) const {
+    std::vector<int64_t> tokens;
+    for (char c : text) tokens.push_back(ids.at(c));
+    return tokens;
+  }
   std::string decode(const std::vector<int64_t>& tokens) const {
     std::string s;
     for (int64_t t : tokens) s += chars[static_cast<std::size_t>(t)];
@@ -93,7 +101,17 @@ struct Vocabulary {
   }
 };
 
-// The flags of every training program (examples/common/training.h), and this one's own.
+// The book's text_to_token_ids and token_ids_to_text (a batch of one row), for characters.
+Tensor text_to_token_ids(const std::string& text, const Vocabulary& vocab) {
+  const std::vector<int64_t> encoded = vocab.encode(text);
+  return from_vector(encoded, {1, static_cast<int64_t>(encoded.size())});
+}
+
+std::string token_ids_to_text(const Tensor& token_ids, const Vocabulary& vocab) {
+  return vocab.decode(token_ids.contiguous().to_vector<int64_t>());
+}
+
+// The flags of every training program (examples/common/flags.h), and this one's own.
 struct Settings : examples::TrainingFlags {
   Settings() {
     steps = 600;
@@ -110,48 +128,157 @@ struct Settings : examples::TrainingFlags {
   double temperature = 0.8;
   int64_t top_k = 10;
   bool html = false;
+
+  void add_to(CLI::App& app) {
+    app.add_option("text", text_file, "a text file (default: a corpus the program writes)");
+    TrainingFlags::add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
+                          "directory for loss.svg and the checkpoint");
+    app.add_option("--resume", resume, "continue from this checkpoint");
+    app.add_option("--stop-at", stop_at, "stop (and save) after this step, as if interrupted")
+        ->check(CLI::PositiveNumber);
+    examples::range_option(app, "--context", context, 4, 256, "characters per sequence");
+    examples::positive_option(app, "--sample-every", sample_every, "steps between samples");
+    add_print_every(app);
+    examples::non_negative_option(app, "--temperature", temperature,
+                                  "sampling temperature (0: greedy)");
+    examples::positive_option(app, "--top-k", top_k, "sample among the k likeliest characters");
+    add_profile(app);
+    app.add_flag("--html", html,
+                 "also write report.html: loss curves, attention maps at every validation (a step "
+                 "slider), samples, settings");
+  }
 };
+
+// ---- the data: batches of windows ----
+
+// The token ids of the text, and where the held-out last 10% (the validation text) begins.
+struct Data {
+  std::vector<int64_t> ids;
+  int64_t split = 0;
+};
+
+// A batch of `count` windows of context + 1 characters from ids [lo, hi), drawn by `rng`: the
+// inputs [count, context] and the targets, the same shifted by one, flat [count * context].
+std::pair<Tensor, Tensor> random_batch(const std::vector<int64_t>& ids, std::mt19937_64& rng,
+                                       int64_t count, int64_t context, int64_t lo, int64_t hi) {
+  std::vector<int64_t> x, y;
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t at =
+        lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo - context - 1));
+    for (int64_t t = 0; t < context; ++t) {
+      x.push_back(ids[static_cast<std::size_t>(at + t)]);
+      y.push_back(ids[static_cast<std::size_t>(at + t + 1)]);
+    }
+  }
+  return {from_vector(x, {count, context}), from_vector(y, {count * context})};
+}
+
+// ---- the book's functions, for characters ----
+
+// The book's calc_loss_batch; target_batch comes flat from random_batch.
+Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
+  const Tensor logits = model.forward(input_batch);
+  return F::cross_entropy(logits.flatten(0, 1), target_batch);
+}
+
+// The book's evaluate_model on the validation text only (the training loss printed beside it is
+// the step's): the loss of 64 windows, the same windows every time.
+double evaluate_model(nn::GPTModel& model, const Data& data, int64_t context, uint64_t seed) {
+  NoGradGuard no_grad;
+  model.eval();
+  std::mt19937_64 rng(seed ^ 0x5eed);
+  auto [x, y] =
+      random_batch(data.ids, rng, 64, context, data.split, static_cast<int64_t>(data.ids.size()));
+  const double loss = calc_loss_batch(x, y, model).item();
+  model.train();
+  return loss;
+}
+
+// 120 characters sampled after start_context (temperature and top-k, from a generator seeded by
+// seed + step), printed on one line through the progress line; returned for the report.
+std::string generate_and_print_sample(nn::GPTModel& model, const Vocabulary& vocab,
+                                      const std::string& start_context, const Settings& s,
+                                      int64_t step, examples::Progress& progress) {
+  model.eval();
+  Generator gen(s.seed + static_cast<uint64_t>(step));
+  const Tensor token_ids =
+      nn::generate(model, text_to_token_ids(start_context, vocab), 120, model.cfg.context_length,
+                   s.temperature, s.top_k, std::nullopt, &gen);
+  model.train();
+  std::string decoded_text = token_ids_to_text(token_ids, vocab);
+  std::replace(decoded_text.begin(), decoded_text.end(), '\n', ' ');
+  progress.note("sample (temperature " + svg::num(s.temperature) + ", top-k " +
+                std::to_string(s.top_k) + "): " + decoded_text);
+  return decoded_text;
+}
+
+// What the loop leaves: the loss curves, the last step's and the last validation's losses, and
+// (--html) the report's attention maps and samples.
+struct Training {
+  examples::LossHistory history;
+  double train_loss = 0, val_loss = 0;
+  examples::TrainingReport report;
+};
+
+// The book's train_model_simple, by steps: steps start + 1 to last (start: the step a resumed
+// run continues after, else 0), each on a random batch of the training text (batch and dropout
+// masks drawn from generators seeded by (seed, step)) and an AdamW step with warmup and cosine
+// decay; a validation every --print-every steps and a sample every --sample-every steps (and both
+// at the last). `watched` is the report's example.
+Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabulary& vocab,
+                            optim::Optimizer& optimizer, optim::LRScheduler& schedule,
+                            int64_t start, int64_t last, const std::string& start_context,
+                            const Settings& s, const examples::WatchedExample& watched) {
+  Training t;
+  examples::Progress progress(last, s.print_every);
+  model.train();
+  examples::StepProfiler profiler(s.profile, start + 1, last);  // --profile
+  for (int64_t step = start + 1; step <= last; ++step) {
+    profiler.before_step(step);
+    std::mt19937_64 rng(s.seed * 1000003 + static_cast<uint64_t>(step));
+    manual_seed(s.seed * 7919 + static_cast<uint64_t>(step));
+    auto [x, y] = random_batch(data.ids, rng, s.batch, s.context, 0, data.split);
+    t.train_loss = examples::optimizer_step(calc_loss_batch(x, y, model), model.parameters(),
+                                            optimizer, schedule);
+    t.history.train_steps.push_back(static_cast<double>(step));
+    t.history.train_loss.push_back(t.train_loss);
+    if (step % s.print_every == 0 || step == last) {
+      t.val_loss = evaluate_model(model, data, s.context, s.seed);
+      t.history.val_steps.push_back(static_cast<double>(step));
+      t.history.val_loss.push_back(t.val_loss);
+      if (s.html) t.report.attention.push_back(watched.attention(model, step));
+      // Plain and exact, for comparing runs (and --resume) line by line.
+      progress.note("step " + std::to_string(step) + " train loss " + svg::num(t.train_loss, 8) +
+                    " validation loss " + svg::num(t.val_loss, 8));
+    }
+    if (step % s.sample_every == 0 || step == last) {
+      const std::string sample =
+          generate_and_print_sample(model, vocab, start_context, s, step, progress);
+      if (s.html) t.report.samples.emplace_back(step, sample);
+    }
+    progress.update(step, t.train_loss, "validation " + svg::num(t.val_loss, 4),
+                    s.batch * s.context);
+    if (auto table = profiler.after_step(step)) progress.note(*table);
+  }
+  return t;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_chars: a character-level GPT on any text file"};
-  app.add_option("text", s.text_file, "a text file (default: a corpus the program writes)");
-  s.add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
-           "directory for loss.svg and the checkpoint");
-  app.add_option("--resume", s.resume, "continue from this checkpoint");
-  app.add_option("--stop-at", s.stop_at, "stop (and save) after this step, as if interrupted")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--context", s.context, "characters per sequence")
-      ->capture_default_str()
-      ->check(CLI::Range(4, 256));
-  app.add_option("--sample-every", s.sample_every, "steps between samples")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  s.add_print_every(app);
-  app.add_option("--temperature", s.temperature, "sampling temperature (0: greedy)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--top-k", s.top_k, "sample among the k likeliest characters")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  s.add_profile(app);
-  app.add_flag("--html", s.html,
-               "also write report.html: loss curves, attention maps at every validation (a step "
-               "slider), samples, settings");
+  s.add_to(app);
   CLI11_PARSE(app, argc, argv);
   s.apply();
   std::string text;
   if (s.text_file.empty()) {
     text = default_corpus();
+  } else if (std::optional<std::string> file = examples::read_file(s.text_file)) {
+    text = *file;
   } else {
-    std::ifstream in(s.text_file, std::ios::binary);
-    if (!in) {
-      std::cerr << "train_chars: cannot read " << s.text_file << "\n";
-      return 2;
-    }
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    std::cerr << "train_chars: cannot read " << s.text_file << "\n";
+    return 2;
   }
   if (static_cast<int64_t>(text.size()) < 10 * (s.context + 1)) {
     std::cerr << "train_chars: the text has " << text.size() << " characters; at least "
@@ -159,141 +286,64 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Vocabulary vocab(text);
-  std::vector<int64_t> data;
-  for (char c : text) data.push_back(vocab.ids.at(c));
-  // The last 10% is held out for validation.
-  const int64_t split = static_cast<int64_t>(data.size()) * 9 / 10;
+  Data data;
+  data.ids = vocab.encode(text);
+  data.split = static_cast<int64_t>(data.ids.size()) * 9 / 10;  // the last 10%: validation
 
-  nn::GPTConfig cfg;
-  cfg.vocab_size = vocab.size();
-  cfg.context_length = s.context;
-  cfg.emb_dim = 64;
-  cfg.n_heads = 4;
-  cfg.n_layers = 2;
-  cfg.drop_rate = 0.1;
-  cfg.qkv_bias = false;
+  const nn::GPTConfig cfg{.vocab_size = vocab.size(),
+                          .context_length = s.context,
+                          .emb_dim = 64,
+                          .n_heads = 4,
+                          .n_layers = 2,
+                          .drop_rate = 0.1,
+                          .qkv_bias = false};
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
   const int64_t numel = examples::parameter_count(model);
-  std::printf(
-      "train_chars: %zu characters (%s), vocabulary %lld | GPTModel(context %lld, emb "
-      "%lld, %lld heads, %lld layers): %lld parameters\n",
-      text.size(), s.text_file.empty() ? "the default corpus" : s.text_file.c_str(),
-      static_cast<long long>(vocab.size()), static_cast<long long>(cfg.context_length),
-      static_cast<long long>(cfg.emb_dim), static_cast<long long>(cfg.n_heads),
-      static_cast<long long>(cfg.n_layers), static_cast<long long>(numel));
+  std::printf("train_chars: %zu characters (%s), vocabulary %lld | GPTModel(%s): %lld parameters\n",
+              text.size(), s.text_file.empty() ? "the default corpus" : s.text_file.c_str(),
+              static_cast<long long>(vocab.size()), examples::config_text(cfg).c_str(),
+              static_cast<long long>(numel));
 
-  optim::AdamW opt(model.parameters(),
-                   optim::AdamWOptions(s.lr).betas({0.9, 0.95}).weight_decay(0.1));
-  optim::LambdaLR schedule(opt, examples::warmup_cosine(s.steps));
-
+  optim::AdamW optimizer(model.parameters(),
+                         optim::AdamWOptions(s.lr).betas({0.9, 0.95}).weight_decay(0.1));
+  optim::LambdaLR schedule(optimizer, examples::warmup_cosine(s.steps));
   int64_t start = 0;
   if (!s.resume.empty()) {
-    NamedTensorList state;  // the checkpoint fills a plain list of (name, tensor)
-    start = optim::load_checkpoint(s.resume, state, opt, &schedule);
-    model.load_state_dict(state);
+    start = examples::load_checkpoint(s.resume, model, optimizer, &schedule).step;
     std::printf("resumed from %s at step %lld\n", s.resume.c_str(), static_cast<long long>(start));
   }
 
-  // A batch of `count` windows of context + 1 characters from [lo, hi), drawn by `rng`.
-  auto make_batch = [&](std::mt19937_64& rng, int64_t count, int64_t lo, int64_t hi) {
-    std::vector<double> x, y;
-    for (int64_t b = 0; b < count; ++b) {
-      const int64_t at =
-          lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo - s.context - 1));
-      for (int64_t t = 0; t < s.context; ++t) {
-        x.push_back(static_cast<double>(data[static_cast<std::size_t>(at + t)]));
-        y.push_back(static_cast<double>(data[static_cast<std::size_t>(at + t + 1)]));
-      }
-    }
-    return std::pair{from_vector(x, {count, s.context}, DType::Int64),
-                     from_vector(y, {count * s.context}, DType::Int64)};
-  };
-  auto validation_loss = [&] {
-    NoGradGuard no_grad;
-    model.eval();
-    std::mt19937_64 rng(s.seed ^ 0x5eed);  // the same windows every time
-    auto [x, y] = make_batch(rng, 64, split, static_cast<int64_t>(data.size()));
-    const double loss = F::cross_entropy(model.forward(x).flatten(0, 1), y).item();
-    model.train();
-    return loss;
-  };
-  auto sample = [&](int64_t step) {
-    model.eval();
-    Generator gen(s.seed + static_cast<uint64_t>(step));
-    const std::string prompt = text.substr(0, 1);
-    Tensor idx = from_vector({static_cast<double>(vocab.ids.at(prompt[0]))}, {1, 1}, DType::Int64);
-    Tensor out = nn::generate(model, idx, 120, cfg.context_length, s.temperature, s.top_k,
-                              std::nullopt, &gen);
-    model.train();
-    std::string textout = vocab.decode(out.to_vector<int64_t>());
-    std::replace(textout.begin(), textout.end(), '\n', ' ');
-    return textout;
-  };
-
   // The report's (--html) watched example: the first window of the held-out text.
-  examples::TrainingReport report;
-  const std::vector<int64_t> watched(data.begin() + split, data.begin() + split + s.context);
-  std::vector<double> watched_ids(watched.begin(), watched.end());
-  const Tensor watched_x = from_vector(watched_ids, {1, s.context}, DType::Int64);
+  const std::vector<int64_t> window(data.ids.begin() + data.split,
+                                    data.ids.begin() + data.split + s.context);
   std::vector<std::string> labels;
-  for (int64_t id : watched) {
-    const char c = vocab.decode({id})[0];
+  for (int64_t id : window) {
+    const char c = vocab.chars[static_cast<std::size_t>(id)];
     labels.push_back(c == '\n' ? "\\n" : c == ' ' ? "\u2423" : std::string(1, c));
   }
+  const examples::WatchedExample watched{from_vector(window, {1, s.context}), labels};
 
-  examples::LossHistory history;
   const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
-  examples::Progress progress(last, s.print_every);
   examples::Stopwatch clock;
-  model.train();
-  double loss_value = 0, val = 0;
-  examples::StepProfiler profiler(s.profile, start + 1, last);  // --profile
-  for (int64_t step = start + 1; step <= last; ++step) {
-    profiler.before_step(step);
-    // This step's batch and dropout masks depend only on (seed, step).
-    std::mt19937_64 rng(s.seed * 1000003 + static_cast<uint64_t>(step));
-    manual_seed(s.seed * 7919 + static_cast<uint64_t>(step));
-    auto [x, y] = make_batch(rng, s.batch, 0, split);
-    loss_value = examples::optimizer_step(F::cross_entropy(model.forward(x).flatten(0, 1), y),
-                                          model.parameters(), opt, schedule);
-    history.train_steps.push_back(static_cast<double>(step));
-    history.train_loss.push_back(loss_value);
-    if (step % s.print_every == 0 || step == last) {
-      val = validation_loss();
-      history.val_steps.push_back(static_cast<double>(step));
-      history.val_loss.push_back(val);
-      if (s.html)
-        report.attention.push_back(examples::snapshot_attention(model, watched_x, step, labels));
-      // Plain and exact, for comparing runs (and --resume) line by line.
-      progress.note("step " + std::to_string(step) + " train loss " + svg::num(loss_value, 8) +
-                    " validation loss " + svg::num(val, 8));
-    }
-    if (step % s.sample_every == 0 || step == last) {
-      const std::string text_sample = sample(step);
-      progress.note("sample (temperature " + svg::num(s.temperature) + ", top-k " +
-                    std::to_string(s.top_k) + "): " + text_sample);
-      if (s.html) report.samples.emplace_back(step, text_sample);
-    }
-    progress.update(step, loss_value, "validation " + svg::num(val, 4), s.batch * s.context);
-    if (auto table = profiler.after_step(step)) progress.note(*table);
-  }
+  Training t = train_model_simple(model, data, vocab, optimizer, schedule, start, last,
+                                  text.substr(0, 1), s, watched);
   const double seconds = clock.seconds();
 
   const std::string loss_path = s.out + "/loss.svg";
-  svg::write_file(loss_path, history.svg("train_chars: character-level loss per step"));
+  svg::write_file(loss_path, t.history.svg("train_chars: character-level loss per step"));
   const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
-  optim::save_checkpoint(checkpoint_path, model.state_dict(), opt, &schedule, last);
+  examples::save_checkpoint(checkpoint_path, model, optimizer, &schedule, last);
   std::printf("wrote %s, %s\n", loss_path.c_str(), checkpoint_path.c_str());
   if (s.html) {
-    report.title = "train_chars: a character-level GPT";
-    report.subtitle = "attention rows: query characters, columns: key characters";
+    t.report.title = "train_chars: a character-level GPT";
+    t.report.subtitle = "attention rows: query characters, columns: key characters";
     std::string shown;
     for (const std::string& l : labels) shown += l;
-    report.example = "the watched held-out window: \"" + shown + "\"";
-    report.labels = labels;
-    report.history = history;
-    report.settings = {
+    t.report.example = "the watched held-out window: \"" + shown + "\"";
+    t.report.labels = labels;
+    t.report.history = t.history;
+    t.report.settings = {
         {"text", s.text_file.empty() ? "the default corpus" : s.text_file},
         {"characters", std::to_string(text.size())},
         {"vocabulary", std::to_string(vocab.size())},
@@ -309,14 +359,12 @@ int main(int argc, char** argv) {
                       std::to_string(cfg.n_heads) + " heads, " + std::to_string(cfg.n_layers) +
                       " layers, dropout " + svg::num(cfg.drop_rate) + ")"},
         {"parameters", std::to_string(numel)}};
-    const std::string report_path = s.out + "/report.html";
-    report.write(report_path);
-    std::printf("wrote %s (open it in a browser)\n", report_path.c_str());
+    t.report.write_in(s.out);
   }
   std::printf(
       "train_chars: steps %lld-%lld in %.1f s | final train loss %.4f, validation loss "
       "%.4f | out: %s\n",
-      static_cast<long long>(start + 1), static_cast<long long>(last), seconds, loss_value, val,
-      s.out.c_str());
+      static_cast<long long>(start + 1), static_cast<long long>(last), seconds, t.train_loss,
+      t.val_loss, s.out.c_str());
   return 0;
 }

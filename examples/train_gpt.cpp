@@ -10,35 +10,44 @@
 //   build/release/bin/train_gpt --weights model.safetensors --generate "Every effort moves you"
 //
 // What it prints, in the notebook's order (each step is PyTorch 1.13's to float32 rounding, so
-// every printed digit is the book's; tests/nn/test_train_gpt_example.cpp checks):
+// every printed digit is the book's; tests/examples/test_train_gpt_example.cpp checks):
 //   cell 15: the untrained model's text     Every effort moves you rentingetic wasnم refres ...
-//   cell 71: the initial losses             Training loss: 10.98758..., Validation
-//   loss: 10.98110... cell 77: train_model_simple             Ep 1 (Step 000000): Train loss 9.781,
-//   Val loss 9.933
+//   cell 71: the initial losses             Training loss: 10.98758...
+//                                           Validation loss: 10.98110...
+//   cell 77: train_model_simple             Ep 1 (Step 000000): Train loss 9.781, Val loss 9.933
 //                                           ... Every effort moves you,,,,,,,,,,,,.
 //   cells 86 and 115: greedy, then temperature and top-k sampling (--temperature, --top-k)
 // and writes loss.svg (cell 79: train and validation loss against epochs, tokens seen along the
 // top) and checkpoint.safetensors (cell 123: model and AdamW state, plus the epoch, the history
 // and the generator's state, so --resume continues with the same lines as an uninterrupted run).
 //
+// The book's functions come first, with its names and arguments (less `device`), in its order
+// where C++ allows (evaluate_model and generate_and_print_sample before train_model_simple, which
+// calls them); then main, the notebook's cells in order. What Ember adds to the book's loop (a
+// progress line, --resume, stopping early) is one argument of train_model_simple; the flags, the
+// checkpoint file and the progress line are in examples/common/.
+//
 // The random draws are PyTorch's, in PyTorch's order, from the one global generator: the weights
 // (manual_seed(123) before GPTModel), the train loader's shuffle (nn::DataLoader: a seed per pass,
 // then randperm), dropout in every training step, and the seeds each evaluation's pass over the
 // train and validation loaders draws.
 #include <CLI/CLI.hpp>
-#include <charconv>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <map>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/parallel.h"
 #include "core/ember.h"
+#include "examples/common/checkpoint.h"
+#include "examples/common/flags.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/data.h"
@@ -46,7 +55,6 @@
 #include "nn/gpt_weights.h"
 #include "nn/loss.h"
 #include "nn/tokenizer.h"
-#include "optim/checkpoint.h"
 #include "optim/optim.h"
 
 using namespace ember;
@@ -55,6 +63,223 @@ namespace svg = ember::examples::svg;
 
 namespace {
 
+// Chapter 2's create_dataloader_v1 (the tokenizer passed in, no workers): windows of max_length
+// tokens every stride tokens, in batches. Where PyTorch would give an empty loader, an
+// ember::Error that names the loader (`which`).
+nn::DataLoader create_dataloader_v1(const std::string& txt, const nn::GPT2Tokenizer& tokenizer,
+                                    int64_t batch_size, int64_t max_length, int64_t stride,
+                                    bool shuffle, bool drop_last, const char* which) {
+  std::shared_ptr<nn::GPTDataset> dataset;
+  try {
+    dataset = std::make_shared<nn::GPTDataset>(tokenizer.encode(txt, true), max_length, stride);
+  } catch (const Error& e) {
+    throw Error(std::string("train_gpt: not enough text for the ") + which +
+                " loader: " + e.what());
+  }
+  return nn::DataLoader(dataset, batch_size, shuffle, drop_last);
+}
+
+// ---- 5.1 Evaluating generative text models ----
+
+// Chapter 4's greedy decoding (listing 4.8) and section 5.3's generate (temperature and top-k)
+// are the library's: nn/gpt.h.
+using nn::generate;
+using nn::generate_text_simple;
+
+// Listing 5.1: text to a batch of one row of token ids, and back.
+Tensor text_to_token_ids(const std::string& text, const nn::GPT2Tokenizer& tokenizer) {
+  const std::vector<int64_t> encoded = tokenizer.encode(text, /*allow_endoftext=*/true);
+  return from_vector(encoded, {1, static_cast<int64_t>(encoded.size())});  // .unsqueeze(0)
+}
+
+std::string token_ids_to_text(const Tensor& token_ids, const nn::GPT2Tokenizer& tokenizer) {
+  return tokenizer.decode(token_ids.contiguous().to_vector<int64_t>());
+}
+
+// Section 5.1.3: the cross entropy of one batch's next-token predictions, and its mean over the
+// first num_batches batches of a loader (all of them by default).
+Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
+  const Tensor logits = model.forward(input_batch);
+  return F::cross_entropy(logits.flatten(0, 1), target_batch.flatten());
+}
+
+double calc_loss_loader(const nn::DataLoader& data_loader, nn::GPTModel& model,
+                        std::optional<int64_t> num_batches = std::nullopt) {
+  double total_loss = 0.0;
+  if (data_loader.size() == 0) return std::nan("");
+  const int64_t n = num_batches ? std::min(*num_batches, data_loader.size()) : data_loader.size();
+  int64_t i = 0;
+  for (auto pass = data_loader.iter(); auto batch = pass.next(); ++i) {
+    if (i >= n) break;
+    total_loss += calc_loss_batch(batch->input, batch->target, model).item();
+  }
+  return total_loss / static_cast<double>(n);
+}
+
+// ---- 5.2 Training an LLM ----
+
+// The mean losses of eval_iter batches of each loader, in evaluation mode and without a graph.
+std::pair<double, double> evaluate_model(nn::GPTModel& model, const nn::DataLoader& train_loader,
+                                         const nn::DataLoader& val_loader, int64_t eval_iter) {
+  model.eval();
+  NoGradGuard no_grad;
+  const double train_loss = calc_loss_loader(train_loader, model, eval_iter);
+  const double val_loss = calc_loss_loader(val_loader, model, eval_iter);
+  model.train();
+  return {train_loss, val_loss};
+}
+
+// 50 greedy tokens after start_context, printed on one line (the book's compact format), through
+// the progress line.
+void generate_and_print_sample(nn::GPTModel& model, const nn::GPT2Tokenizer& tokenizer,
+                               const std::string& start_context, examples::Progress& progress) {
+  model.eval();
+  const int64_t context_size = model.pos_emb->weight.size(0);
+  const Tensor encoded = text_to_token_ids(start_context, tokenizer);
+  const Tensor token_ids = generate_text_simple(model, encoded, 50, context_size);  // no graph
+  std::string decoded_text = token_ids_to_text(token_ids, tokenizer);
+  std::replace(decoded_text.begin(), decoded_text.end(), '\n', ' ');
+  progress.note(decoded_text);
+  model.train();
+}
+
+// What train_model_simple returns: the book's three lists (the losses of each evaluation and the
+// tokens seen by then), and the counters, which a resumed run continues from.
+struct History {
+  std::vector<double> train_losses, val_losses, track_tokens_seen;
+  int64_t tokens_seen = 0, global_step = -1;
+  int64_t epochs_done = 0;  // epochs finished (a checkpoint is saved after each)
+  bool stopped = false;     // --max-steps ended the run within an epoch
+};
+
+// What Ember adds to the book's loop; none of it changes a line the book prints.
+struct Extras {
+  examples::Progress& progress;  // the book's prints, beside a progress line with an ETA
+  History start;                 // where the loop starts: the book's zeros, or a checkpoint's
+  int64_t stop_after_epoch = 0;  // --stop-after-epoch: end after this epoch (0: run them all)
+  int64_t max_steps = 0;         // --max-steps: end before this step (0: no limit)
+  bool print_losses = false;     // --print-losses: each step's and evaluation's losses in full
+  std::function<void(const History&)> at_epoch_end;  // saves the checkpoint
+};
+
+// Listing 5.3: the training loop.
+History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_loader,
+                           const nn::DataLoader& val_loader, optim::Optimizer& optimizer,
+                           int64_t num_epochs, int64_t eval_freq, int64_t eval_iter,
+                           const std::string& start_context, const nn::GPT2Tokenizer& tokenizer,
+                           const Extras& extras) {
+  History h = extras.start;
+  examples::Progress& progress = extras.progress;
+  const int64_t last_epoch =
+      extras.stop_after_epoch > 0 ? std::min(extras.stop_after_epoch, num_epochs) : num_epochs;
+  for (int64_t epoch = h.epochs_done; epoch < last_epoch; ++epoch) {
+    model.train();
+    for (auto pass = train_loader.iter(); auto batch = pass.next();) {
+      if (extras.max_steps > 0 && h.global_step + 1 >= extras.max_steps) {
+        h.stopped = true;
+        return h;
+      }
+      optimizer.zero_grad();  // reset the gradients of the previous batch
+      const Tensor loss = calc_loss_batch(batch->input, batch->target, model);
+      loss.backward();   // the loss's gradients
+      optimizer.step();  // update the weights with them
+      h.tokens_seen += batch->input.numel();
+      h.global_step += 1;
+      if (extras.print_losses) {
+        progress.note("step " + std::to_string(h.global_step) + " loss " + float_repr(loss.item()));
+      }
+
+      if (h.global_step % eval_freq == 0) {  // the optional evaluation step
+        const auto [train_loss, val_loss] =
+            evaluate_model(model, train_loader, val_loader, eval_iter);
+        h.train_losses.push_back(train_loss);
+        h.val_losses.push_back(val_loss);
+        h.track_tokens_seen.push_back(static_cast<double>(h.tokens_seen));
+        char line[128];
+        std::snprintf(line, sizeof line, "Ep %lld (Step %06lld): Train loss %.3f, Val loss %.3f",
+                      static_cast<long long>(epoch + 1), static_cast<long long>(h.global_step),
+                      train_loss, val_loss);
+        progress.note(line);
+        if (extras.print_losses) {
+          progress.note("eval " + std::to_string(h.global_step) + " " + float_repr(train_loss) +
+                        " " + float_repr(val_loss));
+        }
+      }
+      progress.update(h.global_step + 1, loss.item(), "epoch " + std::to_string(epoch + 1),
+                      batch->input.numel());
+    }
+    generate_and_print_sample(model, tokenizer, start_context, progress);  // after each epoch
+    h.epochs_done = epoch + 1;
+    extras.at_epoch_end(h);
+  }
+  return h;
+}
+
+// Cell 79: training and validation loss against epochs (epochs_seen), tokens seen along the top,
+// written to `path`.
+void plot_losses(const std::vector<double>& epochs_seen, const std::vector<double>& tokens_seen,
+                 const std::vector<double>& train_losses, const std::vector<double>& val_losses,
+                 const std::string& title, const std::string& path) {
+  svg::LineChart chart;
+  chart.title = title;
+  chart.x_label = "Epochs";
+  chart.y_label = "Loss";
+  chart.series.push_back({"Training loss", epochs_seen, train_losses});
+  chart.series.push_back({"Validation loss", epochs_seen, val_losses});
+  const svg::TopAxis tokens_axis{"Tokens seen", tokens_seen.front(), tokens_seen.back()};
+  svg::write_file(path, svg::line_chart(chart, tokens_axis));
+}
+
+// torch.linspace(0, num_epochs, count): the epoch of each evaluation, for the plot.
+std::vector<double> epochs_seen(int64_t num_epochs, std::size_t count) {
+  std::vector<double> epochs;
+  const auto n = static_cast<double>(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    epochs.push_back(n > 1 ? static_cast<double>(num_epochs) * static_cast<double>(i) / (n - 1)
+                           : 0.0);
+  }
+  return epochs;
+}
+
+// ---- 5.4 Saving and loading: the checkpoint, and continuing from it ----
+
+// The model and the AdamW state, and beside them what train_model_simple continues from: the
+// generator's state (the next epoch's shuffle and dropout), the lists and the counters.
+void save_checkpoint(const std::string& path, const nn::GPTModel& model,
+                     const optim::Optimizer& optimizer, const History& h) {
+  examples::save_checkpoint(
+      path, model, optimizer, nullptr, h.global_step + 1,
+      {{"train_gpt.rng", examples::generator_state()},
+       {"train_gpt.history",
+        examples::lists_tensor({&h.train_losses, &h.val_losses, &h.track_tokens_seen})},
+       {"train_gpt.counters",
+        from_vector(std::vector<int64_t>{h.tokens_seen, h.global_step, h.epochs_done}, {3})}});
+}
+
+// Restores what save_checkpoint wrote, and says so.
+History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Optimizer& optimizer) {
+  const examples::Checkpoint c =
+      examples::load_checkpoint(path, model, optimizer, nullptr, "train_gpt.");
+  History h;
+  if (auto rng = c.own.find("train_gpt.rng"); rng != c.own.end()) {
+    examples::set_generator_state(rng->second);
+  }
+  if (auto lists = c.own.find("train_gpt.history"); lists != c.own.end()) {
+    examples::append_lists(lists->second, {&h.train_losses, &h.val_losses, &h.track_tokens_seen});
+  }
+  if (auto counters = c.own.find("train_gpt.counters"); counters != c.own.end()) {
+    const auto v = counters->second.contiguous().to_vector<int64_t>();
+    h.tokens_seen = v.at(0), h.global_step = v.at(1), h.epochs_done = v.at(2);
+  }
+  std::printf("resumed from %s after epoch %lld (step %lld)\n", path.c_str(),
+              static_cast<long long>(h.epochs_done), static_cast<long long>(h.global_step));
+  return h;
+}
+
+// ---- the program ----
+
+// The flags: the book's settings (GPT_CONFIG_124M with a context of 256, the loaders', AdamW's,
+// train_model_simple's) and Ember's.
 struct Settings {
   std::string text_file = "examples/the-verdict.txt";
   uint64_t seed = 123;
@@ -68,90 +293,62 @@ struct Settings {
   int64_t top_k = 25, max_new_tokens = 15;
   std::string weights, model_name = "gpt2-small (124M)", generate;
   bool skip_initial = false, print_losses = false;
-};
 
-// Python's repr of a float: the shortest digits that read back as the same double.
-std::string repr(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string fixed3(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-// ---- the book's functions ----
-
-Tensor text_to_token_ids(const std::string& text, const nn::GPT2Tokenizer& tok) {
-  const std::vector<int64_t> ids = tok.encode(text, /*allow_endoftext=*/true);
-  return from_vector(ids, {1, static_cast<int64_t>(ids.size())});
-}
-
-std::string token_ids_to_text(const Tensor& ids, const nn::GPT2Tokenizer& tok) {
-  return tok.decode(ids.contiguous().to_vector<int64_t>());
-}
-
-Tensor calc_loss_batch(const nn::Batch& batch, nn::GPTModel& model) {
-  const Tensor logits = model.forward(batch.input);
-  return F::cross_entropy(logits.flatten(0, 1), batch.target.flatten());
-}
-
-double calc_loss_loader(const nn::DataLoader& loader, nn::GPTModel& model,
-                        std::optional<int64_t> num_batches = std::nullopt) {
-  double total_loss = 0.0;
-  if (loader.size() == 0) return std::nan("");
-  const int64_t n = num_batches ? std::min(*num_batches, loader.size()) : loader.size();
-  int64_t i = 0;
-  for (auto pass = loader.iter(); auto batch = pass.next(); ++i) {
-    if (i >= n) break;
-    total_loss += calc_loss_batch(*batch, model).item();
+  void add_to(CLI::App& app) {
+    using examples::option, examples::positive_option, examples::non_negative_option,
+        examples::range_option;
+    option(app, "text", text_file, "the training text");
+    option(app, "--seed", seed, "torch.manual_seed");
+    positive_option(app, "--epochs", epochs, "num_epochs");
+    positive_option(app, "--batch", batch, "batch_size");
+    positive_option(app, "--context", context, "context_length (also max_length and stride)");
+    positive_option(app, "--emb-dim", emb_dim, "emb_dim");
+    positive_option(app, "--layers", n_layers, "n_layers");
+    positive_option(app, "--heads", n_heads, "n_heads");
+    range_option(app, "--drop-rate", drop_rate, 0.0, 0.99, "drop_rate");
+    positive_option(app, "--lr", lr, "AdamW learning rate");
+    option(app, "--weight-decay", weight_decay, "AdamW weight decay");
+    range_option(app, "--train-ratio", train_ratio, 0.0, 1.0, "share of the text for training");
+    positive_option(app, "--eval-freq", eval_freq, "steps between evaluations");
+    positive_option(app, "--eval-iter", eval_iter, "batches per evaluation");
+    app.add_option("--max-steps", max_steps, "stop after this many steps (a short run)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--stop-after-epoch", stop_after_epoch,
+                   "save and stop after this epoch, as if interrupted")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
+    app.add_flag(
+        "--print-losses", print_losses,
+        "print every step's loss and every evaluation's losses in full (for comparing runs)");
+    app.add_flag("--skip-initial", skip_initial,
+                 "skip the untrained model's text and initial losses");
+    positive_option(app, "--threads", threads, "threads for the kernels");
+    option(app, "--out", out, "directory for loss.svg and checkpoint.safetensors");
+    examples::print_every_option(app, print_every);
+    non_negative_option(app, "--temperature", temperature,
+                        "the final sample's temperature (0: greedy)");
+    non_negative_option(app, "--top-k", top_k, "the final sample's top-k (0: all tokens)");
+    positive_option(app, "--max-new-tokens", max_new_tokens,
+                    "tokens the final sample (or --generate) adds");
+    app.add_option("--weights", weights,
+                   "OpenAI's GPT-2 weights (model.safetensors): generate, no training");
+    option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M");
+    app.add_option("--generate", generate, "with --weights: the prompt");
   }
-  return total_loss / static_cast<double>(n);
-}
 
-std::pair<double, double> evaluate_model(nn::GPTModel& model, const nn::DataLoader& train_loader,
-                                         const nn::DataLoader& val_loader, int64_t eval_iter) {
-  model.eval();
-  NoGradGuard no_grad;
-  const double train_loss = calc_loss_loader(train_loader, model, eval_iter);
-  const double val_loss = calc_loss_loader(val_loader, model, eval_iter);
-  model.train();
-  return {train_loss, val_loss};
-}
-
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');  // the book's compact print format
-  return s;
-}
-
-std::string generate_and_print_sample(nn::GPTModel& model, const nn::GPT2Tokenizer& tok,
-                                      const std::string& start_context) {
-  model.eval();
-  const int64_t context_size = model.pos_emb->weight.size(0);
-  const Tensor ids =
-      nn::generate_text_simple(model, text_to_token_ids(start_context, tok), 50, context_size);
-  model.train();
-  return one_line(token_ids_to_text(ids, tok));
-}
-
-// What train_model_simple returns, and where a resumed run continues.
-struct History {
-  std::vector<double> train_losses, val_losses, tokens_seen;
-  int64_t tokens = 0, global_step = -1, epochs_done = 0;
+  std::optional<int64_t> top_k_or_all() const {
+    return top_k > 0 ? std::optional<int64_t>(top_k) : std::nullopt;
+  }
 };
 
+// The training text; an ember::Error when it cannot be read.
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::optional<std::string> text = examples::read_file(path);
+  if (!text) {
     throw Error("train_gpt: cannot read " + path +
                 " (run from the repository root, or pass the text file)");
   }
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return *text;
 }
 
 // text_data[:split_idx] with split_idx = int(train_ratio * len(text_data)), in characters
@@ -165,17 +362,18 @@ std::size_t split_offset(const std::string& text, double train_ratio) {
   return split_idx < starts.size() ? starts[split_idx] : text.size();
 }
 
-int generate_from_weights(const Settings& s, const nn::GPT2Tokenizer& tok) {
-  nn::GPTConfig cfg = nn::gpt2_config(s.model_name);
+// Section 5.5: OpenAI's weights loaded into GPTModel, and a sample from them (--weights).
+int generate_from_weights(const Settings& s, const nn::GPT2Tokenizer& tokenizer) {
+  const nn::GPTConfig cfg = nn::gpt2_config(s.model_name);
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
   nn::load_gpt2_weights(model, s.weights);
   model.eval();
   manual_seed(s.seed);
-  const Tensor ids =
-      nn::generate(model, text_to_token_ids(s.generate, tok), s.max_new_tokens, cfg.context_length,
-                   s.temperature, s.top_k > 0 ? std::optional<int64_t>(s.top_k) : std::nullopt);
-  std::printf("Output text:\n %s\n", token_ids_to_text(ids, tok).c_str());
+  const std::string prompt = s.generate.empty() ? s.start_context : s.generate;
+  const Tensor token_ids = generate(model, text_to_token_ids(prompt, tokenizer), s.max_new_tokens,
+                                    cfg.context_length, s.temperature, s.top_k_or_all());
+  std::printf("Output text:\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
   return 0;
 }
 
@@ -184,251 +382,80 @@ int generate_from_weights(const Settings& s, const nn::GPT2Tokenizer& tok) {
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_gpt: chapter 5 of the book, pretraining GPT-2 (124M) on The Verdict"};
-  app.add_option("text", s.text_file, "the training text")->capture_default_str();
-  app.add_option("--seed", s.seed, "torch.manual_seed")->capture_default_str();
-  app.add_option("--epochs", s.epochs, "num_epochs")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch", s.batch, "batch_size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--context", s.context, "context_length (also max_length and stride)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--emb-dim", s.emb_dim, "emb_dim")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--layers", s.n_layers, "n_layers")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--heads", s.n_heads, "n_heads")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--drop-rate", s.drop_rate, "drop_rate")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99));
-  app.add_option("--lr", s.lr, "AdamW learning rate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--weight-decay", s.weight_decay, "AdamW weight decay")->capture_default_str();
-  app.add_option("--train-ratio", s.train_ratio, "share of the text for training")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--eval-freq", s.eval_freq, "steps between evaluations")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--eval-iter", s.eval_iter, "batches per evaluation")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--max-steps", s.max_steps, "stop after this many steps (a short run)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--stop-after-epoch", s.stop_after_epoch,
-                 "save and stop after this epoch, as if interrupted")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--resume", s.resume, "continue from this checkpoint (same settings)");
-  app.add_flag(
-      "--print-losses", s.print_losses,
-      "print every step's loss and every evaluation's losses in full (for comparing runs)");
-  app.add_flag("--skip-initial", s.skip_initial,
-               "skip the untrained model's text and initial losses");
-  app.add_option("--threads", s.threads, "threads for the kernels")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--out", s.out, "directory for loss.svg and checkpoint.safetensors")
-      ->capture_default_str();
-  app.add_option("--print-every", s.print_every,
-                 "steps between progress lines when stdout is not a terminal")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--temperature", s.temperature, "the final sample's temperature (0: greedy)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--top-k", s.top_k, "the final sample's top-k (0: all tokens)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-new-tokens", s.max_new_tokens,
-                 "tokens the final sample (or --generate) adds")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--weights", s.weights,
-                 "OpenAI's GPT-2 weights (model.safetensors): generate, no training");
-  app.add_option("--model", s.model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M")
-      ->capture_default_str();
-  app.add_option("--generate", s.generate, "with --weights: the prompt");
+  s.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
     set_num_threads(s.threads);
     const nn::GPT2Tokenizer tokenizer;
-    if (!s.weights.empty()) {
-      if (s.generate.empty()) s.generate = s.start_context;
-      return generate_from_weights(s, tokenizer);
-    }
+    if (!s.weights.empty()) return generate_from_weights(s, tokenizer);
     std::filesystem::create_directories(s.out);
-    nn::GPTConfig cfg{50257, s.context, s.emb_dim, s.n_heads, s.n_layers, s.drop_rate, false};
+    const nn::GPTConfig cfg{50257, s.context, s.emb_dim, s.n_heads, s.n_layers, s.drop_rate, false};
 
+    // Cells 53-61: the text, split for training and validation, and its loaders (train:
+    // shuffled, drop_last; validation: in order, all of it).
     const std::string text_data = read_text(s.text_file);
-    const std::size_t split = split_offset(text_data, s.train_ratio);
-    std::printf(
-        "train_gpt: %s: %zu bytes, %zu tokens | GPTModel(context %lld, emb %lld, %lld heads, %lld "
-        "layers)\n",
-        s.text_file.c_str(), text_data.size(), tokenizer.encode(text_data, true).size(),
-        static_cast<long long>(cfg.context_length), static_cast<long long>(cfg.emb_dim),
-        static_cast<long long>(cfg.n_heads), static_cast<long long>(cfg.n_layers));
-
-    // Cells 61: the loaders (train: shuffled, drop_last; validation: in order, all of it).
+    const std::size_t split_idx = split_offset(text_data, s.train_ratio);
+    std::printf("train_gpt: %s: %zu bytes, %zu tokens | GPTModel(%s)\n", s.text_file.c_str(),
+                text_data.size(), tokenizer.encode(text_data, true).size(),
+                examples::config_text(cfg).c_str());
     manual_seed(s.seed);
-    auto make_dataset = [&](const std::string& part, const char* which) {
-      try {
-        return std::make_shared<nn::GPTDataset>(tokenizer.encode(part, true), s.context, s.context);
-      } catch (const Error& e) {
-        throw Error(std::string("train_gpt: not enough text for the ") + which +
-                    " loader: " + e.what());
-      }
-    };
-    const nn::DataLoader train_loader(make_dataset(text_data.substr(0, split), "training"), s.batch,
-                                      /*shuffle=*/true, /*drop_last=*/true);
-    const nn::DataLoader val_loader(make_dataset(text_data.substr(split), "validation"), s.batch,
-                                    /*shuffle=*/false, /*drop_last=*/false);
+    const nn::DataLoader train_loader =
+        create_dataloader_v1(text_data.substr(0, split_idx), tokenizer, s.batch, s.context,
+                             s.context, /*shuffle=*/true, /*drop_last=*/true, "training");
+    const nn::DataLoader val_loader =
+        create_dataloader_v1(text_data.substr(split_idx), tokenizer, s.batch, s.context, s.context,
+                             /*shuffle=*/false, /*drop_last=*/false, "validation");
 
     if (!s.skip_initial && s.resume.empty()) {
-      // Cells 11 and 15: the untrained model.
+      // Cells 11 and 15: the untrained model's text.
       manual_seed(s.seed);
-      nn::GPTModel untrained(cfg);
-      untrained.eval();
-      const Tensor ids = nn::generate_text_simple(
-          untrained, text_to_token_ids(s.start_context, tokenizer), 10, cfg.context_length);
-      std::printf("Output text:\n %s\n", token_ids_to_text(ids, tokenizer).c_str());
-      // Cell 71.
+      nn::GPTModel model(cfg);
+      model.eval();
+      const Tensor token_ids = generate_text_simple(
+          model, text_to_token_ids(s.start_context, tokenizer), 10, cfg.context_length);
+      std::printf("Output text:\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
+      // Cell 71: its losses.
       manual_seed(s.seed);
       NoGradGuard no_grad;
-      const double train_loss = calc_loss_loader(train_loader, untrained);
-      const double val_loss = calc_loss_loader(val_loader, untrained);
-      std::printf("Training loss: %s\nValidation loss: %s\n", repr(train_loss).c_str(),
-                  repr(val_loss).c_str());
+      const double train_loss = calc_loss_loader(train_loader, model);
+      const double val_loss = calc_loss_loader(val_loader, model);
+      std::printf("Training loss: %s\nValidation loss: %s\n", float_repr(train_loss).c_str(),
+                  float_repr(val_loss).c_str());
       std::fflush(stdout);
     }
 
-    // Cell 77.
+    // Cell 77: training (Ember's additions: the progress line, --resume, the checkpoint after
+    // each epoch, --stop-after-epoch, --max-steps, --print-losses).
     manual_seed(s.seed);
     nn::GPTModel model(cfg);
     optim::AdamW optimizer(model.parameters(),
                            optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
-    History h;
+    History start;  // the book's zeros, or where the checkpoint stopped
+    if (!s.resume.empty()) start = load_checkpoint(s.resume, model, optimizer);
     const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
-    if (!s.resume.empty()) {
-      NamedTensorList state;
-      optim::load_checkpoint(s.resume, state, optimizer);
-      NamedTensorList model_state;
-      for (auto& [name, t] : state) {
-        if (name == "train_gpt.rng") {
-          default_generator().set_state(t.contiguous().to_vector<int64_t>());
-        } else if (name == "train_gpt.history") {
-          const auto v = t.contiguous().to_vector<double>();
-          for (std::size_t i = 0; i + 2 < v.size(); i += 3) {
-            h.train_losses.push_back(v[i]);
-            h.val_losses.push_back(v[i + 1]);
-            h.tokens_seen.push_back(v[i + 2]);
-          }
-        } else if (name == "train_gpt.counters") {
-          const auto v = t.contiguous().to_vector<int64_t>();
-          h.tokens = v.at(0), h.global_step = v.at(1), h.epochs_done = v.at(2);
-        } else {
-          model_state.emplace_back(name, t);
-        }
-      }
-      model.load_state_dict(model_state);
-      std::printf("resumed from %s after epoch %lld (step %lld)\n", s.resume.c_str(),
-                  static_cast<long long>(h.epochs_done), static_cast<long long>(h.global_step));
-    }
-    auto save = [&] {
-      NamedTensorList state;
-      for (const auto& [name, t] : model.state_dict()) state.emplace_back(name, t);
-      state.emplace_back("train_gpt.rng", from_vector(default_generator().get_state(), {632}));
-      std::vector<double> hist;
-      for (std::size_t i = 0; i < h.train_losses.size(); ++i) {
-        hist.insert(hist.end(), {h.train_losses[i], h.val_losses[i], h.tokens_seen[i]});
-      }
-      state.emplace_back(
-          "train_gpt.history",
-          from_vector(hist, {static_cast<int64_t>(h.train_losses.size()), 3}, DType::Float64));
-      state.emplace_back(
-          "train_gpt.counters",
-          from_vector(std::vector<int64_t>{h.tokens, h.global_step, h.epochs_done}, {3}));
-      optim::save_checkpoint(checkpoint_path, state, optimizer, nullptr, h.global_step + 1);
+    examples::Progress progress(s.epochs * train_loader.size(), s.print_every);
+    const auto save = [&](const History& h) {
+      save_checkpoint(checkpoint_path, model, optimizer, h);
     };
-
-    // train_model_simple, with a progress line (ETA) beside the book's prints.
-    const int64_t total_steps = s.epochs * train_loader.size();
-    const int64_t last_epoch =
-        s.stop_after_epoch > 0 ? std::min(s.stop_after_epoch, s.epochs) : s.epochs;
-    examples::Progress progress(total_steps, s.print_every);
+    const Extras extras{progress, start, s.stop_after_epoch, s.max_steps, s.print_losses, save};
     examples::Stopwatch clock;
-    bool stopped = false;
-    for (int64_t epoch = h.epochs_done; epoch < last_epoch && !stopped; ++epoch) {
-      model.train();
-      for (auto pass = train_loader.iter(); auto batch = pass.next();) {
-        if (s.max_steps > 0 && h.global_step + 1 >= s.max_steps) {
-          stopped = true;
-          break;
-        }
-        optimizer.zero_grad();
-        Tensor loss = calc_loss_batch(*batch, model);
-        loss.backward();
-        optimizer.step();
-        h.tokens += batch->input.numel();
-        h.global_step += 1;
-        const double loss_value = loss.item();
-        if (s.print_losses) {
-          progress.note("step " + std::to_string(h.global_step) + " loss " + repr(loss_value));
-        }
-        if (h.global_step % s.eval_freq == 0) {
-          const auto [train_loss, val_loss] =
-              evaluate_model(model, train_loader, val_loader, s.eval_iter);
-          h.train_losses.push_back(train_loss);
-          h.val_losses.push_back(val_loss);
-          h.tokens_seen.push_back(static_cast<double>(h.tokens));
-          char step_text[32];
-          std::snprintf(step_text, sizeof step_text, "%06lld",
-                        static_cast<long long>(h.global_step));
-          progress.note("Ep " + std::to_string(epoch + 1) + " (Step " + step_text +
-                        "): Train loss " + fixed3(train_loss) + ", Val loss " + fixed3(val_loss));
-          if (s.print_losses) {
-            progress.note("eval " + std::to_string(h.global_step) + " " + repr(train_loss) + " " +
-                          repr(val_loss));
-          }
-        }
-        progress.update(h.global_step + 1, loss_value, "epoch " + std::to_string(epoch + 1),
-                        batch->input.numel());
-      }
-      if (stopped) break;
-      progress.note(generate_and_print_sample(model, tokenizer, s.start_context));
-      h.epochs_done = epoch + 1;
-      save();
-    }
+    const History h =
+        train_model_simple(model, train_loader, val_loader, optimizer, s.epochs, s.eval_freq,
+                           s.eval_iter, s.start_context, tokenizer, extras);
     const double seconds = clock.seconds();
     std::printf("train_gpt: steps %lld in %.1f s (%s)\n", static_cast<long long>(h.global_step + 1),
                 seconds, examples::duration_text(seconds).c_str());
 
-    // Cell 79: the loss plot, epochs_seen = torch.linspace(0, num_epochs, len(train_losses)).
+    // Cell 79: epochs_seen = torch.linspace(0, num_epochs, len(train_losses)).
     if (!h.train_losses.empty()) {
-      svg::LineChart chart;
-      chart.title = "train_gpt: " + std::filesystem::path(s.text_file).filename().string();
-      chart.x_label = "Epochs";
-      chart.y_label = "Loss";
-      std::vector<double> epochs_seen;
-      const auto n = static_cast<double>(h.train_losses.size());
-      for (std::size_t i = 0; i < h.train_losses.size(); ++i) {
-        epochs_seen.push_back(
-            n > 1 ? static_cast<double>(s.epochs) * static_cast<double>(i) / (n - 1) : 0.0);
-      }
-      chart.series.push_back({"Training loss", epochs_seen, h.train_losses});
-      chart.series.push_back({"Validation loss", epochs_seen, h.val_losses});
-      const svg::TopAxis tokens_axis{"Tokens seen", h.tokens_seen.front(), h.tokens_seen.back()};
-      svg::write_file(s.out + "/loss.svg", svg::line_chart(chart, tokens_axis));
+      plot_losses(epochs_seen(s.epochs, h.train_losses.size()), h.track_tokens_seen, h.train_losses,
+                  h.val_losses,
+                  "train_gpt: " + std::filesystem::path(s.text_file).filename().string(),
+                  s.out + "/loss.svg");
       std::printf("wrote %s/loss.svg\n", s.out.c_str());
     }
-    if (stopped || h.epochs_done < s.epochs) {
+    if (h.stopped || h.epochs_done < s.epochs) {
       // (after --max-steps, mid-epoch, nothing is saved: a checkpoint is an epoch's end)
       std::printf("stopped after epoch %lld; checkpoint %s\n",
                   static_cast<long long>(h.epochs_done), checkpoint_path.c_str());
@@ -436,17 +463,17 @@ int main(int argc, char** argv) {
     }
     std::printf("wrote %s\n", checkpoint_path.c_str());
 
-    // Cells 86 and 115: decoding with the trained model.
+    // Cells 86 and 115: decoding with the trained model, greedy, then with temperature and top-k.
     model.eval();
-    Tensor ids = nn::generate_text_simple(model, text_to_token_ids(s.start_context, tokenizer), 25,
-                                          cfg.context_length);
-    std::printf("Output text (greedy):\n %s\n", token_ids_to_text(ids, tokenizer).c_str());
+    Tensor token_ids = generate_text_simple(model, text_to_token_ids(s.start_context, tokenizer),
+                                            25, cfg.context_length);
+    std::printf("Output text (greedy):\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
     manual_seed(s.seed);
-    ids = nn::generate(model, text_to_token_ids(s.start_context, tokenizer), s.max_new_tokens,
-                       cfg.context_length, s.temperature,
-                       s.top_k > 0 ? std::optional<int64_t>(s.top_k) : std::nullopt);
-    std::printf("Output text (temperature %s, top-k %lld):\n %s\n", repr(s.temperature).c_str(),
-                static_cast<long long>(s.top_k), token_ids_to_text(ids, tokenizer).c_str());
+    token_ids = generate(model, text_to_token_ids(s.start_context, tokenizer), s.max_new_tokens,
+                         cfg.context_length, s.temperature, s.top_k_or_all());
+    std::printf("Output text (temperature %s, top-k %lld):\n %s\n",
+                float_repr(s.temperature).c_str(), static_cast<long long>(s.top_k),
+                token_ids_to_text(token_ids, tokenizer).c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

@@ -13,21 +13,24 @@
 //   target   tokens[1 .. 2n]     the loss counts only the n positions that predict the output
 // Held-out sequences (the validation set) never appear in training.
 //
+// The functions have the names of their roles in the book's chapter 5 (examples/train_gpt.cpp):
+// calc_loss_batch, evaluate_model, train_model_simple.
+//
 //   build/release/bin/train_toy                      # defaults: about 4 s of CPU (one thread)
 //   build/release/bin/train_toy --steps 300 --out /tmp/toy
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
-#include "core/base/parallel.h"
 #include "core/ember.h"
+#include "examples/common/flags.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
@@ -41,7 +44,7 @@ namespace svg = ember::examples::svg;
 
 namespace {
 
-// The flags of every training program (examples/common/training.h), and this one's own.
+// The flags of every training program (examples/common/flags.h), and this one's own.
 struct Settings : examples::TrainingFlags {
   Settings() {
     steps = 200;
@@ -52,6 +55,20 @@ struct Settings : examples::TrainingFlags {
   }
   int64_t digits = 8;
   int64_t eval_every = 25;
+  bool html = false;
+
+  void add_to(CLI::App& app) {
+    TrainingFlags::add_to(app, "random seed (weights, data)", "training steps",
+                          "directory for loss.svg, attention.svg, the checkpoint");
+    examples::range_option(app, "--digits", digits, 2, 16, "digits per sequence");
+    examples::positive_option(app, "--eval-every", eval_every,
+                              "steps between held-out evaluations");
+    add_print_every(app);
+    add_profile(app);
+    app.add_flag("--html", html,
+                 "also write report.html: loss curves, attention maps at every evaluation (a step "
+                 "slider), samples, settings");
+  }
 };
 
 constexpr int64_t kSep = 10;  // the separator token, printed as ">"
@@ -121,24 +138,37 @@ class ReverseTask {
 
 std::string token_text(int64_t id) { return id == kSep ? ">" : std::to_string(id); }
 
-// ---- the model's view ----
+std::string digits_text(const int64_t* d, int64_t n) {
+  std::string s;
+  for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + std::to_string(d[i]);
+  return s;
+}
 
-// The logits of the n output positions, as [count * n, vocab].
-Tensor output_logits(nn::GPTModel& model, const Tensor& x, int64_t n) {
-  Tensor logits = model.forward(x);  // [count, 2n, vocab]
+// ---- the book's functions, for this task ----
+
+// The logits of the n output positions of input_batch [count, 2n], as [count * n, vocab].
+Tensor output_logits(nn::GPTModel& model, const Tensor& input_batch) {
+  const int64_t n = input_batch.size(1) / 2;
+  Tensor logits = model.forward(input_batch);  // [count, 2n, vocab]
   return logits.slice(1, n, 2 * n).reshape({-1, kVocab});
+}
+
+// The cross entropy of the output positions' predictions (the digits before ">" are not scored).
+Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
+  return F::cross_entropy(output_logits(model, input_batch), target_batch);
 }
 
 struct Evaluation {
   double loss = 0, token_accuracy = 0;
 };
 
-// Teacher-forced loss and token accuracy on the held-out set.
-Evaluation evaluate(nn::GPTModel& model, const ReverseTask& task) {
+// The book's evaluate_model on the held-out set (the training loss is each step's): the
+// teacher-forced loss, and the share of output tokens predicted right.
+Evaluation evaluate_model(nn::GPTModel& model, const ReverseTask& task) {
   NoGradGuard no_grad;
   model.eval();
   auto [x, y] = task.batch(task.heldout_digits());
-  Tensor logits = output_logits(model, x, task.n());
+  Tensor logits = output_logits(model, x);
   Evaluation e;
   e.loss = F::cross_entropy(logits, y).item();
   e.token_accuracy = eq(argmax(logits, -1), y).to(DType::Float64).mean().item();
@@ -146,8 +176,8 @@ Evaluation evaluate(nn::GPTModel& model, const ReverseTask& task) {
   return e;
 }
 
-// Greedy generation from "d1 .. dn >": the fraction of output tokens (and of whole sequences)
-// right, and the outputs.
+// Greedy generation (generate_text_simple) from "d1 .. dn >": the fraction of output tokens (and
+// of whole sequences) right, and the outputs.
 struct GenerationResult {
   double token_accuracy = 0, sequence_accuracy = 0;
   std::vector<int64_t> outputs;  // count * n
@@ -184,16 +214,70 @@ GenerationResult generate_reversed(nn::GPTModel& model, const std::vector<int64_
   return r;
 }
 
-std::vector<std::string> token_labels(const Tensor& x) {
-  std::vector<std::string> labels;
-  for (int64_t id : x.to_vector<int64_t>()) labels.push_back(token_text(id));
-  return labels;
-}
+// What the loop leaves: the loss curves, the attention maps of the watched example at a few
+// steps (attention.svg), the last step's loss, the last evaluation and (--html) the report's maps
+// and samples.
+struct Training {
+  examples::LossHistory history;
+  std::vector<examples::AttentionSnapshot> snapshots;
+  double train_loss = 0;
+  Evaluation last_eval;
+  examples::TrainingReport report;
+};
 
-std::string digits_text(const int64_t* d, int64_t n) {
-  std::string s;
-  for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + std::to_string(d[i]);
-  return s;
+// The book's train_model_simple, by steps: each step a batch of fresh training sequences and an
+// AdamW step with warmup and cosine decay; an evaluation on the held-out set at step 0, every
+// --eval-every steps and at the last. `watched` is the held-out example whose attention is drawn.
+Training train_model_simple(nn::GPTModel& model, ReverseTask& task, optim::Optimizer& optimizer,
+                            optim::LRScheduler& schedule, const Settings& s,
+                            const std::vector<int64_t>& watched_digits,
+                            const examples::WatchedExample& watched) {
+  const int64_t n = task.n();
+  std::vector<int64_t> snapshot_steps = {0, s.steps / 10, s.steps / 4, s.steps / 2, s.steps};
+  snapshot_steps.erase(std::unique(snapshot_steps.begin(), snapshot_steps.end()),
+                       snapshot_steps.end());
+  Training t;
+  auto record = [&](int64_t step) {  // the report's view at an evaluation
+    if (!s.html) return;
+    t.report.attention.push_back(watched.attention(model, step));
+    const GenerationResult g = generate_reversed(model, watched_digits, n);
+    t.report.samples.emplace_back(
+        step, digits_text(watched_digits.data(), n) + " -> " + digits_text(g.outputs.data(), n));
+  };
+
+  examples::Progress progress(s.steps, s.print_every);
+  t.last_eval = evaluate_model(model, task);
+  t.history.val_steps.push_back(0);
+  t.history.val_loss.push_back(t.last_eval.loss);
+  progress.note("step     0 | held-out loss " + svg::num(t.last_eval.loss) + ", token accuracy " +
+                svg::num(100 * t.last_eval.token_accuracy, 3) + "%");
+  t.snapshots.push_back(watched.attention(model, 0));
+  record(0);
+  examples::StepProfiler profiler(s.profile, 1, s.steps);  // --profile
+  for (int64_t step = 1; step <= s.steps; ++step) {
+    profiler.before_step(step);
+    auto [x, y] = task.batch(task.train_digits(s.batch));
+    t.train_loss = examples::optimizer_step(calc_loss_batch(x, y, model), model.parameters(),
+                                            optimizer, schedule);
+    t.history.train_steps.push_back(static_cast<double>(step));
+    t.history.train_loss.push_back(t.train_loss);
+
+    if (step % s.eval_every == 0 || step == s.steps) {
+      t.last_eval = evaluate_model(model, task);
+      t.history.val_steps.push_back(static_cast<double>(step));
+      t.history.val_loss.push_back(t.last_eval.loss);
+      record(step);
+    }
+    if (std::find(snapshot_steps.begin(), snapshot_steps.end(), step) != snapshot_steps.end()) {
+      t.snapshots.push_back(watched.attention(model, step));
+    }
+    progress.update(step, t.train_loss,
+                    "held-out loss " + svg::num(t.last_eval.loss, 3) + ", acc " +
+                        svg::num(100 * t.last_eval.token_accuracy, 4) + "%",
+                    s.batch * 2 * n);
+    if (auto table = profiler.after_step(step)) progress.note(*table);
+  }
+  return t;
 }
 
 }  // namespace
@@ -201,114 +285,55 @@ std::string digits_text(const int64_t* d, int64_t n) {
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_toy: a small GPT learns to reverse digits; watch its attention learn"};
-  s.add_to(app, "random seed (weights, data)", "training steps",
-           "directory for loss.svg, attention.svg, the checkpoint");
-  app.add_option("--digits", s.digits, "digits per sequence")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 16));
-  app.add_option("--eval-every", s.eval_every, "steps between held-out evaluations")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  s.add_print_every(app);
-  s.add_profile(app);
-  bool html = false;
-  app.add_flag("--html", html,
-               "also write report.html: loss curves, attention maps at every evaluation (a step "
-               "slider), samples, settings");
+  s.add_to(app);
   CLI11_PARSE(app, argc, argv);
   s.apply();
   const int64_t n = s.digits;
   ReverseTask task(n, s.seed);
 
-  nn::GPTConfig cfg;
-  cfg.vocab_size = kVocab;
-  cfg.context_length = 2 * n;
-  cfg.emb_dim = 48;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
-  cfg.drop_rate = 0.0;
-  cfg.qkv_bias = false;
+  const nn::GPTConfig cfg{.vocab_size = kVocab,
+                          .context_length = 2 * n,
+                          .emb_dim = 48,
+                          .n_heads = 2,
+                          .n_layers = 2,
+                          .drop_rate = 0.0,
+                          .qkv_bias = false};
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
   const int64_t numel = examples::parameter_count(model);
   std::printf(
-      "train_toy: reverse %lld digits | GPTModel(vocab %lld, context %lld, emb %lld, "
-      "%lld heads, %lld layers): %lld parameters | batch %lld, lr %g, %d threads\n",
+      "train_toy: reverse %lld digits | GPTModel(vocab %lld, %s): %lld parameters | batch %lld, "
+      "lr %g, %d threads\n",
       static_cast<long long>(n), static_cast<long long>(cfg.vocab_size),
-      static_cast<long long>(cfg.context_length), static_cast<long long>(cfg.emb_dim),
-      static_cast<long long>(cfg.n_heads), static_cast<long long>(cfg.n_layers),
-      static_cast<long long>(numel), static_cast<long long>(s.batch), s.lr, s.threads);
+      examples::config_text(cfg).c_str(), static_cast<long long>(numel),
+      static_cast<long long>(s.batch), s.lr, s.threads);
 
-  optim::AdamW opt(model.parameters(), optim::AdamWOptions(s.lr).weight_decay(0.01));
-  optim::LambdaLR schedule(opt, examples::warmup_cosine(s.steps));
+  optim::AdamW optimizer(model.parameters(), optim::AdamWOptions(s.lr).weight_decay(0.01));
+  optim::LambdaLR schedule(optimizer, examples::warmup_cosine(s.steps));
 
   // The example whose attention we watch: the first held-out sequence.
-  const std::vector<int64_t> watched(task.heldout_digits().begin(),
-                                     task.heldout_digits().begin() + n);
-  const Tensor watched_x = task.batch(watched).first;
-  std::vector<int64_t> snapshot_steps = {0, s.steps / 10, s.steps / 4, s.steps / 2, s.steps};
-  snapshot_steps.erase(std::unique(snapshot_steps.begin(), snapshot_steps.end()),
-                       snapshot_steps.end());
-  std::vector<examples::AttentionSnapshot> snapshots;
-  const std::vector<std::string> labels = token_labels(watched_x);
-  examples::TrainingReport report;   // (filled only with --html)
-  auto record = [&](int64_t step) {  // the report's view at an evaluation
-    if (!html) return;
-    report.attention.push_back(examples::snapshot_attention(model, watched_x, step, labels));
-    const GenerationResult g = generate_reversed(model, watched, n);
-    report.samples.emplace_back(
-        step, digits_text(watched.data(), n) + " -> " + digits_text(g.outputs.data(), n));
-  };
+  const std::vector<int64_t> watched_digits(task.heldout_digits().begin(),
+                                            task.heldout_digits().begin() + n);
+  const Tensor watched_x = task.batch(watched_digits).first;
+  std::vector<std::string> labels;
+  for (int64_t id : watched_x.to_vector<int64_t>()) labels.push_back(token_text(id));
+  const examples::WatchedExample watched{watched_x, labels};
 
-  examples::LossHistory history;
-  examples::Progress progress(s.steps, s.print_every);
   examples::Stopwatch clock;
-  Evaluation last_eval = evaluate(model, task);
-  history.val_steps.push_back(0);
-  history.val_loss.push_back(last_eval.loss);
-  progress.note("step     0 | held-out loss " + svg::num(last_eval.loss) + ", token accuracy " +
-                svg::num(100 * last_eval.token_accuracy, 3) + "%");
-  snapshots.push_back(examples::snapshot_attention(model, watched_x, 0, labels));
-  record(0);
-  double train_loss = 0;
-  examples::StepProfiler profiler(s.profile, 1, s.steps);  // --profile
-  for (int64_t step = 1; step <= s.steps; ++step) {
-    profiler.before_step(step);
-    auto [x, y] = task.batch(task.train_digits(s.batch));
-    Tensor logits = output_logits(model, x, n);
-    train_loss =
-        examples::optimizer_step(F::cross_entropy(logits, y), model.parameters(), opt, schedule);
-    history.train_steps.push_back(static_cast<double>(step));
-    history.train_loss.push_back(train_loss);
-
-    if (step % s.eval_every == 0 || step == s.steps) {
-      last_eval = evaluate(model, task);
-      history.val_steps.push_back(static_cast<double>(step));
-      history.val_loss.push_back(last_eval.loss);
-      record(step);
-    }
-    if (std::find(snapshot_steps.begin(), snapshot_steps.end(), step) != snapshot_steps.end()) {
-      snapshots.push_back(examples::snapshot_attention(model, watched_x, step, labels));
-    }
-    progress.update(step, train_loss,
-                    "held-out loss " + svg::num(last_eval.loss, 3) + ", acc " +
-                        svg::num(100 * last_eval.token_accuracy, 4) + "%",
-                    s.batch * 2 * n);
-    if (auto table = profiler.after_step(step)) progress.note(*table);
-  }
+  Training t = train_model_simple(model, task, optimizer, schedule, s, watched_digits, watched);
   const double train_seconds = clock.seconds();
 
   // ---- the pictures ----
   const std::string loss_path = s.out + "/loss.svg";
-  svg::write_file(loss_path, history.svg("train_toy: reversing " + std::to_string(n) +
-                                         " digits, loss per step"));
+  svg::write_file(loss_path, t.history.svg("train_toy: reversing " + std::to_string(n) +
+                                           " digits, loss per step"));
   svg::HeatmapGrid grid;
   grid.title = "train_toy: attention of every layer and head while learning to reverse " +
-               digits_text(watched.data(), n);
+               digits_text(watched_digits.data(), n);
   grid.subtitle =
       "rows: query tokens, columns: key tokens. Reversing = an anti-diagonal in the rows after "
       "'>'";
-  for (const examples::AttentionSnapshot& snap : snapshots) {
+  for (const examples::AttentionSnapshot& snap : t.snapshots) {
     grid.row_titles.push_back("step " + std::to_string(snap.step));
     for (const svg::Heatmap& h : snap.panels) grid.panels.push_back(h);
   }
@@ -347,39 +372,34 @@ int main(int argc, char** argv) {
               << digits_text(again.outputs.data() + b * n, n) << "\n";
   }
   std::cout << "wrote " << loss_path << ", " << attention_path << ", " << checkpoint_path << "\n";
-  if (html) {
-    report.title = "train_toy: a GPT learns to reverse " + std::to_string(n) + " digits";
-    report.subtitle =
+  if (s.html) {
+    t.report.title = "train_toy: a GPT learns to reverse " + std::to_string(n) + " digits";
+    t.report.subtitle =
         "rows: query tokens, columns: key tokens; reversing = an anti-diagonal in "
         "the rows after '>'";
-    report.example = "the watched held-out example: " + digits_text(watched.data(), n) +
-                     " (hover a cell for its tokens and weight)";
-    report.labels = labels;
-    report.history = history;
-    report.settings = {
-        {"digits", std::to_string(n)},
-        {"steps", std::to_string(s.steps)},
-        {"batch", std::to_string(s.batch)},
-        {"lr (AdamW, warmup + cosine)", svg::num(s.lr)},
-        {"seed", std::to_string(s.seed)},
-        {"eval every", std::to_string(s.eval_every)},
-        {"model", "GPTModel(vocab " + std::to_string(cfg.vocab_size) + ", context " +
-                      std::to_string(cfg.context_length) + ", emb " + std::to_string(cfg.emb_dim) +
-                      ", " + std::to_string(cfg.n_heads) + " heads, " +
-                      std::to_string(cfg.n_layers) + " layers)"},
-        {"parameters", std::to_string(numel)},
-        {"final held-out loss", svg::num(last_eval.loss)},
-        {"held-out token accuracy", svg::num(100 * result.token_accuracy) + "%"}};
-    const std::string report_path = s.out + "/report.html";
-    report.write(report_path);
-    std::cout << "wrote " << report_path << " (open it in a browser)\n";
+    t.report.example = "the watched held-out example: " + digits_text(watched_digits.data(), n) +
+                       " (hover a cell for its tokens and weight)";
+    t.report.labels = labels;
+    t.report.history = t.history;
+    t.report.settings = {{"digits", std::to_string(n)},
+                         {"steps", std::to_string(s.steps)},
+                         {"batch", std::to_string(s.batch)},
+                         {"lr (AdamW, warmup + cosine)", svg::num(s.lr)},
+                         {"seed", std::to_string(s.seed)},
+                         {"eval every", std::to_string(s.eval_every)},
+                         {"model", "GPTModel(vocab " + std::to_string(cfg.vocab_size) + ", " +
+                                       examples::config_text(cfg) + ")"},
+                         {"parameters", std::to_string(numel)},
+                         {"final held-out loss", svg::num(t.last_eval.loss)},
+                         {"held-out token accuracy", svg::num(100 * result.token_accuracy) + "%"}};
+    t.report.write_in(s.out);
   }
 
   std::printf(
       "train_toy: %lld steps in %.1f s | final train loss %.4f | held-out: loss %.4f, "
       "exact-token accuracy %.2f%%, whole sequences %.2f%% (%lld sequences, greedy) | "
       "out: %s\n",
-      static_cast<long long>(s.steps), train_seconds, train_loss, last_eval.loss,
+      static_cast<long long>(s.steps), train_seconds, t.train_loss, t.last_eval.loss,
       100 * result.token_accuracy, 100 * result.sequence_accuracy,
       static_cast<long long>(task.heldout_count()), s.out.c_str());
   return same ? 0 : 1;

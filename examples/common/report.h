@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -59,6 +60,17 @@ inline AttentionSnapshot snapshot_attention(nn::GPTModel& model, const Tensor& x
   return snap;
 }
 
+// The example whose attention a program draws: its tokens x [1, T] and their labels.
+struct WatchedExample {
+  Tensor x;
+  std::vector<std::string> labels;
+
+  // Its attention maps in every block of `model`, at `step`.
+  AttentionSnapshot attention(nn::GPTModel& model, int64_t step) const {
+    return snapshot_attention(model, x, step, labels);
+  }
+};
+
 struct TrainingReport {
   std::string title, subtitle;
   std::string example;              // what the attention maps are of
@@ -102,6 +114,13 @@ struct TrainingReport {
     const std::string html =
         page::fill(report_assets::report_html, title, report_assets::report_js, data_json());
     ember::detail::write_file(path, html, "report");
+  }
+
+  // Writes report.html in `dir`, and says so.
+  void write_in(const std::string& dir) const {
+    const std::string path = dir + "/report.html";
+    write(path);
+    std::printf("wrote %s (open it in a browser)\n", path.c_str());
   }
 };
 

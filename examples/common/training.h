@@ -1,22 +1,23 @@
-// What the training examples (examples/train_toy.cpp, examples/train_chars.cpp) share: their
-// common flags and setup, the learning-rate schedule, one optimizer step, the progress line, a
-// timer and the loss curve. Not part of the library.
+// What the training programs (examples/train_toy.cpp, examples/train_chars.cpp,
+// examples/train_gpt.cpp) share: reading the text, the model's description, the learning-rate
+// schedule, one optimizer step, the progress line, a timer and the loss curve. Their flags are in
+// flags.h, their checkpoint in checkpoint.h. Not part of the library.
 #pragma once
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "core/base/parallel.h"
 #include "core/tensor/tensor.h"
 #include "examples/common/step_profiler.h"
 #include "examples/common/svg.h"
@@ -25,56 +26,19 @@
 
 namespace ember::examples {
 
-// The flags every training program has; each program sets its own defaults before add_to().
-struct TrainingFlags {
-  uint64_t seed = 123;
-  int64_t steps = 200;
-  double lr = 3e-3;
-  int64_t batch = 32;
-  int threads = 1;
-  std::string out;
-  int64_t print_every = 25;
-  bool profile = false;
+// The whole file at `path` (bytes as they are), or nothing when it cannot be read.
+inline std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
-  // Adds --seed, --steps, --lr, --batch, --threads and --out to app; seed_help, steps_help and
-  // out_help say what the program does with them.
-  void add_to(CLI::App& app, const std::string& seed_help, const std::string& steps_help,
-              const std::string& out_help) {
-    app.add_option("--seed", seed, seed_help)->capture_default_str();
-    app.add_option("--steps", steps, steps_help)->capture_default_str()->check(CLI::PositiveNumber);
-    app.add_option("--lr", lr, "peak learning rate (AdamW, warmup then cosine decay)")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    app.add_option("--batch", batch, "sequences per step")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    app.add_option("--threads", threads, "threads for the kernels (ember::set_num_threads)")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    app.add_option("--out", out, out_help)->capture_default_str();
-  }
-
-  // Adds --print-every (kept apart: each program puts it after its own flags).
-  void add_print_every(CLI::App& app) {
-    app.add_option("--print-every", print_every,
-                   "steps between progress lines when stdout is not a terminal")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-  }
-
-  // Adds --profile (see StepProfiler).
-  void add_profile(CLI::App& app) {
-    app.add_flag("--profile", profile,
-                 "record steps 2-6 with autograd::profiler and print its table (sorted by self "
-                 "time)");
-  }
-
-  // After parsing: the kernels' threads, and the output directory made.
-  void apply() const {
-    set_num_threads(threads);
-    std::filesystem::create_directories(out);
-  }
-};
+// "context 256, emb 768, 12 heads, 12 layers": the shape of a GPTModel, for the programs' first
+// line.
+inline std::string config_text(const nn::GPTConfig& cfg) {
+  return "context " + std::to_string(cfg.context_length) + ", emb " + std::to_string(cfg.emb_dim) +
+         ", " + std::to_string(cfg.n_heads) + " heads, " + std::to_string(cfg.n_layers) + " layers";
+}
 
 // The number of elements of a model's parameters.
 inline int64_t parameter_count(const nn::Module& model) {
@@ -83,7 +47,7 @@ inline int64_t parameter_count(const nn::Module& model) {
   return numel;
 }
 
-// The learning-rate factor of both programs: a linear warmup over the first 5% of `total`
+// The learning-rate factor of train_toy and train_chars: a linear warmup over the first 5% of `total`
 // steps (at least one), then a cosine decay to 0.1 of the peak at the last step.
 inline std::function<double(int64_t)> warmup_cosine(int64_t total) {
   const int64_t warmup = std::max<int64_t>(1, total / 20);
