@@ -1,7 +1,8 @@
 // Helpers shared by the unit tests: reading a tensor's values, comparing them with expected
-// numbers, catching ember::Errors, the inputs several tests start from, and float32 bit patterns
-// as the PyTorch fixture files store them. Header-only; a test file brings in the helpers it
-// uses with `using test::values;` and the like.
+// numbers, catching ember::Errors, the inputs several tests start from, float32 bit patterns as
+// the PyTorch fixture files store them, and checks of fused ops (second derivatives, their two
+// backwards). Header-only; a test file brings in the helpers it uses with `using test::values;`
+// and the like.
 #pragma once
 
 #include <gtest/gtest.h>
