@@ -173,8 +173,7 @@ Tensor gelu_tanh_backward(const Tensor& x, const Tensor& tanh, double k, const T
 struct Gelu : Function<Gelu> {
   static constexpr const char* name = "GeluBackward0";
   static constexpr const char* formula =
-      "y = x Phi(x):  dy/dx = Phi(x) + x phi(x)  (tanh form: y = x/2 (1 + tanh u), u = "
-      "sqrt(2/pi) "
+      "y = x Phi(x):  dy/dx = Phi(x) + x phi(x)  (tanh form: y = x/2 (1 + tanh u), u = sqrt(2/pi) "
       "(x + 0.044715 x^3))";
   bool tanh_approximation = false;
 

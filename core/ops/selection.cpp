@@ -22,6 +22,7 @@ using detail::wrap_scalar;
 
 namespace {
 
+// out = condition ? a : b over the broadcast shape: the loop of where and masked_fill.
 Tensor where_kernel(const Tensor& condition, const Tensor& a, const Tensor& b, const char* op) {
   check(condition.dtype() == DType::Bool, op, ": condition must be a bool tensor, got ",
         dtype_name(condition.dtype()));
