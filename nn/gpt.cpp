@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <numbers>
 #include <vector>
 
 #include "core/base/grad_mode.h"
+#include "core/kernels/gelu.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
@@ -52,9 +52,11 @@ Tensor GPTGELU::forward(const Tensor& x) {
   detail::check_defined(x, "GELU");
   if (fused) return gpt_gelu(x);
   // The composite, the book's line (fused = false), for study:
-  // torch.sqrt(torch.tensor(2.0 / torch.pi)): a float32 value, as in the book.
-  const double sqrt_2_over_pi = std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
-  return 0.5 * x * (1 + tanh(sqrt_2_over_pi * (x + 0.044715 * pow(x, 3))));
+  //   0.5 * x * (1 + torch.tanh(torch.sqrt(torch.tensor(2.0 / torch.pi)) *
+  //                             (x + 0.044715 * torch.pow(x, 3))))
+  // with its float32 sqrt(2 / pi) (kernels::book_sqrt_2_over_pi) and 0.044715 (kGeluTanhCubic).
+  const double sqrt_2_over_pi = kernels::book_sqrt_2_over_pi();
+  return 0.5 * x * (1 + tanh(sqrt_2_over_pi * (x + kernels::kGeluTanhCubic * pow(x, 3))));
 }
 
 // ---- FeedForward ----

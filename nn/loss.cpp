@@ -193,7 +193,7 @@ std::vector<T> nll_target_grads(const Tensor& grad, Reduction reduction, double 
   return a;
 }
 
-// ---- cross_entropy, fused ----
+// ---- cross_entropy ----
 //
 // For one position (a row x_1..x_C of logits) with lse = log sum_c exp(x_c) (computed as
 // max + log sum exp(x_c - max), so logits of 1e4 do not overflow), log p_c = x_c - lse and
@@ -207,242 +207,230 @@ std::vector<T> nll_target_grads(const Tensor& grad, Reduction reduction, double 
 // Backward: d loss / d x_c = sum_k q_k softmax_c - q_c = Q p_c - q_c with Q = sum_k q_k, and
 // for probability targets d loss / d y_c = (1 - eps) w_c (lse - x_c).
 //
-// Class indices without label smoothing over a [C] or [N, C] input (a language model's logits
-// [N, C], C = 50257) take PyTorch's own road, nll_loss(log_softmax(x)), every step in the
-// input's type T as PyTorch rounds it (a float32 loss is not the exact loss rounded once: in a
-// confident row the sum of exponentials loses its small terms, and the loss with them):
-//   m = max_c x_c,  e_c = exp(x_c - m) (core/kernels/exp.h),  s = sum_c e_c in PyTorch's order
-//   (kernels::vec_lane_sum),  lse = log(s),  log p_c = (x_c - m) - lse
-//   loss: nll_cascade's sums of -w_t log p_t (mean: divided by the sum of the w_t, in T)
-// Backward, as NllLossBackward0 then LogSoftmaxBackward0: the upstream gradient of position i
-// reaches log p_t as a_i = w_t (-(g / W)) (mean; -g for sum, -w_t g_i for none) and
-//   dx_c = 0 - exp(log p_c) a_i  (c != t),   dx_t = a_i - exp(log p_t) a_i  (one rounding, the
-//   fused multiply-add PyTorch's compiled kernel does)
-// from m and lse kept per row. (The general road fills a row of q and sums in double with the
-// scalar exp per class: 4% of a GPT-124M training step before 2026-11-26.)
-struct CrossEntropy : Function<CrossEntropy> {
-  static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
-  static constexpr const char* name = "CrossEntropyLossBackward0";
-  static constexpr const char* formula =
-      "l = -sum_c q_c log softmax(x)_c:  dl/dx_c = Q softmax(x)_c - q_c";
-  ClassLayout l;
-  bool probabilities = false;
-  Reduction reduction = Reduction::Mean;
-  double eps = 0;
-  int64_t ignore_index = -100;
-  std::vector<int64_t> indices;
-  std::vector<double> weights;
-  double denom = 0;
-  bool target_requires_grad = false;
-  bool fast = false;                     // class indices, no smoothing, [C] or [N, C]
-  std::vector<double> row_max, row_lse;  // m and lse of every row (fast road; values of T)
-  double total_weight = 0;               // the mean's divisor as PyTorch sums it (fast road)
+// CrossEntropy's backward is this formula written with ops. Class indices without label
+// smoothing over a [C] or [N, C] input (a language model's logits [N, C], C = 50257) take
+// PyTorch's own road, forward and fused backward, below; every other target sums each
+// position's loss in double (position_losses), and its first-order backward is the formula.
 
-  // The fast road's forward: log p_t of every position (ignored ones too, as PyTorch's
-  // log_softmax runs over every row; their value is not used), and m and lse of its row.
-  template <typename T>
-  std::vector<T> fast_forward(const T* xs) {
-    row_max.assign(static_cast<std::size_t>(l.n), 0.0);
-    row_lse.assign(static_cast<std::size_t>(l.n), 0.0);
-    std::vector<T> picked(static_cast<std::size_t>(l.n));
-    const int threads = l.n * l.c > (1 << 16) ? get_num_threads() : 1;
-    std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads),
-                                        std::vector<T>(static_cast<std::size_t>(l.c)));
-    kernels::parallel_for(l.n, threads, [&](int64_t i, int thread) {
-      const T* x = xs + i * l.c;
-      T* e = scratch[static_cast<std::size_t>(thread)].data();
-      // max_row skips a nan, whose exp(nan - m) then makes s, lse and the row nan; a row of -inf
-      // (m = -inf) or with +inf (m = inf) gives nan through x - m, as in PyTorch.
-      const T m = kernels::max_row(x, l.c);
-      kernels::exp_row(x, m, e, l.c);
-      const T lse = std::log(kernels::vec_lane_sum(e, l.c));
-      row_max[static_cast<std::size_t>(i)] = m;
-      row_lse[static_cast<std::size_t>(i)] = lse;
-      const int64_t t = indices[static_cast<std::size_t>(i)];
-      if (t != ignore_index) picked[static_cast<std::size_t>(i)] = (x[t] - m) - lse;
-    });
-    return picked;
-  }
+// The coefficients q_c of each position (see above): its target, the smoothing and the weights.
+struct ClassTargets {
+  int64_t classes = 0;
+  bool probabilities = false;    // class probabilities (of the input's shape), else indices
+  double eps = 0;                // label_smoothing
+  int64_t ignore_index = -100;   // class indices only
+  std::vector<int64_t> indices;  // class indices, one per position
+  std::vector<double> weights;   // w_c (all 1 without a weight)
 
-  // The fast road's backward (see above): a_i, then each row's dx from m and lse.
-  template <typename T>
-  void fast_backward(const T* xs, const Tensor& grad, T* gxs) const {
-    // a_i = 0 for an ignored row: its gradient is 0 - e_c * 0.
-    const std::vector<T> a =
-        nll_target_grads<T>(grad, reduction, total_weight, indices, weights, ignore_index);
-    const int threads = l.n * l.c > (1 << 16) ? get_num_threads() : 1;
-    kernels::parallel_for(l.n, threads, [&](int64_t i, int) {
-      const T* x = xs + i * l.c;
-      T* y = gxs + i * l.c;
-      const auto m = static_cast<T>(row_max[static_cast<std::size_t>(i)]);
-      const auto lse = static_cast<T>(row_lse[static_cast<std::size_t>(i)]);
-      const T ai = a[static_cast<std::size_t>(i)];
-      for (int64_t k = 0; k < l.c; ++k) y[k] = (x[k] - m) - lse;  // log p_c
-      kernels::exp_row(y, T(0), y, l.c);                          // exp(log p_c - 0) = p_c
-      const int64_t t = indices[static_cast<std::size_t>(i)];
-      const T p_t = t == ignore_index ? T(0) : y[t];
-      for (int64_t k = 0; k < l.c; ++k) y[k] = T(0) - y[k] * ai;
-      if (t != ignore_index) y[t] = std::fma(-p_t, ai, ai);
-    });
-  }
-
-  // Calls fn(position, offset of its class-0 logit, q) for every position, in parallel over
-  // positions when there is enough work (each writes only its own row and loss; q is the
-  // thread's scratch row), on ember::get_num_threads() threads.
-  template <typename Fn>
-  void for_each_position(Fn&& fn) const {
-    const int64_t positions = l.n * l.s;
-    const int threads = positions * l.c > (1 << 16) ? get_num_threads() : 1;
-    std::vector<std::vector<double>> scratch(static_cast<std::size_t>(threads),
-                                             std::vector<double>(static_cast<std::size_t>(l.c)));
-    kernels::parallel_for(positions, threads, [&](int64_t i, int thread) {
-      const int64_t n = i / l.s, s = i % l.s;
-      fn(i, n * l.c * l.s + s, scratch[static_cast<std::size_t>(thread)]);
-    });
-  }
-
-  template <typename T>
-  static double log_sum_exp(const T* x, int64_t c, int64_t stride) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t k = 0; k < c; ++k) m = std::max(m, static_cast<double>(x[k * stride]));
-    // All -inf: -inf (every lse - x_k is then nan, as PyTorch's x - max). A +inf logit: nan, as
-    // PyTorch's log_softmax (x - max is inf - inf there), whatever the target.
-    if (std::isinf(m)) return m < 0 ? m : std::numeric_limits<double>::quiet_NaN();
-    double sum = 0;
-    for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - m);
-    return m + std::log(sum);
-  }
-
-  // q_c of one position, for c in [0, C) (see above); false when the position is ignored.
+  // q_c of one position, for c in [0, C), from its probabilities y (stride apart) or its class
+  // index; false when the position is ignored.
   template <typename T>
   bool coefficients(int64_t position, const T* y, int64_t stride, std::vector<double>& q) const {
-    const double smooth = eps / static_cast<double>(l.c);
+    const double smooth = eps / static_cast<double>(classes);
     if (probabilities) {
-      for (int64_t k = 0; k < l.c; ++k) {
+      for (int64_t k = 0; k < classes; ++k) {
         q[k] = weights[k] * (static_cast<double>(y[k * stride]) * (1 - eps) + smooth);
       }
       return true;
     }
     const int64_t t = indices[position];
     if (t == ignore_index) return false;
-    for (int64_t k = 0; k < l.c; ++k) q[k] = smooth * weights[k];
+    for (int64_t k = 0; k < classes; ++k) q[k] = smooth * weights[k];
     q[t] += (1 - eps) * weights[t];
     return true;
   }
+};
+
+// log sum_c exp(x_c) of one position's logits (stride apart), in double.
+template <typename T>
+double log_sum_exp(const T* x, int64_t c, int64_t stride) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t k = 0; k < c; ++k) m = std::max(m, static_cast<double>(x[k * stride]));
+  // All -inf: -inf (every lse - x_k is then nan, as PyTorch's x - max). A +inf logit: nan, as
+  // PyTorch's log_softmax (x - max is inf - inf there), whatever the target.
+  if (std::isinf(m)) return m < 0 ? m : std::numeric_limits<double>::quiet_NaN();
+  double sum = 0;
+  for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - m);
+  return m + std::log(sum);
+}
+
+// The loss of every position, sum_c q_c (lse - x_c), in double; y: the probabilities, or null.
+// In parallel over positions when there is enough work (each writes only its own loss; q is the
+// thread's scratch row), on ember::get_num_threads() threads.
+template <typename T>
+std::vector<double> position_losses(const T* xs, const T* ys, const ClassLayout& l,
+                                    const ClassTargets& targets) {
+  const int64_t positions = l.n * l.s;
+  std::vector<double> losses(static_cast<std::size_t>(positions), 0.0);
+  const int threads = positions * l.c > (1 << 16) ? get_num_threads() : 1;
+  std::vector<std::vector<double>> scratch(static_cast<std::size_t>(threads),
+                                           std::vector<double>(static_cast<std::size_t>(l.c)));
+  kernels::parallel_for(positions, threads, [&](int64_t i, int thread) {
+    const int64_t row = (i / l.s) * l.c * l.s + i % l.s;  // the offset of its class-0 logit
+    std::vector<double>& q = scratch[static_cast<std::size_t>(thread)];
+    if (!targets.coefficients(i, ys ? ys + row : xs, l.s, q)) return;
+    const double lse = log_sum_exp(xs + row, l.c, l.s);
+    double loss = 0;
+    for (int64_t k = 0; k < l.c; ++k) {
+      if (q[k] != 0) loss += q[k] * (lse - static_cast<double>(xs[row + k * l.s]));
+    }
+    losses[static_cast<std::size_t>(i)] = loss;
+  });
+  return losses;
+}
+
+// PyTorch's road, nll_loss(log_softmax(x)) over [N, C] rows, every step in the input's type T
+// as PyTorch rounds it (a float32 loss is not the exact loss rounded once: in a confident row
+// the sum of exponentials loses its small terms, and the loss with them):
+//   m = max_c x_c,  e_c = exp(x_c - m) (core/kernels/exp.h),  s = sum_c e_c in PyTorch's order
+//   (kernels::vec_lane_sum),  lse = log(s),  log p_c = (x_c - m) - lse
+//   loss: nll_cascade's sums of -w_t log p_t (mean: divided by the sum of the w_t, in T)
+// Backward, as NllLossBackward0 then LogSoftmaxBackward0: the upstream gradient of position i
+// reaches log p_t as a_i = w_t (-(g / W)) (mean; -g for sum, -w_t g_i for none) and
+//   dx_c = 0 - exp(log p_c) a_i  (c != t),   dx_t = a_i - exp(log p_t) a_i
+// (the last in one rounding, the fused multiply-add PyTorch's compiled kernel does), from m and
+// lse kept per row. Besides PyTorch's bits, this road is the fast one: the general road's sums
+// in double, with a scalar exp per class, cost a few percent of a GPT-2 training step.
+
+// m and lse of every row (values of T), kept by the forward for the backward.
+struct RowLogSumExp {
+  std::vector<double> max, lse;
+};
+
+// log p_t of every row (ignored ones too, as PyTorch's log_softmax runs over every row; their
+// value is not used), and each row's m and lse in `rows`.
+template <typename T>
+std::vector<T> log_softmax_at_targets(const T* xs, int64_t n, int64_t c,
+                                      const ClassTargets& targets, RowLogSumExp& rows) {
+  rows.max.assign(static_cast<std::size_t>(n), 0.0);
+  rows.lse.assign(static_cast<std::size_t>(n), 0.0);
+  std::vector<T> picked(static_cast<std::size_t>(n));
+  const int threads = n * c > (1 << 16) ? get_num_threads() : 1;
+  std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads),
+                                      std::vector<T>(static_cast<std::size_t>(c)));
+  kernels::parallel_for(n, threads, [&](int64_t i, int thread) {
+    const T* x = xs + i * c;
+    T* e = scratch[static_cast<std::size_t>(thread)].data();
+    // max_row skips a nan, whose exp(nan - m) then makes s, lse and the row nan; a row of -inf
+    // (m = -inf) or with +inf (m = inf) gives nan through x - m, as in PyTorch.
+    const T m = kernels::max_row(x, c);
+    kernels::exp_row(x, m, e, c);
+    const T lse = std::log(kernels::vec_lane_sum(e, c));
+    rows.max[static_cast<std::size_t>(i)] = m;
+    rows.lse[static_cast<std::size_t>(i)] = lse;
+    const int64_t t = targets.indices[static_cast<std::size_t>(i)];
+    if (t != targets.ignore_index) picked[static_cast<std::size_t>(i)] = (x[t] - m) - lse;
+  });
+  return picked;
+}
+
+// dx of every row from its m and lse, and a_i, the gradient reaching log p_t (nll_target_grads;
+// 0 for an ignored row, whose gradient is then 0 - e_c * 0).
+template <typename T>
+void log_softmax_nll_backward(const T* xs, int64_t n, int64_t c, const ClassTargets& targets,
+                              const RowLogSumExp& rows, const std::vector<T>& a, T* gxs) {
+  const int threads = n * c > (1 << 16) ? get_num_threads() : 1;
+  kernels::parallel_for(n, threads, [&](int64_t i, int) {
+    const T* x = xs + i * c;
+    T* y = gxs + i * c;
+    const auto m = static_cast<T>(rows.max[static_cast<std::size_t>(i)]);
+    const auto lse = static_cast<T>(rows.lse[static_cast<std::size_t>(i)]);
+    const T ai = a[static_cast<std::size_t>(i)];
+    for (int64_t k = 0; k < c; ++k) y[k] = (x[k] - m) - lse;  // log p_c
+    kernels::exp_row(y, T(0), y, c);                          // exp(log p_c - 0) = p_c
+    const int64_t t = targets.indices[static_cast<std::size_t>(i)];
+    const T p_t = t == targets.ignore_index ? T(0) : y[t];
+    for (int64_t k = 0; k < c; ++k) y[k] = T(0) - y[k] * ai;
+    if (t != targets.ignore_index) y[t] = std::fma(-p_t, ai, ai);
+  });
+}
+
+struct CrossEntropy : Function<CrossEntropy> {
+  static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
+  static constexpr const char* name = "CrossEntropyLossBackward0";
+  static constexpr const char* formula =
+      "l = -sum_c q_c log softmax(x)_c:  dl/dx_c = Q softmax(x)_c - q_c";
+  ClassLayout l;
+  ClassTargets targets;
+  Reduction reduction = Reduction::Mean;
+  bool weighted = false;
+  double denom = 0;  // the mean's divisor
+  bool target_requires_grad = false;
+  bool pytorch_road = false;  // class indices, no smoothing, [C] or [N, C]
+  RowLogSumExp rows;          // (PyTorch's road)
+  double total_weight = 0;    // the mean's divisor as PyTorch sums it (PyTorch's road)
 
   Tensor forward(const Tensor& input, const Tensor& target, const Tensor& weight,
                  CrossEntropyFuncOptions options) {
     const char* op = "cross_entropy";
     l = class_layout(op, input);
     reduction = options.reduction();
-    eps = options.label_smoothing();
-    ignore_index = options.ignore_index();
-    check(eps >= 0 && eps <= 1, op, ": label_smoothing must be in [0, 1], got ", eps);
-    weights = class_weights(op, weight, input, l);
-    probabilities = target.shape() == input.shape();
-    if (probabilities) {
+    targets.classes = l.c;
+    targets.eps = options.label_smoothing();
+    targets.ignore_index = options.ignore_index();
+    check(targets.eps >= 0 && targets.eps <= 1, op, ": label_smoothing must be in [0, 1], got ",
+          targets.eps);
+    weighted = weight.defined();
+    targets.weights = class_weights(op, weight, input, l);
+    targets.probabilities = target.shape() == input.shape();
+    if (targets.probabilities) {
       check(target.dtype() == input.dtype(), op, ": expected class probabilities of dtype ",
             dtype_name(input.dtype()), " as target (its shape equals the input's, ", input.shape(),
             "), got ", dtype_name(target.dtype()));
-      check(ignore_index < 0, op, ": ignore_index (", ignore_index,
+      check(targets.ignore_index < 0, op, ": ignore_index (", targets.ignore_index,
             ") is not supported for class probability targets");
       target_requires_grad = target.requires_grad();
       // PyTorch divides by input.numel() / C: 0 / 0 (nan) when there are no classes.
       denom = l.c == 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(l.n * l.s);
     } else {
-      indices = class_indices(op, input, target, l, ignore_index);
-      for (int64_t t : indices) denom += t == ignore_index ? 0.0 : weights[t];
+      targets.indices = class_indices(op, input, target, l, targets.ignore_index);
+      for (int64_t t : targets.indices) {
+        denom += t == targets.ignore_index ? 0.0 : targets.weights[t];
+      }
     }
-    Tensor x = input.contiguous();
-    Tensor y = probabilities ? target.contiguous() : Tensor();
-    // input and target themselves too (the same tensors unless copied): the create_graph
-    // backward differentiates through them.
-    save_for_backward({x, y, input, probabilities ? target : Tensor()});
-    fast = !probabilities && eps == 0 && l.s == 1;
-    if (fast) {
-      Tensor loss;
-      dispatch_floating(x.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        loss = nll_from_picked(fast_forward(x.data_ptr<T>()), indices, weights, weight.defined(),
-                               ignore_index, reduction, l.loss_shape, input.dtype(), &total_weight);
-      });
-      return loss;
-    }
-    std::vector<double> losses(static_cast<std::size_t>(l.n * l.s), 0.0);
+    pytorch_road = !targets.probabilities && targets.eps == 0 && l.s == 1;
+    const Tensor x = input.contiguous();
+    const Tensor y = targets.probabilities ? target.contiguous() : Tensor();
+    // The fused backward reads x; the backward differentiates through input and target
+    // themselves (the same tensors unless copied).
+    save_for_backward({x, input, targets.probabilities ? target : Tensor()});
+    Tensor loss;
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* xs = x.data_ptr<T>();
-      const T* ys = probabilities ? y.data_ptr<T>() : nullptr;
-      for_each_position([&](int64_t i, int64_t row, std::vector<double>& q) {
-        if (!coefficients(i, ys ? ys + row : xs, l.s, q)) return;
-        const double lse = log_sum_exp(xs + row, l.c, l.s);
-        double loss = 0;
-        for (int64_t k = 0; k < l.c; ++k) {
-          if (q[k] != 0) loss += q[k] * (lse - static_cast<double>(xs[row + k * l.s]));
-        }
-        losses[i] = loss;
-      });
+      if (pytorch_road) {
+        loss = nll_from_picked(log_softmax_at_targets(xs, l.n, l.c, targets, rows), targets.indices,
+                               targets.weights, weighted, targets.ignore_index, reduction,
+                               l.loss_shape, input.dtype(), &total_weight);
+      } else {
+        const T* ys = y.defined() ? y.data_ptr<T>() : nullptr;
+        loss = reduce_losses(position_losses(xs, ys, l, targets), denom, reduction, l.loss_shape,
+                             input.dtype());
+      }
     });
-    return reduce_losses(losses, denom, reduction, l.loss_shape, input.dtype());
+    return loss;
   }
 
-  std::vector<Tensor> backward(const Tensor& grad) {
-    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(2), saved(3));
-    Tensor x = saved(0), y = saved(1);
-    if (fast) {
-      Tensor gx = detail::empty_for_overwrite(x.shape(), x.dtype());  // every row written
-      dispatch_floating(x.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        fast_backward(x.data_ptr<T>(), grad, gx.data_ptr<T>());
-      });
-      return {gx, Tensor(), Tensor()};
-    }
-    const std::vector<double> g =
-        position_grads(grad, denom, reduction, static_cast<std::size_t>(l.n * l.s));
-    Tensor gx = zeros(x.shape(), x.dtype());
-    Tensor gy = target_requires_grad ? zeros(y.shape(), y.dtype()) : Tensor();
-    dispatch_floating(x.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* xs = x.data_ptr<T>();
-      const T* ys = probabilities ? y.data_ptr<T>() : nullptr;
-      T* gxs = gx.data_ptr<T>();
-      T* gys = gy.defined() ? gy.data_ptr<T>() : nullptr;
-      for_each_position([&](int64_t i, int64_t row, std::vector<double>& q) {
-        if (!coefficients(i, ys ? ys + row : xs, l.s, q)) return;
-        const double lse = log_sum_exp(xs + row, l.c, l.s);
-        double total = 0;
-        for (int64_t k = 0; k < l.c; ++k) total += q[k];
-        for (int64_t k = 0; k < l.c; ++k) {
-          const double x_k = static_cast<double>(xs[row + k * l.s]);
-          gxs[row + k * l.s] = static_cast<T>(g[i] * (total * std::exp(x_k - lse) - q[k]));
-          if (gys) gys[row + k * l.s] = static_cast<T>(g[i] * (1 - eps) * weights[k] * (lse - x_k));
-        }
-      });
-    });
-    return {gx, gy, Tensor()};
-  }
-
-  // The same formulas written with ops (under create_graph, so the gradients can be
-  // differentiated again), along the class dim of input [C], [N, C] or [N, C, d...]:
+  // The formula with ops, along the class dim of input [C], [N, C] or [N, C, d...]:
   //   gx = g (Q softmax(x) - q),  Q = sum_c q_c       gy = -g (1 - eps) w log_softmax(x)
   // with g the upstream gradient of each position (divided by denom for mean).
-  std::vector<Tensor> backward_with_ops(const Tensor& grad, const Tensor& x,
-                                        const Tensor& y) const {
+  std::vector<Tensor> backward(const Tensor& grad) const {
+    const Tensor x = saved(1), y = saved(2);
+    const double eps = targets.eps;
     const int64_t cd = x.dim() == 1 ? 0 : 1;  // the class dim
     const Tensor g = reduction == Reduction::None  ? (cd == 1 ? grad.unsqueeze(1) : grad)
                      : reduction == Reduction::Sum ? grad
                                                    : grad / denom;
     Shape class_shape(static_cast<std::size_t>(x.dim()), 1);  // [1, C, 1...]: w_c broadcast
     class_shape[static_cast<std::size_t>(cd)] = l.c;
-    const Tensor w = from_vector(weights, {l.c}, x.dtype()).reshape(class_shape);
+    const Tensor w = from_vector(targets.weights, {l.c}, x.dtype()).reshape(class_shape);
     Tensor q;
-    if (probabilities) {
+    if (targets.probabilities) {
       q = w * (y * (1 - eps) + eps / static_cast<double>(l.c));
     } else {  // a constant: q_c of every position, laid out as x
       std::vector<double> all(static_cast<std::size_t>(x.numel()), 0.0);
       std::vector<double> row(static_cast<std::size_t>(l.c));
       for (int64_t i = 0; i < l.n * l.s; ++i) {
-        if (!coefficients<double>(i, nullptr, l.s, row)) continue;
+        if (!targets.coefficients<double>(i, nullptr, l.s, row)) continue;
         const int64_t n = i / l.s, s = i % l.s;
         for (int64_t k = 0; k < l.c; ++k) all[(n * l.c + k) * l.s + s] = row[k];
       }
@@ -451,6 +439,20 @@ struct CrossEntropy : Function<CrossEntropy> {
     const Tensor gx = g * (q.sum({cd}, /*keepdim=*/true) * softmax(x, cd) - q);
     const Tensor gy = target_requires_grad ? g * (-(1 - eps)) * w * log_softmax(x, cd) : Tensor();
     return {gx, gy, Tensor()};
+  }
+
+  // PyTorch's road (see above), by the kernels; any other target runs the formula.
+  std::vector<Tensor> fused_backward(const Tensor& grad) const {
+    if (!pytorch_road) return backward(grad);
+    const Tensor x = saved(0);
+    Tensor gx = detail::empty_for_overwrite(x.shape(), x.dtype());  // every row written
+    dispatch_floating(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const std::vector<T> a = nll_target_grads<T>(grad, reduction, total_weight, targets.indices,
+                                                   targets.weights, targets.ignore_index);
+      log_softmax_nll_backward(x.data_ptr<T>(), l.n, l.c, targets, rows, a, gx.data_ptr<T>());
+    });
+    return {gx, Tensor(), Tensor()};
   }
 };
 

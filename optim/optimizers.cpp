@@ -1,7 +1,7 @@
 // The update rules. Each loop body is PyTorch 1.13's _single_tensor_<name> for one element,
 // operation by operation in the parameter's type T (scalars such as alpha are rounded to T,
 // as PyTorch passes them to its kernels), quoted in the comments, and each op rounded as
-// PyTorch's CPU kernel rounds it (as Ember's own ops do, core/ops/elementwise.cpp):
+// PyTorch's CPU kernel rounds it (as Ember's own ops do, core/ops/arithmetic.cpp):
 //   x.add_(y, alpha=a)         fma(y, a, x)       (ufunc::add is vec::fmadd(y, alpha, x))
 //   x.addcmul_(y, z, value=v)  fma(v * y, z, x)   (x + v * y * z: GCC contracts the last * and +
 //                                                 in PyTorch's AVX2-compiled kernels)

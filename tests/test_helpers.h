@@ -1,7 +1,8 @@
 // Helpers shared by the unit tests: reading a tensor's values, comparing them with expected
-// numbers, catching ember::Errors, the inputs several tests start from, and float32 bit patterns
-// as the PyTorch fixture files store them. Header-only; a test file brings in the helpers it
-// uses with `using test::values;` and the like.
+// numbers, catching ember::Errors, the inputs several tests start from, float32 bit patterns as
+// the PyTorch fixture files store them, and checks of fused ops (second derivatives, their two
+// backwards). Header-only; a test file brings in the helpers it uses with `using test::values;`
+// and the like.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <istream>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "core/base/error.h"
 #include "core/base/shape.h"
 #include "core/graph/node.h"
+#include "core/graph/profiler.h"
 #include "core/tensor/random.h"
 #include "core/tensor/tensor.h"
 
@@ -219,6 +222,77 @@ inline void expect_same_second_derivative(
     EXPECT_GT(scale, 0.0) << "input " << i;
     for (std::size_t j = 0; j < av.size(); ++j) {
       EXPECT_NEAR(av[j], bv[j], 1e-10 * scale) << "input " << i << ", element " << j;
+    }
+  }
+}
+
+// ---- a fused op's two backwards (core/graph/function.h) ----
+
+// The ops the profiler saw run inside the backward of the node named `node` (the op events
+// nested in that node's events, on its thread).
+inline std::set<std::string> ops_inside_backward(const autograd::profiler::Profile& prof,
+                                                 const std::string& node) {
+  using autograd::profiler::EventKind;
+  const std::vector<autograd::profiler::Event> events = prof.events();  // by start time
+  std::set<std::string> ops;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const autograd::profiler::Event& n = events[i];
+    if (n.kind != EventKind::kBackward || n.name != node) continue;
+    for (std::size_t j = i + 1; j < events.size(); ++j) {
+      if (events[j].thread != n.thread) continue;
+      if (events[j].depth <= n.depth) break;  // past the node's end
+      if (events[j].kind == EventKind::kOp) ops.insert(events[j].name);
+    }
+  }
+  return ops;
+}
+
+// f(inputs)'s grad_fn is the fused op `node`; its backward of `upstream` runs twice. First order:
+// the kernel runs (the profiler sees no `formula_op`, an op of the formula, inside the node) and
+// the gradients have no graph. With create_graph: the formula runs (formula_op inside the node)
+// and every gradient has a graph of its own, not the NotImplemented stand-in (upstream requires
+// grad there, as in a double backward, so a gradient linear in it has a graph too). The two give
+// the same gradients: bit for bit when rtol is 0, else each element within rtol * max|gradient|.
+inline void expect_fused_dispatch(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                  const std::vector<Tensor>& inputs, const Tensor& upstream,
+                                  const std::string& node, const std::string& formula_op,
+                                  double rtol) {
+  SCOPED_TRACE(node + " (" + dtype_name(inputs.at(0).dtype()) + ")");
+  std::vector<Tensor> first, second;
+  {
+    autograd::profiler::Profile prof;
+    const Tensor out = f(inputs);
+    ASSERT_TRUE(out.grad_fn() && out.grad_fn()->name() == node);
+    first = autograd::grad({out}, inputs, {upstream});
+    prof.stop();
+    EXPECT_EQ(ops_inside_backward(prof, node).count(formula_op), 0u);
+  }
+  {
+    autograd::profiler::Profile prof;
+    const Tensor upstream_with_grad = upstream.detach().requires_grad_();
+    second = autograd::grad({f(inputs)}, inputs, {upstream_with_grad}, std::nullopt,
+                            /*create_graph=*/true);
+    prof.stop();
+    EXPECT_EQ(ops_inside_backward(prof, node).count(formula_op), 1u);
+  }
+  ASSERT_EQ(first.size(), second.size());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    ASSERT_TRUE(first[i].defined() && second[i].defined());
+    EXPECT_FALSE(first[i].requires_grad());
+    ASSERT_TRUE(second[i].grad_fn() != nullptr);
+    EXPECT_NE(second[i].grad_fn()->name(), "NotImplemented");
+    const std::vector<double> a = values(first[i]), b = values(second[i]);
+    ASSERT_EQ(a.size(), b.size());
+    double scale = 0;
+    for (double v : b) scale = std::max(scale, std::abs(v));
+    EXPECT_GT(scale, 0.0);
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      if (rtol == 0) {
+        EXPECT_EQ(a[j], b[j]) << "element " << j;
+      } else {
+        EXPECT_NEAR(a[j], b[j], rtol * scale) << "element " << j;
+      }
     }
   }
 }

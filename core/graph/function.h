@@ -13,13 +13,28 @@
 //   };
 //   Tensor exp(const Tensor& x) { return apply<Exp>(x); }
 //
-// (as written in core/ops/elementwise.cpp, where unary_kernel maps a function over a tensor).
+// (as written in core/ops/arithmetic.cpp, where unary_kernel maps a function over a tensor).
 //
 // apply<Op>(args...) runs forward without recording, and if any tensor argument requires grad,
 // wires a Node holding the Op into the graph. Backward runs in no-grad mode, on plain tensors,
 // except under create_graph (see SavedTensors and core/autograd/engine.cpp).
 // apply is also the recording hook's (core/graph/record.h): autograd::profiler times every
 // op's forward there, and anomaly mode gives each node the module path and labels of its forward.
+//
+// A fused op (a kernel doing in one pass what a chain of ops would) states its backward twice,
+// side by side:
+//
+//   struct LayerNorm : Function<LayerNorm> {
+//     Tensor forward(...);                                     // the kernel
+//     std::vector<Tensor> backward(const Tensor& grad);        // the formula, in Ember ops
+//     std::vector<Tensor> fused_backward(const Tensor& grad);  // the same formula, one kernel
+//   };
+//
+// `backward` is the definition: written with ops, it records its own graph under create_graph,
+// so the gradient can be differentiated again. `fused_backward` computes the same values (to
+// float rounding, or bit for bit) in one pass and records nothing. The choice is made in one
+// place, FunctionNode::apply below: a first-order backward (grad mode off) runs fused_backward,
+// a backward with create_graph runs backward (tests/core/test_fused_dispatch.cpp).
 #pragma once
 
 #include <functional>
@@ -105,6 +120,11 @@ constexpr bool has_constant_gradients() {
     return false;
   }
 }
+// An op with a kernel for its first-order backward defines `fused_backward` beside `backward`.
+template <typename Op>
+constexpr bool has_fused_backward() {
+  return requires(Op & op, const Tensor& grad) { op.fused_backward(grad); };
+}
 // An op whose backward is a raw kernel with no double backward yet says so with
 // `static constexpr bool twice_differentiable = false;`: under create_graph every gradient it
 // returns gets the NotImplemented node below, even when the incoming gradient has no graph.
@@ -137,9 +157,15 @@ class FunctionNode : public Node {
            "when you call backward() or autograd::grad(); specify retain_graph=true if you "
            "need to backward through the graph a second time.");
     }
-    // Runs in the engine's grad mode: off, except in a backward with create_graph, where the
-    // formula's ops record the graph of the gradient (so it can be differentiated again).
-    std::vector<Tensor> grads = op.backward(grad_output);
+    // Runs in the engine's grad mode: off in a first-order backward, where a fused op's kernel
+    // computes the gradients; on in a backward with create_graph, where the formula's ops record
+    // the graph of the gradient (so it can be differentiated again).
+    std::vector<Tensor> grads;
+    if constexpr (detail::has_fused_backward<Op>()) {
+      grads = GradMode::is_enabled() ? op.backward(grad_output) : op.fused_backward(grad_output);
+    } else {
+      grads = op.backward(grad_output);
+    }
     if constexpr (!detail::has_constant_gradients<Op>()) {
       if (GradMode::is_enabled()) {
         detail::check_differentiable(Op::name, grads, grad_output, *this,

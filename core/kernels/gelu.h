@@ -15,16 +15,26 @@
 // (the product rule on 0.5 x times (1 + t), and d tanh(u)/du = 1 - t^2, du/dx = k (1 + 3 c x^2)).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <numbers>
 
 namespace ember::kernels {
 
+// The constants, written once for the kernels, the ops (core/ops/activations.cpp) and the book's
+// composite (nn/gpt.cpp).
 inline constexpr double kGeluTanhCubic = 0.044715;  // c
+// k as PyTorch's gelu(approximate='tanh') has it: sqrt(2/pi) in double, rounded once to T.
+inline double sqrt_2_over_pi() { return std::sqrt(2.0 / std::numbers::pi); }
+// k as the book computes it, torch.sqrt(torch.tensor(2.0 / torch.pi)): 2/pi rounded to float32
+// first, then its square root rounded again (0.7978845, one ulp below PyTorch's 0.7978846).
+inline double book_sqrt_2_over_pi() {
+  return std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
+}
 
 // y[i] = 0.5 x (1 + tanh(k (x + c (x x x)))) for i in [0, n), each product and sum rounded to T
 // in the order written (x == y allowed). PyTorch's gelu(approximate='tanh') and the book's
-// composite differ only in k: float(sqrt(2/pi)) = 0.7978846 for the first,
-// float(sqrt(float(2/pi))) = 0.7978845 for the book's torch.sqrt(torch.tensor(2 / pi)).
+// composite differ only in k: sqrt_2_over_pi() for the first, book_sqrt_2_over_pi() for the book.
 // With `t` non-null, tanh(u) of every element is also written there, for gelu_tanh_backward.
 template <typename T>
 void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* t = nullptr);

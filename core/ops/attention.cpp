@@ -10,8 +10,10 @@
 // already scaled by 1 / (1 - p); all ones without dropout), c = sqrt(d):
 //   S = Q K^T                      S_ij = q_i . k_j
 //   A_ij = S_ij / c   for j <= i,  A_ij = -inf for j > i      (masked_fill_ then the division)
-//   W_i = softmax(A_i)             W_ij = exp(A_ij - m_i) / sum_k exp(A_ik - m_i),  m_i = max_k
-//   A_ik W~ = W * N                     (dropout) O = W~ V
+//   W_i = softmax(A_i)             W_ij = exp(A_ij - m_i) / sum_k exp(A_ik - m_i)
+//                                  (m_i = max_k A_ik)
+//   W~ = W * N                     (dropout)
+//   O  = W~ V
 // The masked W_ij are exp(-inf) = 0: row i sees keys 0..i only, so the kernel never computes the
 // upper triangle. It saves m_i and 1 / sum_k exp(A_ik - m_i) per row, and recomputes W from them.
 //
@@ -24,10 +26,10 @@
 //   dS_ij = dA_ij / c for j <= i,  0 for j > i   (a masked S_ij does not reach A_ij)
 //   dQ  = dS K                     (S = Q K^T)
 //   dK  = dS^T Q
-// Under create_graph (grad mode on in the backward) the same formulas run as Ember ops on the
-// saved inputs (backward_with_ops), W recomputed from Q and K and N the forward's own noise, so
-// the gradients have a graph and can be differentiated again; the first-order path is the
-// kernel alone. tests/core/test_higher_order.cpp checks it against the composite's Hessian.
+// The op's backward is these formulas as Ember ops on the saved inputs, W recomputed from Q and
+// K and N the forward's own noise: under create_graph its gradients have a graph and can be
+// differentiated again (test_higher_order_fused.cpp checks it against the composite's Hessian).
+// Its fused_backward, which a first-order backward runs, is the kernel alone.
 #include "core/ops/attention.h"
 
 #include <cmath>
@@ -103,8 +105,25 @@ struct CausalAttention : autograd::Function<CausalAttention> {
     return out;
   }
 
-  std::vector<Tensor> backward(const Tensor& grad) {
-    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(5), saved(6), saved(7));
+  // The derivation above written with ops: W recomputed from q and k.
+  std::vector<Tensor> backward(const Tensor& d_out) const {
+    const Tensor q = saved(5), k = saved(6), v = saved(7);
+    const int64_t tokens = q.size(2);
+    const double c = std::sqrt(static_cast<double>(q.size(3)));
+    const Tensor above = triu(ones({tokens, tokens}), 1).to_bool();  // the masked j > i
+    const Tensor a = masked_fill(matmul(q, k.transpose(2, 3)), above, -INFINITY) / c;
+    const Tensor w = softmax(a, -1);
+    const Tensor w_tilde = noise.defined() ? w * noise : w;
+    const Tensor dv = matmul(w_tilde.transpose(2, 3), d_out);
+    const Tensor dw_tilde = matmul(d_out, v.transpose(2, 3));
+    const Tensor dw = noise.defined() ? dw_tilde * noise : dw_tilde;
+    const Tensor da = w * (dw - (dw * w).sum({-1}, /*keepdim=*/true));
+    const Tensor ds = da / c;  // W_ij = 0 where j > i, so dA_ij is 0 there already
+    return {matmul(ds, k), matmul(ds.transpose(2, 3), q), dv};
+  }
+
+  // The same, by the kernel: W recomputed block by block from the saved m_i and row inverses.
+  std::vector<Tensor> fused_backward(const Tensor& grad) const {
     const Tensor q = saved(0), k = saved(1), v = saved(2), row_max = saved(3),
                  row_inverse = saved(4);
     const Tensor g = unit_last_stride(grad);
@@ -120,23 +139,6 @@ struct CausalAttention : autograd::Function<CausalAttention> {
           mutable_heads_of<T>(dk), mutable_heads_of<T>(dv));
     });
     return {dq, dk, dv};
-  }
-
-  // The derivation above written with ops (for create_graph): W recomputed from q and k.
-  std::vector<Tensor> backward_with_ops(const Tensor& d_out, const Tensor& q, const Tensor& k,
-                                        const Tensor& v) const {
-    const int64_t tokens = q.size(2);
-    const double c = std::sqrt(static_cast<double>(q.size(3)));
-    const Tensor above = triu(ones({tokens, tokens}), 1).to_bool();  // the masked j > i
-    const Tensor a = masked_fill(matmul(q, k.transpose(2, 3)), above, -INFINITY) / c;
-    const Tensor w = softmax(a, -1);
-    const Tensor w_tilde = noise.defined() ? w * noise : w;
-    const Tensor dv = matmul(w_tilde.transpose(2, 3), d_out);
-    const Tensor dw_tilde = matmul(d_out, v.transpose(2, 3));
-    const Tensor dw = noise.defined() ? dw_tilde * noise : dw_tilde;
-    const Tensor da = w * (dw - (dw * w).sum({-1}, /*keepdim=*/true));
-    const Tensor ds = da / c;  // W_ij = 0 where j > i, so dA_ij is 0 there already
-    return {matmul(ds, k), matmul(ds.transpose(2, 3), q), dv};
   }
 };
 

@@ -176,9 +176,9 @@ struct Embedding : Function<Embedding> {
 //   mean = sum_j x_j / N       var = sum_j (x_j - mean)^2 / N       rstd = 1 / sqrt(var + eps)
 //   xhat_j = (x_j - mean) * rstd                                    y_j = xhat_j * w_j + b_j
 //
-// Sums are taken in double; mean and rstd are kept (in x's dtype) for backward. The loops are
-// kernels::layer_norm_forward and layer_norm_backward (core/kernels/layer_norm.h, with the
-// derivation of the backward).
+// Sums are taken in double; mean and rstd are kept (in x's dtype) for the fused backward. The
+// loops are kernels::layer_norm_forward and layer_norm_backward (core/kernels/layer_norm.h, with
+// the derivation of the backward).
 struct LayerNorm : Function<LayerNorm> {
   static constexpr const char* name = "NativeLayerNormBackward0";
   static constexpr const char* formula =
@@ -220,8 +220,26 @@ struct LayerNorm : Function<LayerNorm> {
   // With g_j = dy_j * w_j (the gradient reaching xhat):
   //   dx_j = rstd * (g_j - mean_k(g_k) - xhat_j * mean_k(g_k * xhat_k))
   //   dw_j = sum over rows of dy_j * xhat_j        db_j = sum over rows of dy_j
-  std::vector<Tensor> backward(const Tensor& grad) {
-    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(0), saved(1));
+  // written with ops, mean and rstd recomputed from x.
+  std::vector<Tensor> backward(const Tensor& grad) const {
+    const Tensor x = saved(0), w = saved(1);
+    const Tensor x2 = x.reshape({rows, row_size});
+    const Tensor centered = x2 - x2.mean({1}, /*keepdim=*/true);
+    const Tensor rstd = 1.0 / sqrt((centered * centered).mean({1}, true) + epsilon);
+    const Tensor xhat = centered * rstd;
+    const Tensor dy = grad.reshape({rows, row_size});
+    const Tensor g = w.defined() ? dy * w.reshape({row_size}) : dy;
+    Tensor dx, dw, db;
+    if (x_needs_grad) {
+      dx = (rstd * (g - g.mean({1}, true) - xhat * (g * xhat).mean({1}, true))).reshape(x.shape());
+    }
+    if (weight_needs_grad) dw = (dy * xhat).sum({0}).reshape(w.shape());
+    if (bias_needs_grad) db = dy.sum({0}).reshape(w.defined() ? w.shape() : Shape{row_size});
+    return {dx, dw, db};
+  }
+
+  // The same formulas, one pass per row from the saved mean and rstd (layer_norm_backward).
+  std::vector<Tensor> fused_backward(const Tensor& grad) const {
     const Tensor input = saved(0).contiguous(), mean = saved(2), rstd = saved(3);
     const Tensor w = saved(1).defined() ? saved(1).contiguous() : Tensor();
     const Tensor dy = grad.contiguous();
@@ -238,26 +256,6 @@ struct LayerNorm : Function<LayerNorm> {
                                       /*saved_denominator=*/false, data(dx), data(dw), data(db),
                                       rows, row_size);
     });
-    return {dx, dw, db};
-  }
-
-  // The same formulas written with ops, mean and rstd recomputed from x (under create_graph,
-  // so the gradients can be differentiated again; the kernel above computes the same values).
-  std::vector<Tensor> backward_with_ops(const Tensor& grad, const Tensor& x,
-                                        const Tensor& w) const {
-    const Shape shape = x.shape();
-    const Tensor x2 = x.reshape({rows, row_size});
-    const Tensor centered = x2 - x2.mean({1}, /*keepdim=*/true);
-    const Tensor rstd = 1.0 / sqrt((centered * centered).mean({1}, true) + epsilon);
-    const Tensor xhat = centered * rstd;
-    const Tensor dy = grad.reshape({rows, row_size});
-    const Tensor g = w.defined() ? dy * w.reshape({row_size}) : dy;
-    Tensor dx, dw, db;
-    if (x_needs_grad) {
-      dx = (rstd * (g - g.mean({1}, true) - xhat * (g * xhat).mean({1}, true))).reshape(shape);
-    }
-    if (weight_needs_grad) dw = (dy * xhat).sum({0}).reshape(w.shape());
-    if (bias_needs_grad) db = dy.sum({0}).reshape(w.defined() ? w.shape() : Shape{row_size});
     return {dx, dw, db};
   }
 
@@ -300,9 +298,9 @@ struct LayerNorm : Function<LayerNorm> {
 //   norm_x = (x - mean) / torch.sqrt(var + eps);  y = scale * norm_x + shift
 // kernels::layer_norm_book_forward computes each row with the composite's float operations
 // (its mean and variance summed as x.mean and x.var sum them), so y has the composite's bits.
-// The backward is layer_norm's (layer_norm.h derives it), in double from the saved mean and
-// sqrt(var + eps): it differs from the composite's dozen backward nodes (each rounding to float)
-// in the last bits of the gradients only.
+// The fused backward is layer_norm's kernel (layer_norm.h derives it), in double from the saved
+// mean and sqrt(var + eps): it differs from the composite's dozen backward nodes (each rounding
+// to float) in the last bits of the gradients only.
 struct GptLayerNorm : Function<GptLayerNorm> {
   static constexpr const char* name = "GptLayerNormBackward0";
   static constexpr const char* formula =
@@ -345,10 +343,24 @@ struct GptLayerNorm : Function<GptLayerNorm> {
     return y;
   }
 
-  //   dx = (1 / denom) (g - mean(g) - xhat mean(g xhat)),  g = dy * scale, xhat = (x - mean) /
-  //   denom dscale = sum over rows of dy * xhat              dshift = sum over rows of dy
-  std::vector<Tensor> backward(const Tensor& grad) {
-    if (GradMode::is_enabled()) return backward_with_ops(grad, saved(4), saved(5));
+  //   dx = (g - mean(g) - xhat mean(g xhat)) / denom,  g = dy * scale,  xhat = (x - mean) / denom
+  //   dscale = sum over rows of dy * xhat                dshift = sum over rows of dy
+  // written with ops, mean and denom recomputed from x as the composite does.
+  std::vector<Tensor> backward(const Tensor& dy) const {
+    const Tensor x = saved(4), scale = saved(5);
+    const Tensor centered = x - x.mean({-1}, /*keepdim=*/true);
+    const Tensor denom = sqrt((centered * centered).mean({-1}, true) + epsilon);
+    const Tensor xhat = centered / denom;
+    const Tensor g = dy * scale;
+    Tensor dx, dw, db;
+    if (x_needs_grad) dx = (g - g.mean({-1}, true) - xhat * (g * xhat).mean({-1}, true)) / denom;
+    if (scale_needs_grad) dw = (dy * xhat).reshape({rows, row_size}).sum({0});
+    if (shift_needs_grad) db = dy.reshape({rows, row_size}).sum({0});
+    return {dx, dw, db};
+  }
+
+  // layer_norm's kernel, from the saved mean and denom = sqrt(var + eps).
+  std::vector<Tensor> fused_backward(const Tensor& grad) const {
     const Tensor input = saved(0), w = saved(1), mean = saved(2), denom = saved(3);
     const Tensor dy = grad.contiguous();
     // dx: every row written by the kernel (and nothing to write when rows == 0).
@@ -363,21 +375,6 @@ struct GptLayerNorm : Function<GptLayerNorm> {
                                       /*saved_denominator=*/true, data(dx), data(dw), data(db),
                                       rows, row_size);
     });
-    return {dx, dw, db};
-  }
-
-  // The same formulas written with ops, mean and denom recomputed from x as the composite does
-  // (under create_graph, so the gradients can be differentiated again).
-  std::vector<Tensor> backward_with_ops(const Tensor& dy, const Tensor& x,
-                                        const Tensor& scale) const {
-    const Tensor centered = x - x.mean({-1}, /*keepdim=*/true);
-    const Tensor denom = sqrt((centered * centered).mean({-1}, true) + epsilon);
-    const Tensor xhat = centered / denom;
-    const Tensor g = dy * scale;
-    Tensor dx, dw, db;
-    if (x_needs_grad) dx = (g - g.mean({-1}, true) - xhat * (g * xhat).mean({-1}, true)) / denom;
-    if (scale_needs_grad) dw = (dy * xhat).reshape({rows, row_size}).sum({0});
-    if (shift_needs_grad) db = dy.reshape({rows, row_size}).sum({0});
     return {dx, dw, db};
   }
 };

@@ -1,5 +1,6 @@
 // softmax and log_softmax along one dim. The forward is one fused loop per row
-// (kernels::softmax in core/kernels/reduce_kernels.h); the backward is composed of tensor ops.
+// (kernels::softmax in core/kernels/reduce_kernels.h); the backward is the formula in tensor ops,
+// and beside it the kernel a first-order backward runs (core/graph/function.h).
 #include "core/ops/softmax.h"
 
 #include "core/graph/function.h"
@@ -58,11 +59,14 @@ struct Softmax : autograd::Function<Softmax> {
     return y;
   }
   std::vector<Tensor> backward(const Tensor& grad) {
-    Tensor y = saved(0);
-    if (GradMode::is_enabled() || dim != y.dim() - 1) {  // ops (create_graph), or strided rows
-      return {y * (grad - sum(grad * y, {dim}, /*keepdim=*/true))};
-    }
-    // Rows of the last dim: one pass per row in PyTorch's rounding (softmax_backward_rows).
+    const Tensor y = saved(0);
+    return {y * (grad - sum(grad * y, {dim}, /*keepdim=*/true))};
+  }
+  // Rows of the last dim: one pass per row in PyTorch's rounding (softmax_backward_rows); rows
+  // along another dim (strided) run the formula above.
+  std::vector<Tensor> fused_backward(const Tensor& grad) {
+    const Tensor y = saved(0);
+    if (dim != y.dim() - 1) return backward(grad);
     return {rows_backward(grad, y, /*log=*/false)};
   }
 };
@@ -81,11 +85,14 @@ struct LogSoftmax : autograd::Function<LogSoftmax> {
     return y;
   }
   std::vector<Tensor> backward(const Tensor& grad) {
-    Tensor y = saved(0);
-    if (GradMode::is_enabled() || dim != y.dim() - 1) {  // ops (create_graph), or strided rows
-      return {grad - exp(y) * sum(grad, {dim}, /*keepdim=*/true)};
-    }
-    // Rows of the last dim: one pass per row in PyTorch's rounding (softmax_backward_rows).
+    const Tensor y = saved(0);
+    return {grad - exp(y) * sum(grad, {dim}, /*keepdim=*/true)};
+  }
+  // Rows of the last dim: one pass per row in PyTorch's rounding (softmax_backward_rows); rows
+  // along another dim (strided) run the formula above.
+  std::vector<Tensor> fused_backward(const Tensor& grad) {
+    const Tensor y = saved(0);
+    if (dim != y.dim() - 1) return backward(grad);
     return {rows_backward(grad, y, /*log=*/true)};
   }
 };

@@ -184,7 +184,7 @@ class Tensor {
   Tensor var(Dim dim, Bool unbiased = true, Bool keepdim = false) const;
   Tensor std(Dim dim, Bool unbiased = true, Bool keepdim = false) const;
 
-  // In-place arithmetic with libtorch's signatures (core/ops/elementwise.cpp). Refused on leaves
+  // In-place arithmetic with libtorch's signatures (core/ops/inplace.cpp). Refused on leaves
   // that require grad and on destinations with internal overlap; the result type must be
   // castable to this tensor's dtype ("result type Float can't be cast to the desired output type
   // Long"); an input partially overlapping this tensor is an Error, as in PyTorch.
