@@ -103,7 +103,23 @@ inline void expect_error(const std::function<void()>& fn, const std::string& fra
   }
 }
 
+// ---- what compiles ----
+
+// Whether `expr` (using a Tensor x) compiles, as a constant for static_assert: the calls that
+// would silently mean something else (a flag passed where a dim goes) must not compile. The
+// requires-expression sits in a template (a generic lambda), so an invalid call makes it false
+// instead of breaking the build.
+#define EMBER_COMPILES(...)                \
+  ([]<typename T = Tensor>() {             \
+    return requires(T x) { __VA_ARGS__; }; \
+  }())
+
 // ---- inputs ----
+
+// 2^62: a size whose product with any size above 3 overflows int64, for the tests that sizes and
+// byte counts are checked (and that an empty tensor with such a dim beside its zero is harmless).
+inline constexpr int64_t kHugeDim = int64_t{1} << 62;
+inline constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // The oracle scripts' helper, exactly (every value is a multiple of 1/8, so products and sums
 // are exact in float64 and float32 alike):
