@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <istream>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -159,7 +158,7 @@ std::vector<std::string> keys(const Named& named, const std::string& empty_name 
   return out;
 }
 
-// ---- float32 bit patterns, as the fixture files store them ----
+// ---- fixture files (tests/fixtures.h reads them) and float32 bit patterns ----
 
 // The path of tests/fixtures/<file_name>.
 inline std::string fixture_path(const std::string& file_name) {
@@ -173,22 +172,6 @@ inline Shape parse_shape(const std::string& text) {
   std::istringstream dims(text);
   for (std::string d; std::getline(dims, d, 'x');) shape.push_back(std::stoll(d));
   return shape;
-}
-
-// Up to `count` hexadecimal words from `in` (all that are left by default).
-inline std::vector<uint32_t> read_hex_words(
-    std::istream& in, std::size_t count = std::numeric_limits<std::size_t>::max()) {
-  std::vector<uint32_t> words;
-  std::string word;
-  while (words.size() < count && in >> word) words.push_back(std::stoul(word, nullptr, 16));
-  return words;
-}
-
-// The float32 tensor of `shape` whose elements have the bit patterns `bits`.
-inline Tensor tensor_from_bits(const std::vector<uint32_t>& bits, const Shape& shape) {
-  std::vector<double> values;
-  for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
-  return from_vector(values, shape);
 }
 
 // The bit patterns of t's elements as float32, row-major.
