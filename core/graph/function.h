@@ -152,7 +152,7 @@ class FunctionNode : public Node {
     if (!op.saved_.empty()) op.saved_.release();
   }
   // Op::formula; "" for an op that has none (a test's own op): every op of core/ops and nn/ has
-  // one (tests/core/test_gradcheck.cpp, GradcheckTable.EveryOpHasAFormula).
+  // one (tests/core/autograd/test_gradcheck.cpp, GradcheckTable.EveryOpHasAFormula).
   const char* formula() const override {
     if constexpr (requires { Op::formula; }) {
       return Op::formula;
