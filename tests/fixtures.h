@@ -4,17 +4,21 @@
 //   <name> <dtype> <shape> = all <patterns>                       a tensor, every element
 //   <name> <dtype> <shape> = head <16> tail <16> fnv <hash>       a large tensor, summarised
 //   <name> keys = <k1> <k2> ...                                   a list of names
-//   <name> str = <text>                                           a string (\\ and \n escaped)
+//   <name> ints = <i1> <i2> ...                                   a list of integers (decimal)
+//   <name> str = <text>                                           a string, escaped (below)
 //
 // dtype is f32, f64, i64 or b8 (also written "bool"); shape is "2x3" ("-" for a 0-d tensor);
 // each pattern is an element's bit pattern in hex, row-major (8 digits for f32, 16 for f64 and
-// i64, 2 for b8); the hash is FNV-1a (64 bits) of all the elements' little-endian bytes. Lines
-// starting with '#' and empty lines are comments; a line in another form is an error.
+// i64, 2 for b8); the hash is FNV-1a (64 bits) of all the elements' little-endian bytes. A
+// string's text is UTF-8 with a backslash written \\, a newline \n and any other control
+// character \xHH, so that any text fits on one line. Lines starting with '#' and empty lines are
+// comments; a line in another form is an error.
 //
 //   const test::Fixture& f = test::fixture_file("sampling.txt");   // read once, then cached
 //   Tensor t = f.tensor("randint_0_10");                           // a fresh copy
 //   f.expect_exact(actual, "randint_0_10");                        // bit for bit
 //   f.expect_near(actual, "randint_0_10", 1e-6);                   // allclose
+//   f.ints("verdict"); f.keys("cells"); f.text("cell_28");         // the other kinds
 #pragma once
 
 #include <gtest/gtest.h>
@@ -37,11 +41,12 @@
 
 namespace ember::test {
 
-// One tensor of a fixture file: in full, or summarised by its first and last 16 elements and
-// the hash of all of them.
+// One entry of a fixture file: a tensor (in full, or summarised by its first and last 16
+// elements and the hash of all of them), a list of names, a list of integers or a string.
 struct FixtureEntry {
-  enum Kind { kTensor, kKeys, kText } kind = kTensor;
+  enum Kind { kTensor, kKeys, kInts, kText } kind = kTensor;
   std::vector<std::string> keys;  // kKeys
+  std::vector<int64_t> ints;      // kInts
   std::string text;               // kText
   DType dtype = DType::Float32;
   Shape shape;
@@ -86,17 +91,25 @@ class Fixture {
       std::string name, dtype, shape_text, equals, kind;
       fields >> name >> dtype;
       const std::string where = file_name + ":" + std::to_string(line_number);
-      if (dtype == "keys" || dtype == "str") {
+      if (dtype == "keys" || dtype == "ints" || dtype == "str") {
         FixtureEntry e;
         fields >> equals;
         check(equals == "=", where, ": not a fixture_io line: ", line.substr(0, 80));
         if (dtype == "keys") {
           e.kind = FixtureEntry::kKeys;
           for (std::string key; fields >> key;) e.keys.push_back(key);
+        } else if (dtype == "ints") {
+          e.kind = FixtureEntry::kInts;
+          for (std::string word; fields >> word;) {
+            std::size_t used = 0;
+            e.ints.push_back(std::stoll(word, &used));
+            check(used == word.size(), where, ": not an integer: ", word);
+          }
         } else {
           e.kind = FixtureEntry::kText;
-          const std::string marker = " str = ";
-          e.text = unescape(line.substr(line.find(marker) + marker.size()));
+          // The text starts after "<name> str = " (an empty text may have lost its last space).
+          const std::size_t start = name.size() + std::string(" str = ").size();
+          e.text = unescape(where, start < line.size() ? line.substr(start) : "");
         }
         add(where, name, std::move(e));
         continue;
@@ -139,15 +152,21 @@ class Fixture {
 
   const FixtureEntry& entry(const std::string& name) const {
     auto it = entries_.find(name);
-    check(it != entries_.end(), file_, " has no tensor ", name);
+    check(it != entries_.end(), file_, " has no entry ", name);
     return it->second;
   }
 
-  // The list of names `name` (a keys line); the string `name` (a str line).
+  // The list of names `name` (a keys line); the integers `name` (an ints line); the string
+  // `name` (a str line).
   const std::vector<std::string>& keys(const std::string& name) const {
     const FixtureEntry& e = entry(name);
     check(e.kind == FixtureEntry::kKeys, file_, ": ", name, " is not a list of keys");
     return e.keys;
+  }
+  const std::vector<int64_t>& ints(const std::string& name) const {
+    const FixtureEntry& e = entry(name);
+    check(e.kind == FixtureEntry::kInts, file_, ": ", name, " is not a list of integers");
+    return e.ints;
   }
   const std::string& text(const std::string& name) const {
     const FixtureEntry& e = entry(name);
@@ -176,14 +195,20 @@ class Fixture {
   }
 
  private:
-  static std::string unescape(const std::string& s) {
+  // A str line's text with its escapes (\\, \n, \xHH) undone.
+  static std::string unescape(const std::string& where, const std::string& s) {
     std::string out;
     for (std::size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\\' && i + 1 < s.size()) {
-        ++i;
-        out += s[i] == 'n' ? '\n' : s[i];
-      } else {
+      if (s[i] != '\\') {
         out += s[i];
+      } else if (i + 1 < s.size() && (s[i + 1] == '\\' || s[i + 1] == 'n')) {
+        out += s[i + 1] == 'n' ? '\n' : '\\';
+        ++i;
+      } else {
+        check(i + 3 < s.size() && s[i + 1] == 'x', where,
+              ": a backslash not followed by \\, n or xHH");
+        out += static_cast<char>(std::stoi(s.substr(i + 2, 2), nullptr, 16));
+        i += 3;
       }
     }
     return out;

@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <istream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -106,7 +105,23 @@ inline void expect_error(const std::function<void()>& fn, const std::string& fra
   }
 }
 
+// ---- what compiles ----
+
+// Whether `expr` (using a Tensor x) compiles, as a constant for static_assert: the calls that
+// would silently mean something else (a flag passed where a dim goes) must not compile. The
+// requires-expression sits in a template (a generic lambda), so an invalid call makes it false
+// instead of breaking the build.
+#define EMBER_COMPILES(...)                \
+  ([]<typename T = Tensor>() {             \
+    return requires(T x) { __VA_ARGS__; }; \
+  }())
+
 // ---- inputs ----
+
+// 2^62: a size whose product with any size above 3 overflows int64, for the tests that sizes and
+// byte counts are checked (and that an empty tensor with such a dim beside its zero is harmless).
+inline constexpr int64_t kHugeDim = int64_t{1} << 62;
+inline constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // The oracle scripts' helper, exactly (every value is a multiple of 1/8, so products and sums
 // are exact in float64 and float32 alike):
@@ -146,7 +161,7 @@ std::vector<std::string> keys(const Named& named, const std::string& empty_name 
   return out;
 }
 
-// ---- float32 bit patterns, as the fixture files store them ----
+// ---- fixture files (tests/fixtures.h reads them) and float32 bit patterns ----
 
 // The path of tests/fixtures/<file_name>.
 inline std::string fixture_path(const std::string& file_name) {
@@ -160,22 +175,6 @@ inline Shape parse_shape(const std::string& text) {
   std::istringstream dims(text);
   for (std::string d; std::getline(dims, d, 'x');) shape.push_back(std::stoll(d));
   return shape;
-}
-
-// Up to `count` hexadecimal words from `in` (all that are left by default).
-inline std::vector<uint32_t> read_hex_words(
-    std::istream& in, std::size_t count = std::numeric_limits<std::size_t>::max()) {
-  std::vector<uint32_t> words;
-  std::string word;
-  while (words.size() < count && in >> word) words.push_back(std::stoul(word, nullptr, 16));
-  return words;
-}
-
-// The float32 tensor of `shape` whose elements have the bit patterns `bits`.
-inline Tensor tensor_from_bits(const std::vector<uint32_t>& bits, const Shape& shape) {
-  std::vector<double> values;
-  for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
-  return from_vector(values, shape);
 }
 
 // The bit patterns of t's elements as float32, row-major.

@@ -19,7 +19,7 @@
 //
 // The page's files are core/autograd/explorer/ (graph.html, graph.js, common.js, page.css),
 // embedded at build time; `#selftest` at the end of its URL makes the page test itself (the
-// browser tests in tests/core/test_explore.cpp).
+// browser tests in tests/core/autograd/test_explore.cpp).
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,7 @@
 // Like PyTorch's, these run the function on fresh leaves (detached copies of the inputs, or
 // differentiable views of them under create_graph), so the caller's tensors' .grad is never
 // touched. Every product is also a test of the others: hvp == vhp for a symmetric Hessian,
-// jacobian of the gradient == hessian (tests/core/test_functional.cpp).
+// jacobian of the gradient == hessian (tests/core/autograd/test_functional.cpp).
 #pragma once
 
 #include <functional>

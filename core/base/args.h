@@ -3,7 +3,7 @@
 // C++ converts int to bool and bool to int silently, and a braced {1} is an int as readily as a
 // list: var(x, {1}, 2) would mean unbiased=true, x.sum(0, 1) keepdim=true, max(x, true) dim 1.
 // A flag parameter of type Bool takes a bool and nothing else, a Dim any integer but a bool, so
-// those calls do not compile (tests/core/test_adv_overloads.cpp checks it).
+// those calls do not compile (tests/core/ops/test_reduce.cpp checks it).
 #pragma once
 
 #include <concepts>

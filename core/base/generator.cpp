@@ -446,7 +446,7 @@ __attribute__((target("avx2"))) inline __m256 as_float(__m256i x) { return _mm25
 
 // Fast path: the same block with the eight lanes in one AVX2 register, as PyTorch runs it. The
 // operations are those of the scalar port above, one for one (a std::fmaf there is an
-// _mm256_fmadd_ps here), so the bits are the same (tests/core/test_generator.cpp checks every
+// _mm256_fmadd_ps here), so the bits are the same (tests/core/base/test_generator.cpp checks every
 // possible uniform).
 __attribute__((target("avx2,fma"))) void detail::normal_block16_avx2(float* d, float mean,
                                                                      float stddev) {

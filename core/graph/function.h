@@ -34,7 +34,7 @@
 // so the gradient can be differentiated again. `fused_backward` computes the same values (to
 // float rounding, or bit for bit) in one pass and records nothing. The choice is made in one
 // place, FunctionNode::apply below: a first-order backward (grad mode off) runs fused_backward,
-// a backward with create_graph runs backward (tests/core/test_fused_dispatch.cpp).
+// a backward with create_graph runs backward (tests/core/graph/test_fused_dispatch.cpp).
 #pragma once
 
 #include <functional>
@@ -178,7 +178,7 @@ class FunctionNode : public Node {
     if (!op.saved_.empty()) op.saved_.release();
   }
   // Op::formula; "" for an op that has none (a test's own op): every op of core/ops and nn/ has
-  // one (tests/core/test_gradcheck.cpp, GradcheckTable.EveryOpHasAFormula).
+  // one (tests/core/autograd/test_gradcheck.cpp, GradcheckTable.EveryOpHasAFormula).
   const char* formula() const override {
     if constexpr (requires { Op::formula; }) {
       return Op::formula;

@@ -21,7 +21,7 @@
 //   x > 88.72 (0x1.62e42ep6): +inf          x < -103.97 (-0x1.9fe368p6), -inf: +0
 //   -103.97 <= x < -103.28 (-0x1.9d1d9ep6): 0x1p-149 (glibc's "may underflow" value)
 //   nan: x + x
-// tests/core/test_exp.cpp checks exp_row against std::exp on every float of a wide sample
+// tests/core/kernels/test_exp.cpp checks exp_row against std::exp on every float of a wide sample
 // (and a one-off run checked all 2^32 floats). Builds without AVX2 and FMA (CMakeLists.txt
 // enables them when the build machine has them), and double, take std::exp.
 #pragma once

@@ -27,7 +27,7 @@
 // Threads cut C into disjoint blocks and never split k, so no chain depends on the thread count,
 // the SIMD width or the blocking: gemm equals gemm_reference bit for bit on every machine. The
 // build keeps it so: -ffp-contract=off (a * b + c is never fused behind our back) and no
-// -ffast-math (see CMakeLists.txt). The GEMM sweeps of tests/core/test_gemm.cpp check it.
+// -ffast-math (see CMakeLists.txt). The GEMM sweeps of tests/core/kernels/test_gemm.cpp check it.
 //
 // ---- The blocked path ----
 //

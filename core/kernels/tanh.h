@@ -31,10 +31,9 @@
 // expm1 on its finite path: u = 2a in [2, 44) (k = 3..63) or u = -2a in (-2, 0) (k = 0..-3; |u|
 // < 2^-25 returns u).
 //
-// tests/core/test_tanh.cpp checks tanh_row against std::tanh on every float of a wide sample,
-// and the two vector paths against each other on a dense structured set (one-off runs checked
-// all 2^32 floats on each path). Builds without AVX2 and FMA, and double, take
-// std::tanh.
+// tests/core/kernels/test_tanh.cpp checks tanh_row against std::tanh on every float of a wide
+// sample, and the two vector paths against each other on a dense structured set (one-off runs
+// checked all 2^32 floats on each path). Builds without AVX2 and FMA, and double, take std::tanh.
 #pragma once
 
 #include <cmath>

@@ -4,7 +4,7 @@
 //   this op         core/ops/attention.cpp (checks, dropout noise, the autograd node)
 //   the kernel      core/kernels/attention.cpp (the same maths in blocks of query rows, each
 //                   operation in the composite's order, so both give the same bits)
-// tests/core/test_attention_fused.cpp checks that fused and composite agree (values and grads).
+// tests/core/ops/test_attention_fused.cpp checks that fused and composite agree (values and grads).
 //
 // Forward, for one (batch, head): Q, K, V are [T, d], N the dropout noise ([T, T], keep-mask
 // already scaled by 1 / (1 - p); all ones without dropout), c = sqrt(d):

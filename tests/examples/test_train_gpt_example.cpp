@@ -11,6 +11,7 @@
 //  - bad input (a text too short for one window, weights that do not fit) is a message and exit
 //    code 2.
 #include "tests/examples/run_program.h"
+#include "tests/fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -94,8 +95,8 @@ void expect_rel(double got, double want, double tol, const std::string& what) {
       << std::setprecision(3) << std::abs(got - want) / std::abs(want) << ")";
 }
 
-// PyTorch's run of the notebook (tests/fixtures/ch05.txt; scripts/fixtures/gen_ch05.py says the
-// format).
+// PyTorch's run of the notebook (tests/fixtures/ch05.txt; scripts/fixtures/gen_ch05.py lists the
+// entries).
 struct TorchRun {
   std::string untrained, greedy25, topk25;
   double initial_train = 0, initial_val = 0;
@@ -103,32 +104,25 @@ struct TorchRun {
 };
 
 TorchRun read_torch_run() {
+  const ember::test::Fixture& f = ember::test::fixture_file("ch05.txt");
   TorchRun t;
-  std::ifstream in(std::string(EMBER_FIXTURES_DIR) + "/ch05.txt");
-  EXPECT_TRUE(in) << "tests/fixtures/ch05.txt";
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::string kind;
-    words >> kind;
-    const std::string rest = line.size() > kind.size() ? line.substr(kind.size() + 1) : "";
-    if (kind == "untrained") t.untrained = rest;
-    if (kind == "greedy25") t.greedy25 = rest;
-    if (kind == "topk25") t.topk25 = rest;
-    if (kind == "initial_loss") words >> t.initial_train >> t.initial_val;
-    if (kind == "print") t.printed.book_lines.push_back(rest);
-    if (kind == "step") {
-      long step;
-      std::string hex;
-      double loss;
-      words >> step >> hex >> loss;
-      t.printed.step_loss[step] = loss;
+  t.untrained = f.text("untrained");
+  t.greedy25 = f.text("greedy25");
+  t.topk25 = f.text("topk25");
+  const std::vector<double> initial = f.tensor("initial_loss").to_vector<double>();
+  t.initial_train = initial.at(0);
+  t.initial_val = initial.at(1);
+  for (const std::string& name : f.names()) {
+    // step/<global_step> (the loss), eval/<global_step> (train and validation losses).
+    if (name.rfind("step/", 0) == 0) {
+      t.printed.step_loss[std::stol(name.substr(5))] = f.tensor(name).item();
+    } else if (name.rfind("eval/", 0) == 0) {
+      const std::vector<double> losses = f.tensor(name).to_vector<double>();
+      t.printed.evals[std::stol(name.substr(5))] = {losses.at(0), losses.at(1)};
     }
-    if (kind == "eval") {
-      long step;
-      double a, b;
-      words >> step >> a >> b;
-      t.printed.evals[step] = {a, b};
-    }
+  }
+  for (int i = 0; f.has("print/" + std::to_string(i)); ++i) {
+    t.printed.book_lines.push_back(f.text("print/" + std::to_string(i)));
   }
   return t;
 }
@@ -262,7 +256,7 @@ std::string without_trailing_spaces(std::string s) {
 }
 
 // The text a program printed after `header` up to the next line that starts with `next_header`
-// (or the end), its newlines written as the fixture writes them ("\\n").
+// (or the end).
 std::string printed_text(const std::string& output, const std::string& header,
                          const std::string& next_header) {
   const std::size_t start = output.find(header);
@@ -272,9 +266,7 @@ std::string printed_text(const std::string& output, const std::string& header,
   if (to == std::string::npos) to = output.size();
   std::string text = output.substr(from, to - from);
   if (next_header.empty() && !text.empty() && text.back() == '\n') text.pop_back();
-  std::string escaped;
-  for (char c : text) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
-  return escaped;
+  return text;
 }
 
 // The whole run of the book, all 10 epochs (90 steps, 18 evaluations, 10 samples, then cells 86

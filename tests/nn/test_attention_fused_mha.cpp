@@ -2,7 +2,7 @@
 // (fused_attention = false, the book's lines): the same output and the same gradient of every
 // parameter and of the input, in eval mode and in training with dropout (the same mask drawn
 // from the same generator state), to 1e-5 relative (float32; the float64 comparison of the op
-// itself is in tests/core/test_attention_fused.cpp).
+// itself is in tests/core/ops/test_attention_fused.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>

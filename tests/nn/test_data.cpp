@@ -4,51 +4,48 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/base/error.h"
 #include "core/tensor/random.h"
 #include "nn/data.h"
+#include "tests/fixtures.h"
 
 namespace ember::nn {
 namespace {
 
-std::vector<std::vector<std::string>> fixture_lines() {
-  std::ifstream in(std::string(EMBER_FIXTURES_DIR) + "/data.txt");
-  EXPECT_TRUE(in) << "tests/fixtures/data.txt";
-  std::vector<std::vector<std::string>> out;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::vector<std::string> w;
-    for (std::string s; words >> s;) w.push_back(s);
-    out.push_back(w);
-  }
-  return out;
-}
+// PyTorch's draws (scripts/fixtures/gen_data.py lists the entries).
+const test::Fixture& torch_data() { return test::fixture_file("data.txt"); }
 
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> ids;
-  if (text == "-") return ids;
-  std::istringstream in(text);
-  for (std::string id; std::getline(in, id, ',');) ids.push_back(std::stoll(id));
-  return ids;
+// The parts of an entry's name: "randperm/0/9" -> {"randperm", "0", "9"}.
+std::vector<std::string> name_parts(const std::string& name) {
+  std::vector<std::string> parts(1);
+  for (char c : name) {
+    if (c == '/') {
+      parts.emplace_back();
+    } else {
+      parts.back() += c;
+    }
+  }
+  return parts;
 }
 
 TEST(Data, RandomInt64AndRandpermArePyTorchs) {
   int checked = 0;
-  for (const auto& w : fixture_lines()) {
-    if (w[0] == "random_int64") {
-      manual_seed(std::stoull(w[1]));
-      for (int k = 0; k < 3; ++k)
-        EXPECT_EQ(random_int64_full(default_generator()), std::stoll(w[2 + k])) << "seed " << w[1];
+  for (const std::string& name : torch_data().names()) {
+    const std::vector<std::string> part = name_parts(name);
+    if (part[0] == "random_int64") {  // random_int64/<seed>
+      manual_seed(std::stoull(part[1]));
+      const std::vector<int64_t>& expected = torch_data().ints(name);
+      ASSERT_EQ(expected.size(), 3u);
+      for (int64_t value : expected) {
+        EXPECT_EQ(random_int64_full(default_generator()), value) << name;
+      }
       ++checked;
-    } else if (w[0] == "randperm") {
-      Generator g(std::stoull(w[1]));
-      EXPECT_EQ(randperm(std::stoll(w[2]), g), parse_ids(w[3])) << "seed " << w[1] << " n " << w[2];
+    } else if (part[0] == "randperm") {  // randperm/<seed>/<n>
+      Generator g(std::stoull(part[1]));
+      EXPECT_EQ(randperm(std::stoll(part[2]), g), torch_data().ints(name)) << name;
       ++checked;
     }
   }
@@ -56,35 +53,37 @@ TEST(Data, RandomInt64AndRandpermArePyTorchs) {
 }
 
 TEST(Data, LoaderPassesArePyTorchs) {
-  const auto lines = fixture_lines();
   int cases = 0;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const auto& w = lines[i];
-    if (w[0] != "loader") continue;
+  for (const std::string& loader_name : torch_data().names()) {
+    const std::vector<std::string> part = name_parts(loader_name);
+    if (part[0] != "loader") continue;  // loader/<case>
     ++cases;
-    const std::string name = w[1];
-    const int64_t n_ids = std::stoll(w[3]), max_length = std::stoll(w[4]),
-                  stride = std::stoll(w[5]), batch = std::stoll(w[6]), passes = std::stoll(w[9]);
+    const std::string name = part[1];
+    const std::vector<int64_t>& w = torch_data().ints(loader_name);
+    ASSERT_EQ(w.size(), 8u) << loader_name;
+    const int64_t seed = w[0], n_ids = w[1], max_length = w[2], stride = w[3], batch = w[4],
+                  passes = w[7];
+    const bool shuffle = w[5] == 1, drop_last = w[6] == 1;
     std::vector<int64_t> ids;
     for (int64_t k = 0; k < n_ids; ++k) ids.push_back((7 * k + k / 3) % 50257);
-    manual_seed(std::stoull(w[2]));
-    DataLoader loader(std::make_shared<GPTDataset>(ids, max_length, stride), batch, w[7] == "1",
-                      w[8] == "1");
-    std::size_t j = i + 1;
+    manual_seed(static_cast<uint64_t>(seed));
+    DataLoader loader(std::make_shared<GPTDataset>(ids, max_length, stride), batch, shuffle,
+                      drop_last);
     for (int64_t p = 0; p < passes; ++p) {
-      int64_t k = 0;
-      for (auto pass = loader.iter(); auto b = pass.next(); ++k) {
-        ASSERT_LT(j, lines.size());
-        const auto& e = lines[j++];
-        ASSERT_EQ(e[0], "batch") << name << " pass " << p << ": more batches than PyTorch's";
-        EXPECT_EQ(e[2], std::to_string(p));
-        EXPECT_EQ(e[3], std::to_string(k));
-        EXPECT_EQ(e[4], std::to_string(b->input.size(0)) + "x" + std::to_string(b->input.size(1)));
-        const auto first = parse_ids(e[5]);
+      const std::string pass_name = "batch/" + name + "/" + std::to_string(p) + "/";
+      int64_t k = 0;  // batches taken so far
+      for (auto pass = loader.iter(); auto b = pass.next();) {
+        const std::string batch_name = pass_name + std::to_string(k++);
+        ASSERT_TRUE(torch_data().has(batch_name))
+            << name << " pass " << p << ": more batches than PyTorch's";
+        // The first id of each row of PyTorch's batch; each row holds max_length ids.
+        const std::vector<int64_t>& first = torch_data().ints(batch_name);
+        ASSERT_EQ(b->input.size(0), static_cast<int64_t>(first.size())) << batch_name;
+        ASSERT_EQ(b->input.size(1), max_length) << batch_name;
         const int64_t* x = b->input.data_ptr<int64_t>();
         const int64_t* y = b->target.data_ptr<int64_t>();
         for (int64_t r = 0; r < b->input.size(0); ++r) {
-          EXPECT_EQ(x[r * max_length], first[static_cast<std::size_t>(r)]) << name << " pass " << p;
+          EXPECT_EQ(x[r * max_length], first[static_cast<std::size_t>(r)]) << batch_name;
           for (int64_t c = 0; c + 1 < max_length; ++c)
             ASSERT_EQ(y[r * max_length + c], x[r * max_length + c + 1]);
         }
@@ -93,12 +92,11 @@ TEST(Data, LoaderPassesArePyTorchs) {
       if (name != "halfpass") {
         EXPECT_EQ(k, loader.size()) << name;
       }
+      EXPECT_FALSE(torch_data().has(pass_name + std::to_string(k)))
+          << name << " pass " << p << ": fewer batches than PyTorch's";
     }
-    ASSERT_EQ(lines[j][0], "after") << name << ": fewer batches than PyTorch's";
-    const Tensor r = rand({});
-    uint32_t bits = 0;
-    std::memcpy(&bits, r.data_ptr<float>(), 4);
-    EXPECT_EQ(bits, std::stoul(lines[j][2], nullptr, 16)) << name << ": generator state after";
+    // The generator's state after the passes.
+    torch_data().expect_exact(rand({}), "after/" + name);
   }
   EXPECT_EQ(cases, 7);
 }

@@ -1,5 +1,5 @@
 // cross_entropy's two backwards (core/graph/function.h's convention; the other fused ops are in
-// tests/core/test_fused_dispatch.cpp). Class indices without label smoothing over [N, C] take
+// tests/core/graph/test_fused_dispatch.cpp). Class indices without label smoothing over [N, C] take
 // PyTorch's road: its kernel in a first-order backward, the formula (with softmax) under
 // create_graph, the same gradients to float rounding. Any other target runs the formula in both.
 #include <gtest/gtest.h>

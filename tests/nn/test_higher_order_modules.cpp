@@ -2,7 +2,7 @@
 // layer, the losses, the chapter's attention modules and the GPT blocks, with respect to their
 // input (and the losses' targets where differentiable). The fused cross-entropy and the fused
 // attention of MultiHeadAttention give the composite's second derivatives (the fused attention op
-// itself: tests/core/test_higher_order_fused.cpp).
+// itself: tests/core/autograd/test_higher_order_fused.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

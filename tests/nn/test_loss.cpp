@@ -1,14 +1,17 @@
 // Losses against PyTorch 1.13 (tests/fixtures/losses.txt from scripts/fixtures/gen_losses.py):
 // the loss and its input gradient in every case, gradcheck of every loss in float64, the fused
-// cross_entropy against the composite nll_loss(log_softmax), and the errors.
+// cross_entropy against the composite nll_loss(log_softmax), the errors (a reduction out of
+// range), and infinite logits and empty class lists as PyTorch gives them.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
@@ -21,6 +24,8 @@ namespace {
 
 namespace F = nn::functional;
 using test::expect_error;
+
+const double kInf = std::numeric_limits<double>::infinity();
 
 // case -> what -> tensor, from tests/fixtures/losses.txt ("<case>/<what>" lines, read by
 // tests/fixtures.h): float64, class-index targets int64.
@@ -304,6 +309,65 @@ TEST(Loss, Errors) {
             F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(ones({3}, DType::Float64)));
       },
       "binary_cross_entropy_with_logits");
+}
+
+TEST(Loss, LossesRefuseAReductionOutOfRange) {
+  const auto bad = static_cast<nn::Reduction>(7);
+  Tensor x = full({2, 3}, 0.5), t = zeros({2}, DType::Int64);
+  expect_error([&] { F::cross_entropy(x, t, F::CrossEntropyFuncOptions().reduction(bad)); },
+               "cross_entropy: 7 is not a valid value for reduction");
+  expect_error([&] { F::nll_loss(x, t, F::NLLLossFuncOptions().reduction(bad)); },
+               "nll_loss: 7 is not a valid value for reduction");
+  expect_error([&] { F::mse_loss(x, x, F::MSELossFuncOptions(bad)); }, "mse_loss: 7 is not");
+  expect_error([&] { F::l1_loss(x, x, F::L1LossFuncOptions(bad)); }, "l1_loss: 7 is not");
+  expect_error(
+      [&] { F::binary_cross_entropy(x, x, F::BinaryCrossEntropyFuncOptions().reduction(bad)); },
+      "binary_cross_entropy: 7 is not");
+  expect_error(
+      [&] {
+        F::binary_cross_entropy_with_logits(
+            x, x, F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(bad));
+      },
+      "binary_cross_entropy_with_logits: 7 is not");
+}
+
+TEST(Loss, CrossEntropyOfInfiniteLogitsAndNoClasses) {
+  const auto none = F::CrossEntropyFuncOptions().reduction(nn::Reduction::None);
+  // PyTorch 1.13: [nan, 1.4076058864593506] for target 0 and for target 1 (log_softmax of a row
+  // holding +inf is nan everywhere).
+  Tensor x = tensor({{kInf, 0.0, 1.0}, {0.0, 1.0, 2.0}});
+  for (int64_t first : {0, 1}) {
+    const std::vector<double> loss =
+        F::cross_entropy(x, from_vector({static_cast<double>(first), 1.0}, {2}, DType::Int64), none)
+            .to_vector<double>();
+    EXPECT_TRUE(std::isnan(loss[0])) << "target " << first;
+    EXPECT_NEAR(loss[1], 1.4076058864593506, 1e-6);
+  }
+  // The float32 road's backward too: PyTorch 1.13 gives nan for the whole +inf row and
+  // [0.0900, -0.7553, 0.6652] for the other (target 1).
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Tensor xg = x.to(dtype).detach().requires_grad_();
+    F::cross_entropy(xg, from_vector({1.0, 1.0}, {2}, DType::Int64), none).sum().backward();
+    const std::vector<double> g = xg.grad().to_vector<double>();
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(std::isnan(g[k])) << dtype_name(dtype) << " " << k;
+    EXPECT_NEAR(g[3], 0.0900, 1e-4);
+    EXPECT_NEAR(g[4], -0.7553, 1e-4);
+    EXPECT_NEAR(g[5], 0.6652, 1e-4);
+  }
+  // -inf logits: inf at the -inf class, finite elsewhere (PyTorch: [inf], [1.31326162815094]).
+  Tensor y = tensor({{-kInf, 0.0, 1.0}});
+  EXPECT_EQ(F::cross_entropy(y, zeros({1}, DType::Int64), none).item(), kInf);
+  EXPECT_NEAR(F::cross_entropy(y, ones({1}, DType::Int64), none).item(), 1.31326162815094, 1e-6);
+  // No classes: any class index is out of bounds; no rows: [], nan (mean), 0 (sum).
+  expect_error([] { F::cross_entropy(zeros({2, 0}), zeros({2}, DType::Int64)); }, "out of bounds");
+  EXPECT_EQ(F::cross_entropy(zeros({0, 3}), zeros({0}, DType::Int64), none).numel(), 0);
+  EXPECT_TRUE(std::isnan(F::cross_entropy(zeros({0, 3}), zeros({0}, DType::Int64)).item()));
+  EXPECT_EQ(F::cross_entropy(zeros({0, 3}), zeros({0}, DType::Int64),
+                             F::CrossEntropyFuncOptions().reduction(nn::Reduction::Sum))
+                .item(),
+            0.0);
+  // Probabilities over no classes: PyTorch divides by input.numel() / C = 0 / 0: nan.
+  EXPECT_TRUE(std::isnan(F::cross_entropy(zeros({2, 0}), zeros({2, 0})).item()));
 }
 
 }  // namespace

@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/base/error.h"
 #include "nn/tokenizer.h"
+#include "tests/fixtures.h"
 
 namespace ember::nn {
 namespace {
@@ -24,55 +24,12 @@ const GPT2Tokenizer& tokenizer() {
   return tok;
 }
 
-std::string from_hex(const std::string& hex) {
-  if (hex == "-") return "";
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return out;
-}
+// tiktoken's ids (scripts/fixtures/gen_tokenizer.py lists the entries).
+const test::Fixture& tiktoken() { return test::fixture_file("tokenizer.txt"); }
 
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> ids;
-  if (text == "-") return ids;
-  std::istringstream in(text);
-  for (std::string id; std::getline(in, id, ',');) ids.push_back(std::stoll(id));
-  return ids;
-}
-
-struct Fixture {
-  struct Encode {
-    std::string text;
-    bool allow;
-    std::vector<int64_t> ids;
-  };
-  std::vector<Encode> encodes;
-  std::vector<int64_t> verdict;
-  std::vector<std::pair<std::vector<int64_t>, std::string>> decodes;
-};
-
-const Fixture& fixture() {
-  static const Fixture f = [] {
-    Fixture out;
-    std::ifstream in(std::string(EMBER_FIXTURES_DIR) + "/tokenizer.txt");
-    EXPECT_TRUE(in) << "tests/fixtures/tokenizer.txt";
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream words(line);
-      std::string kind, a, b, c;
-      words >> kind >> a >> b;
-      if (kind == "encode") {
-        words >> c;
-        out.encodes.push_back({from_hex(a), b == "1", parse_ids(c)});
-      } else if (kind == "verdict") {
-        out.verdict = parse_ids(b);
-        EXPECT_EQ(out.verdict.size(), std::stoul(a));
-      } else if (kind == "decode") {
-        out.decodes.emplace_back(parse_ids(a), from_hex(b));
-      }
-    }
-    return out;
-  }();
-  return f;
+// The name of a case's entry: case_entry("encode", 3, "ids") is "encode/3/ids".
+std::string case_entry(const std::string& kind, int i, const std::string& part) {
+  return kind + "/" + std::to_string(i) + "/" + part;
 }
 
 std::string read_text(const std::string& path) {
@@ -100,25 +57,31 @@ TEST(GPT2Tokenizer, TheVerdictIsTiktoksIds) {
   ASSERT_EQ(text.size(), 20479u);  // ASCII: characters = bytes
   const auto ids = tokenizer().encode(text);
   EXPECT_EQ(ids.size(), 5145u);
-  EXPECT_EQ(ids, fixture().verdict);
+  EXPECT_EQ(ids, tiktoken().ints("verdict"));
   EXPECT_EQ(tokenizer().decode(ids), text);
 }
 
 TEST(GPT2Tokenizer, HardStringsAreTiktokensIds) {
-  ASSERT_GE(fixture().encodes.size(), 50u);
-  for (const auto& c : fixture().encodes) {
-    EXPECT_EQ(tokenizer().encode(c.text, c.allow), c.ids) << "text: " << c.text;
+  int i = 0;
+  for (; tiktoken().has(case_entry("encode", i, "text")); ++i) {
+    const std::string& text = tiktoken().text(case_entry("encode", i, "text"));
+    const std::vector<int64_t>& ids = tiktoken().ints(case_entry("encode", i, "ids"));
+    const bool allow_special = tiktoken().has(case_entry("encode", i, "allowed_special"));
+    EXPECT_EQ(tokenizer().encode(text, allow_special), ids) << "text: " << text;
     // Valid UTF-8 round-trips.
-    EXPECT_EQ(tokenizer().decode(c.ids), c.text) << "text: " << c.text;
+    EXPECT_EQ(tokenizer().decode(ids), text) << "text: " << text;
   }
+  EXPECT_GE(i, 50);
 }
 
 TEST(GPT2Tokenizer, DecodeReplacesInvalidUtf8AsPython) {
-  ASSERT_GE(fixture().decodes.size(), 256u);
-  for (const auto& [ids, expected] : fixture().decodes) {
-    EXPECT_EQ(tokenizer().decode(ids), expected)
+  int i = 0;
+  for (; tiktoken().has(case_entry("decode", i, "ids")); ++i) {
+    const std::vector<int64_t>& ids = tiktoken().ints(case_entry("decode", i, "ids"));
+    EXPECT_EQ(tokenizer().decode(ids), tiktoken().text(case_entry("decode", i, "text")))
         << "ids[0] " << ids[0] << ", " << ids.size() << " ids";
   }
+  EXPECT_GE(i, 256);
 }
 
 TEST(GPT2Tokenizer, PretokenizerPieces) {

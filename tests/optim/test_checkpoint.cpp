@@ -1,7 +1,9 @@
 // A training checkpoint (optim::save_checkpoint / load_checkpoint) resumes bit for bit, keeps
 // every scheduler's state (ReduceLROnPlateau's infinite best included) and refuses hostile or
-// mismatched states.
+// mismatched states (a step that is not a whole number, a bad scheduler state: refused without
+// changing anything) and a full disk.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -21,6 +23,7 @@ namespace ember {
 namespace {
 
 using test::expect_error;
+using namespace optim;
 using test::temp_path;
 
 // ---- a training checkpoint resumes bit for bit ----
@@ -160,6 +163,61 @@ TEST(Checkpoint, HostileSchedulerStatesAreErrors) {
     s[key] = {1.0};
     expect_error([&] { seq.load_state_dict(s); }, "SequentialLR::load_state_dict: bad key");
   }
+}
+
+TEST(Checkpoint, CheckpointStepMustBeAWholeNumber) {
+  Tensor p = ones({2}).requires_grad_();
+  Adam opt({p}, AdamOptions());
+  StepLR sched(opt, 2);
+  const std::string path = temp_path("attack_ckpt.safetensors");
+  save_checkpoint(path, {{"w", p.detach()}}, opt, &sched, 7);
+  NamedTensorList model_state;
+  EXPECT_EQ(load_checkpoint(path, model_state, opt, &sched), 7);
+  for (const char* step : {"1e5", "12abc", "", " 3", "99999999999999999999", "0x10"}) {
+    SCOPED_TRACE(step);
+    SafetensorsFile file = load_safetensors(path);
+    file.metadata["ember.step"] = step;
+    expect_error([&] { load_checkpoint(std::move(file), model_state, opt, &sched); },
+                 "is not a whole number");
+  }
+  SafetensorsFile negative = load_safetensors(path);
+  negative.metadata["ember.step"] = "-3";
+  EXPECT_EQ(load_checkpoint(std::move(negative), model_state, opt, &sched), -3);
+}
+
+TEST(Checkpoint, ARefusedCheckpointChangesNothing) {
+  Tensor p = ones({2}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1).momentum(0.9));
+  StepLR sched(opt, 2);
+  p.set_grad(ones({2}));
+  opt.step();
+  sched.step();
+  const std::string path = temp_path("attack_rollback.safetensors");
+  save_checkpoint(path, {{"w", p.detach()}}, opt, &sched, 1);
+  // A second optimizer, trained differently, receives a checkpoint whose scheduler state is bad.
+  SGD other({p}, SGDOptions(0.5).momentum(0.5));
+  StepLR other_sched(other, 3);
+  SafetensorsFile file = load_safetensors(path);
+  file.metadata["scheduler"] = R"({"last_epoch":[2.5]})";
+  NamedTensorList model_state = {{"keep", ones({1})}};
+  expect_error([&] { load_checkpoint(std::move(file), model_state, other, &other_sched); },
+               "'last_epoch' must be a whole number");
+  EXPECT_EQ(other.param_groups()[0].options->get_lr(), 0.5);  // options as they were
+  EXPECT_EQ(model_state.size(), 1u);                          // model_state as it was
+  EXPECT_EQ(model_state[0].first, "keep");
+}
+
+TEST(Checkpoint, CheckpointToAFullDiskIsAnError) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  Tensor p = ones({64}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1));
+  expect_error(
+      [&] {
+        save_checkpoint("/dev/full", {{"w", p.detach()}}, opt, nullptr, 0);
+      },
+      "No space left on device");
+  nn::Linear model(8, 8);
+  expect_error([&] { model.save("/dev/full"); }, "No space left on device");
 }
 
 }  // namespace

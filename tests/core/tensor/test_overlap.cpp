@@ -1,4 +1,5 @@
-// Adversarial: writes through tensors that share memory.
+// Writes through tensors that share memory (core/tensor/overlap.h): the overlap predicates, and
+// every write path's checks.
 //
 // PyTorch's rules: a destination with internal overlap (expand) is an Error for every write but
 // fill_/zero_ (all elements get one value); a source that partially overlaps a dense destination
@@ -33,7 +34,7 @@ Tensor arange_f(int64_t n) { return arange(0, static_cast<double>(n), 1, DType::
 
 // ---- the overlap predicates themselves ----
 
-TEST(AdvOverlap, InternalOverlapIsExactForEveryViewKind) {
+TEST(Overlap, InternalOverlapIsExactForEveryViewKind) {
   Tensor x = arange_f(24).reshape({2, 3, 4});
   EXPECT_FALSE(has_internal_overlap(x));
   EXPECT_FALSE(has_internal_overlap(x.transpose(0, 2)));
@@ -47,7 +48,7 @@ TEST(AdvOverlap, InternalOverlapIsExactForEveryViewKind) {
   EXPECT_FALSE(has_internal_overlap(scalar_tensor(1.0)));
 }
 
-TEST(AdvOverlap, StatusFollowsPyTorch) {
+TEST(Overlap, StatusFollowsPyTorch) {
   Tensor x = arange_f(8);
   EXPECT_EQ(overlap_status(x, x), MemOverlap::Full);
   EXPECT_EQ(overlap_status(x.slice(0, 0, 4), x.slice(0, 0, 4)), MemOverlap::Full);
@@ -63,7 +64,7 @@ TEST(AdvOverlap, StatusFollowsPyTorch) {
 
 // ---- internal overlap: every write path refuses an expanded destination ----
 
-TEST(AdvOverlap, EveryInPlaceOpRefusesAnExpandedDestination) {
+TEST(Overlap, EveryInPlaceOpRefusesAnExpandedDestination) {
   const std::vector<std::pair<std::string, std::function<void(Tensor&)>>> writes = {
       {"copy_", [](Tensor& d) { d.copy_(arange_f(3)); }},
       {"add_", [](Tensor& d) { d.add_(ones({3})); }},
@@ -97,7 +98,7 @@ TEST(AdvOverlap, EveryInPlaceOpRefusesAnExpandedDestination) {
   }
 }
 
-TEST(AdvOverlap, InternalOverlapHidesBehindOtherViews) {
+TEST(Overlap, InternalOverlapHidesBehindOtherViews) {
   // An expanded dim moved, viewed or selected from still aliases.
   Tensor base = arange_f(3).reshape({3, 1});
   Tensor e = base.expand({3, 4}).t();  // [4, 3], stride 0 first
@@ -113,7 +114,7 @@ TEST(AdvOverlap, InternalOverlapHidesBehindOtherViews) {
   EXPECT_EQ(values(base), (std::vector<double>{10, 11, 12}));
 }
 
-TEST(AdvOverlap, RandomInPlaceFillsRefuseAnExpandedDestination) {
+TEST(Overlap, RandomInPlaceFillsRefuseAnExpandedDestination) {
   // Each element would get its own random number, all stored in one place.
   Tensor base = zeros({1});
   Tensor e = base.expand({4});
@@ -123,7 +124,7 @@ TEST(AdvOverlap, RandomInPlaceFillsRefuseAnExpandedDestination) {
   EXPECT_EQ(values(base), std::vector<double>{0});
 }
 
-TEST(AdvOverlap, FillOfAnExpandedTensorIsAllowedAsInPyTorch) {
+TEST(Overlap, FillOfAnExpandedTensorIsAllowedAsInPyTorch) {
   // torch.ones(1).expand(3).fill_(2) -> tensor([2., 2., 2.]): every element gets the same value.
   Tensor base = ones({1});
   Tensor e = base.expand({3});
@@ -135,7 +136,7 @@ TEST(AdvOverlap, FillOfAnExpandedTensorIsAllowedAsInPyTorch) {
 
 // ---- partial overlap between the source and the destination ----
 
-TEST(AdvOverlap, ShiftedCopyIsAnErrorAsInPyTorch) {
+TEST(Overlap, ShiftedCopyIsAnErrorAsInPyTorch) {
   // x = torch.arange(4.); x[1:].copy_(x[:-1])  -> RuntimeError: unsupported operation: some ...
   Tensor x = arange_f(4);
   expect_error([&] { x.slice(0, 1, None).copy_(x.slice(0, None, -1)); }, "copy_: " + kPartial);
@@ -146,7 +147,7 @@ TEST(AdvOverlap, ShiftedCopyIsAnErrorAsInPyTorch) {
   EXPECT_EQ(values(sq), (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
 }
 
-TEST(AdvOverlap, EveryInPlaceOpRefusesAPartiallyOverlappingInput) {
+TEST(Overlap, EveryInPlaceOpRefusesAPartiallyOverlappingInput) {
   // x = torch.arange(6.); x[1:4].add_(x[0:3]) -> RuntimeError (partial overlap)
   const std::vector<std::pair<std::string, std::function<void(Tensor&, const Tensor&)>>> ops = {
       {"add_", [](Tensor& d, const Tensor& s) { d.add_(s); }},
@@ -168,7 +169,7 @@ TEST(AdvOverlap, EveryInPlaceOpRefusesAPartiallyOverlappingInput) {
   }
 }
 
-TEST(AdvOverlap, FullOverlapIsElementwiseAndAllowed) {
+TEST(Overlap, FullOverlapIsElementwiseAndAllowed) {
   // x[:3].add_(x[:3]) -> tensor([0., 2., 4., 3., 4., 5.])
   Tensor x = arange_f(6);
   Tensor head = x.slice(0, 0, 3);
@@ -182,7 +183,7 @@ TEST(AdvOverlap, FullOverlapIsElementwiseAndAllowed) {
   EXPECT_EQ(values(x), (std::vector<double>{0, 12, 144, 49.5, 144, 337.5}));
 }
 
-TEST(AdvOverlap, StridedOverlapIsCopiedFirst) {
+TEST(Overlap, StridedOverlapIsCopiedFirst) {
   // x[2:6:2].copy_(x[0:4:2]): dst {2, 4}, src {0, 2}; a naive loop would copy x[0] twice.
   Tensor x = arange_f(6);
   x.slice(0, 2, 6, 2).copy_(x.slice(0, 0, 4, 2));
@@ -208,7 +209,7 @@ TEST(AdvOverlap, StridedOverlapIsCopiedFirst) {
   EXPECT_EQ(values(u), (std::vector<double>{0, 1, 0, 3, 8, 5}));
 }
 
-TEST(AdvOverlap, DisjointViewsOfOneStorageAreFine) {
+TEST(Overlap, DisjointViewsOfOneStorageAreFine) {
   // x[::2].copy_(x[1::2]) -> tensor([1., 1., 3., 3., 5., 5.])
   Tensor x = arange_f(6);
   x.slice(0, 0, None, 2).copy_(x.slice(0, 1, None, 2));
@@ -218,14 +219,14 @@ TEST(AdvOverlap, DisjointViewsOfOneStorageAreFine) {
   EXPECT_EQ(values(y), (std::vector<double>{3, 5, 7, 3, 4, 5}));
 }
 
-TEST(AdvOverlap, MaskSharingTheDestinationsMemory) {
+TEST(Overlap, MaskSharingTheDestinationsMemory) {
   // A bool tensor masked by a shifted view of itself: partial overlap, as PyTorch's check.
   Tensor b = tensor({1, 0, 1, 0}).to_bool();
   expect_error([&] { b.slice(0, 1, None).masked_fill_(b.slice(0, 0, 3), 1.0); },
                "masked_fill_: " + kPartial);
 }
 
-TEST(AdvOverlap, AutogradPathsKeepTheChecks) {
+TEST(Overlap, AutogradPathsKeepTheChecks) {
   // The differentiable copy_ and in-place ops run the same checks before recording anything.
   Tensor src = ones({3}, DType::Float32).requires_grad_();
   Tensor dst = ones({1}).expand({3});

@@ -1,7 +1,8 @@
 // Gradient hooks: handles (register_hook returns one, remove_hook takes it, as libtorch's), and
 // the cycle a hook capturing its own tensor makes (y -> grad_fn -> hook -> y), which a backward
 // without retain_graph breaks and remove_hook breaks when no backward runs. Each lifetime is
-// asserted with a weak_ptr (the tensor is freed) and, in the asan preset, by LeakSanitizer.
+// asserted with a weak_ptr (the tensor is freed) and, in the asan preset, by LeakSanitizer. A hook
+// may not change a gradient's dtype.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -13,7 +14,9 @@ namespace ember {
 namespace {
 
 using test::expect_error;
+using test::expect_tensor;
 using test::expect_values;
+using test::values;
 
 TEST(Hooks, RegisterHookReturnsHandlesAndRemoveHookRemoves) {
   Tensor x = tensor({1.0, 2.0}).requires_grad_();
@@ -120,6 +123,52 @@ TEST(Hooks, RemoveHookBreaksTheCycleOfALeafHook) {
     x.remove_hook(h);
   }
   EXPECT_TRUE(weak.expired());
+}
+
+TEST(Hooks, HookChangingTheDtypeIsAnError) {
+  // p.register_hook(lambda g: g.double())
+  //   -> hook '<lambda>' has changed the type of value (was torch.FloatTensor got ...Double...)
+  Tensor p = ones({2}).requires_grad_();
+  p.register_hook([](const Tensor& g) { return g.to(DType::Float64); });
+  expect_error([&] { p.sum().backward(); },
+               "hook has changed the type of value (was float32 got float64)");
+  EXPECT_FALSE(p.grad().defined());
+  // The same on a non-leaf (a hook run by its grad_fn).
+  Tensor q = ones({2}).requires_grad_();
+  Tensor y = q * 2.0;
+  y.register_hook([](const Tensor& g) { return g.to(DType::Float64); });
+  expect_error([&] { y.sum().backward(); }, "hook has changed the type of value");
+  // A hook keeping the dtype still works.
+  Tensor r = ones({2}).requires_grad_();
+  r.register_hook([](const Tensor& g) { return g * 3.0; });
+  r.sum().backward();
+  EXPECT_EQ(values(r.grad()), (std::vector<double>{3, 3}));
+  EXPECT_EQ(r.grad().dtype(), DType::Float32);
+}
+
+// A hook that captures its own tensor makes a reference cycle (tensor -> hook -> tensor), as in
+// PyTorch's C++ API. The documented way (README, "Threads and reference cycles") is to capture a
+// detached handle, which sees the same values and owns no autograd state: no leak (the asan run
+// checks this with LeakSanitizer).
+TEST(Hooks, HookCapturingADetachedHandleDoesNotLeak) {
+  std::weak_ptr<TensorImpl> watch;
+  double seen = 0;
+  {
+    Tensor w = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+    watch = w.impl_ptr();
+    Tensor w_values = w.detach();
+    w.register_hook([w_values, &seen](const Tensor& g) {
+      seen = (g * w_values).sum().item();
+      return Tensor();
+    });
+    Tensor h = w * 3.0;
+    Tensor h_values = h.detach();
+    h.register_hook([h_values](const Tensor& g) { return g * 0.0 + h_values; });
+    h.sum().backward();
+    expect_tensor(w.grad(), {2}, {9, 18});  // h's hook replaced its gradient by h = [3, 6]
+  }
+  EXPECT_EQ(seen, 1.0 * 9 + 2.0 * 18);
+  EXPECT_TRUE(watch.expired());  // the leaf and its hook were freed
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace {
 
 using test::book_inputs;
 using test::error_of;
+using test::kHugeDim;
 using test::pattern;
 
 // Joins only move values: they must come back to within 1e-12.
@@ -307,6 +308,27 @@ TEST(JoinSplit, Errors) {
             "split: split_size can only be 0 if dimension size is 0, but got dimension size of 5");
   EXPECT_EQ(error_of([] { arange(5).chunk(0); }),
             "chunk: number of chunks must be greater than 0, got 0");
+}
+
+TEST(JoinSplit, SplittingIntoMorePiecesThanMemoryCanListIsAnError) {
+  test::expect_error(
+      [] {
+        zeros({0, kHugeDim}).split(2, 1);
+      },
+      "split: cannot hold 2305843009213693952 pieces of a tensor of shape [0, "
+      "4611686018427387904] (their views would take more than the ");
+  test::expect_error([] { zeros({0}).chunk(kHugeDim, 0); }, "chunk: cannot hold");
+  EXPECT_EQ(zeros({0}).chunk(3, 0).size(), 3u);  // PyTorch: 3 empty pieces
+  // Counts a vector could reserve but whose views would not fit in memory (fuzz_ops: chunk of an
+  // empty dim into 2^32 pieces asked for 64 GB and aborted under ASan; in release, with
+  // overcommit, it would go on making views until memory ran out).
+  test::expect_error([] { zeros({0}).chunk(int64_t{1} << 32, 0); },
+                     "chunk: cannot hold 4294967296 pieces of a tensor of shape [0]");
+  test::expect_error(
+      [] {
+        zeros({0, int64_t{1} << 40}).split(1, 1);
+      },
+      "split: cannot hold 1099511627776 pieces");
 }
 
 }  // namespace

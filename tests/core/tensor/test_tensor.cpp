@@ -1,4 +1,5 @@
-// The tensor handle: dtypes and conversions, factories, element access, copies, comparisons.
+// The tensor handle: dtypes and conversions (int64 exact end to end), factories (and the sizes
+// they refuse), element access, copies, comparisons, a 0-d tensor's dims.
 //
 // Expected values come from PyTorch 1.13 (/usr/bin/python3 -c 'import torch; ...'); the Python
 // expression is in the comment above each literal.
@@ -14,6 +15,7 @@
 #include "core/base/error.h"
 #include "core/graph/node.h"
 #include "core/ops/elementwise.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -24,7 +26,14 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 using test::error_of;
+using test::expect_error;
+using test::expect_tensor;
+using test::kHugeDim;
+using test::kInt64Max;
 using test::values;
+
+// PyTorch's int64 tensors (scripts/fixtures/gen_adversarial.py).
+const test::Fixture& adv() { return test::fixture_file("adversarial.txt"); }
 
 // ---- dtypes ----
 
@@ -95,6 +104,28 @@ TEST(TensorDType, ToIsDifferentiableBetweenFloatTypes) {
   Tensor n = x.to(DType::Int64);
   EXPECT_FALSE(n.requires_grad());
   EXPECT_EQ(n.grad_fn(), nullptr);
+}
+
+TEST(TensorDType, Int64IsExactEndToEnd) {
+  const int64_t big = (int64_t{1} << 53) + 1;  // not a double
+  Tensor t = full({1}, 0, DType::Int64);
+  t.add_(big);  // an integral Scalar, kept exactly
+  EXPECT_EQ(t.item<int64_t>(), big);
+  EXPECT_EQ(repr(t), "tensor([9007199254740993])");
+  Tensor largest = adv().tensor("int/in/big").slice(0, 0, 1);
+  EXPECT_EQ(largest.item<int64_t>(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(repr(largest), "tensor([9223372036854775807])");
+  EXPECT_EQ(repr(adv().tensor("int/in/big")),
+            "tensor([ 9223372036854775807, -9223372036854775808,  4611686018427387904,\n"
+            "                          -5,                    3,     9007199254740993])");
+  EXPECT_EQ(repr(adv().tensor("int/sum")), "tensor(4620693217682128894)");  // wrapped twice
+  EXPECT_EQ(repr(adv().tensor("int/add_1")).substr(0, 30), "tensor([-9223372036854775808, ");
+  EXPECT_EQ(adv().tensor("int/in/big").to_vector<int64_t>()[5], big);
+  EXPECT_EQ((adv().tensor("int/in/big") * 1).to_vector<int64_t>()[5], big);
+  // item<int> of other integer widths reads the integer too.
+  EXPECT_EQ(scalar_tensor(7, DType::Int64).item<int>(), 7);
+  EXPECT_EQ(scalar_tensor(1, DType::Bool).item<int64_t>(), 1);
+  EXPECT_EQ(scalar_tensor(-3.9).item<int64_t>(), -3);
 }
 
 // ---- factories ----
@@ -251,6 +282,52 @@ TEST(TensorFactory, FromVector) {
   EXPECT_EQ(t.shape(), (Shape{3, 2}));
   EXPECT_EQ(t.at({2, 1}), 6);
   EXPECT_THAT(error_of([] { (void)from_vector({1, 2, 3}, {2, 2}); }), HasSubstr("[2, 2]"));
+}
+
+// Every element count and byte size is checked for overflow, and a buffer that cannot be had is
+// an ember::Error, never a crash or a short buffer.
+TEST(TensorFactory, FactoriesRefuseByteCountsThatOverflow) {
+  // 2^61 float64 elements: 2^64 bytes (the old code allocated 0 bytes and wrote past them).
+  expect_error([] { zeros({int64_t{1} << 61}, DType::Float64); },
+               "zeros: Storage size calculation overflowed with sizes=[2305843009213693952] and "
+               "itemsize=8");
+  expect_error(
+      [] {
+        zeros({int64_t{1} << 40, int64_t{1} << 40});
+      },
+      "Storage size calculation overflowed with sizes=[1099511627776, 1099511627776]");
+  expect_error([] { ones({kInt64Max, 2}); }, "Storage size calculation overflowed");
+  expect_error([] { full({3, kHugeDim, 5}, 1.0); }, "full: Storage size calculation overflowed");
+  expect_error(
+      [] {
+        empty({kHugeDim, kHugeDim, kHugeDim}, DType::Bool);
+      },
+      "Storage size calculation overflowed");
+  expect_error([] { rand({kHugeDim, 4}); }, "Storage size calculation overflowed");
+  expect_error([] { randn({4, kHugeDim}, DType::Float64); }, "Storage size calculation overflowed");
+  expect_error([] { eye(int64_t{1} << 32); }, "Storage size calculation overflowed");
+}
+
+TEST(TensorFactory, NegativeSizesAreErrors) {
+  expect_error([] { zeros({2, -1}); }, "zeros: Trying to create tensor with negative dimension -1");
+  expect_error([] { full({-5}, 1.0); }, "negative dimension -5");
+  expect_error([] { eye(-3); }, "negative dimension -3");
+}
+
+TEST(TensorFactory, AllocationFailureIsAnError) {
+  // 2^60 bytes fit in int64 but no machine has them: an Error, not std::bad_alloc.
+  expect_error([] { zeros({int64_t{1} << 57}, DType::Float64); },
+               "not enough memory: you tried to allocate 1152921504606846976 bytes");
+}
+
+TEST(TensorFactory, ArangeChecksItsLength) {
+  // 2^61 int64 elements: 2^64 bytes.
+  expect_error([] { arange(2305843009213693952.); }, "arange: Storage size calculation overflowed");
+  expect_error([] { arange(0.0, 1e300, 1e-300, DType::Float32); },
+               "arange: invalid size, possible overflow?");
+  expect_error([] { arange(NAN); }, "arange: unsupported range: 0 -> nan");
+  expect_error([] { arange(0.0, INFINITY, 1.0); }, "arange: unsupported range: 0 -> inf");
+  expect_tensor(arange(0.0, 1.0, 0.25, DType::Float64), {4}, {0, 0.25, 0.5, 0.75});
 }
 
 // ---- element access ----
@@ -480,6 +557,18 @@ TEST(TensorMeta, HandlesShareState) {
   b.requires_grad_();
   EXPECT_TRUE(a.requires_grad());
   EXPECT_FALSE(Tensor().defined());
+}
+
+TEST(TensorMeta, DimensionQueriesOnA0dTensor) {
+  Tensor s = scalar_tensor(3.0);
+  expect_error([&] { s.size(0); }, "size: dimension specified as 0 but tensor has no dimensions");
+  expect_error([&] { s.size(-1); }, "size: dimension specified as -1 but tensor has no dimensions");
+  expect_error([&] { s.stride(0); },
+               "stride: dimension specified as 0 but tensor has no dimensions");
+  expect_error([&] { s.stride(5); }, "dimension specified as 5 but tensor has no dimensions");
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.item(), 3.0);
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST(HigherOrder, WithoutCreateGraphNothingHasAGraph) {
 // ---- bad input ----
 
 // An op whose backward is a raw kernel with no double backward (every op of Ember has one now,
-// the fused kernels included: tests/core/test_higher_order_fused.cpp).
+// the fused kernels included: tests/core/autograd/test_higher_order_fused.cpp).
 struct RawSquare : autograd::Function<RawSquare> {
   static constexpr const char* name = "RawSquareBackward0";
   static constexpr bool twice_differentiable = false;

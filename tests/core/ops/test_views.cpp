@@ -1,11 +1,13 @@
 // Views: new shapes and strides over the same storage. Every view here must share storage with
 // its base (a write through the view shows in the base), accept negative dims, carry PyTorch's
-// grad_fn name, and send gradients back to the base's shape.
+// grad_fn name, and send gradients back to the base's shape. Sizes and steps that would overflow
+// are errors before any arithmetic overflows, and a 0-d tensor has no dim to view.
 //
 // Expected values come from PyTorch 1.13 (/usr/bin/python3 -c 'import torch; ...').
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "core/base/error.h"
@@ -22,6 +24,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 using test::error_of;
+using test::expect_error;
+using test::expect_tensor;
+using test::kHugeDim;
+using test::kInt64Max;
 using test::values;
 
 // torch.arange(24.).reshape(2, 3, 4)
@@ -108,6 +114,22 @@ TEST(ViewReshape, Gradients) {
   r.backward(tensor({10, 20, 30, 40, 50, 60}));
   // y.t() is [[1, 4], [2, 5], [3, 6]]: element k of r is y.t()[k / 2][k % 2]
   EXPECT_THAT(values(y.grad()), ElementsAre(10, 30, 50, 20, 40, 60));
+}
+
+TEST(ViewReshape, ViewAndReshapeDoNotOverflowBeforeTheirError) {
+  Tensor x = arange(4.0, DType::Float32);
+  expect_error(
+      [&] {
+        x.view({kHugeDim, kHugeDim});
+      },
+      "view: shape '[4611686018427387904, "
+      "4611686018427387904]' is invalid for input of size 4");
+  expect_error([&] { x.view({-1, kHugeDim, 4}); }, "is invalid for input of size 4");
+  expect_error([&] { x.reshape({kHugeDim, -1, kHugeDim}); }, "reshape: shape");
+  expect_error([&] { x.reshape({kInt64Max, kInt64Max}); }, "is invalid for input of size 4");
+  // An empty tensor: 0 elements, still no signed overflow while inferring.
+  Tensor empty_t = zeros({0});
+  expect_error([&] { empty_t.view({-1, kHugeDim, kHugeDim}); }, "is invalid for input of size 0");
 }
 
 // ---- transpose, t, permute ----
@@ -230,6 +252,11 @@ TEST(ViewFlatten, MergesARangeOfDims) {
   EXPECT_TRUE(equal(g, cube()));
 }
 
+TEST(ViewFlatten, FlattenOfAnOverflowingExpandIsAnError) {
+  Tensor e = ones({1, 1, 1}).expand({kHugeDim, 4, 4});
+  expect_error([&] { e.flatten(); }, "flatten: size calculation overflowed");
+}
+
 // ---- expand ----
 
 TEST(ViewExpand, RepeatsWithStrideZero) {
@@ -267,6 +294,28 @@ TEST(ViewExpand, GradientSumsOverTheRepeats) {
   eb.backward(ones({3, 2, 4}));
   EXPECT_EQ(b.grad().shape(), (Shape{2, 1}));
   EXPECT_THAT(values(b.grad()), ElementsAre(12, 12));
+}
+
+TEST(ViewExpand, ExpandToAnOverflowingShapeCannotBeMaterialised) {
+  Tensor e = ones({1, 1}).expand({int64_t{1} << 32, int64_t{1} << 32});
+  EXPECT_EQ(e.stride(0), 0);
+  expect_error([&] { e.contiguous(); }, "Storage size calculation overflowed");
+  expect_error([&] { e.numel(); }, "overflows int64");
+  expect_error([&] { e.clone(); }, "Storage size calculation overflowed");
+  expect_error([&] { (e + 1.0).numel(); }, "overflow");
+}
+
+TEST(ViewExpand, NegativeSizesAreErrors) {
+  expect_error([] { ones({1}).expand({-2}); }, "expand: the expanded size -2 is invalid");
+  expect_error([] { ones({2, 1}).expand({2, -3}); }, "expand: the expanded size -3 is invalid");
+  expect_error([] { ones({1}).expand({-1, 2}); }, "expand: the expanded size -1 is invalid");
+  EXPECT_EQ(ones({2, 1}).expand({-1, 4}).shape(), (Shape{2, 4}));  // -1 keeps a dim
+  expect_error([] { ones({2}).view({-2}); }, "view: invalid shape dimension -2");
+  expect_error([] { ones({2}).reshape({-3, 1}); }, "reshape: invalid shape dimension -3");
+  expect_error([] { zeros({-1}); }, "negative dimension");
+  expect_error([] { ones({2, -1}); }, "negative dimension");
+  expect_error([] { full({-5}, 1.0); }, "negative dimension");
+  expect_error([] { empty({3, -2}, DType::Int64); }, "negative dimension");
 }
 
 // ---- select, slice, narrow, index ----
@@ -372,6 +421,25 @@ TEST(ViewSelect, Gradients) {
   EXPECT_THAT(values(g[1]), ElementsAre(0, 0, 0, 0, 32, 0, 36, 0, 40, 0, 44, 0));
 }
 
+TEST(ViewSelect, HugeStepsAndLengthsDoNotOverflow) {
+  Tensor x = arange(5.0, DType::Float64);
+  // x[0::2**63-1] is [0.].
+  expect_tensor(x.slice(0, 0, std::nullopt, kInt64Max), {1}, {0});
+  expect_tensor(x.slice(0, 1, kInt64Max, kHugeDim), {1}, {1});
+  expect_tensor(x.slice(0, -kInt64Max, kInt64Max, 2), {3}, {0, 2, 4});
+  expect_error([&] { x.narrow(0, 2, kInt64Max); },
+               "narrow: start (2) + length (9223372036854775807)");
+  expect_error([&] { x.narrow(0, -kInt64Max, 1); }, "narrow: start out of range");
+  // x.split(2**63-1) is one piece; x.chunk(2**63-1) five pieces of one.
+  auto pieces = x.split(kInt64Max);
+  ASSERT_EQ(pieces.size(), 1u);
+  expect_tensor(pieces[0], {5}, {0, 1, 2, 3, 4});
+  EXPECT_EQ(x.chunk(kInt64Max).size(), 5u);
+  expect_error([&] { x.select(0, kInt64Max); },
+               "select: index 9223372036854775807 is out of range");
+  expect_error([&] { x.select(0, -kInt64Max); }, "is out of range");
+}
+
 TEST(ViewChains, ViewsOfViewsShareStorageAndComposeGradients) {
   Tensor x = cube();
   Tensor v = x.transpose(0, 2).select(1, 1).slice(0, 1, 3).unsqueeze(0);  // [1, 2, 2]
@@ -417,6 +485,23 @@ TEST(ViewInPlace, WritingIntoAViewOfATensorThatRequiresGradIsRefused) {
   }
   row.add_(ones({3}));
   EXPECT_THAT(values(base), ElementsAre(2, 3, 4, 0, 0, 0));
+}
+
+TEST(View0d, ViewsThatNeedADimension) {
+  Tensor s = scalar_tensor(3.0);
+  expect_error([&] { s.narrow(0, 0, 1); }, "narrow() cannot be applied to a 0-dim tensor.");
+  expect_error([&] { s.select(0, 0); }, "select: cannot be applied to a 0-dim tensor");
+  expect_error([&] { s[0]; }, "cannot be applied to a 0-dim tensor");
+  expect_error([&] { s.slice(0, 0, 1); }, "slice: cannot be applied to a 0-dim tensor");
+  expect_error([&] { s.index({0}); }, "too many indices for tensor of dimension 0");
+  expect_error([&] { s.index({Slice(None, 1)}); }, "too many indices for tensor of dimension 0");
+  expect_error([&] { s.split(1); }, "split: expected a tensor with at least 1 dimension");
+  expect_error([&] { s.chunk(1); }, "chunk: expected a tensor with at least 1 dimension");
+  expect_error([&] { s.transpose(0, 1); },
+               "transpose: dimension out of range (expected to be in "
+               "range of [-1, 0], but got 1)");
+  expect_error([&] { s.unsqueeze(2); }, "unsqueeze: dimension out of range");
+  expect_error([&] { s.permute({0}); }, "permute: number of dims don't match");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Helpers shared by the safetensors tests (tests/core/test_safetensors.cpp and
+// Helpers shared by the safetensors tests (tests/core/io/test_safetensors.cpp and
 // test_safetensors_strict.cpp): a file's bytes, parsing bytes in memory, and
 // building a file around a header of one's choosing. Header-only; a test file brings in what it
 // uses with `using test::file_with;` and the like.

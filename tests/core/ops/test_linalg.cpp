@@ -388,6 +388,37 @@ TEST(LinalgMatmul, InPlaceOnABatchedResultIsAllowed) {
   EXPECT_FALSE(row.impl()->is_view);
 }
 
+// A batched product with no rows or no columns is empty however big its batch: it must not copy
+// the other operand over the batch (seen while analysing a fuzz_ops timeout: [4, 1, 2, 2] @
+// [1, 2^22, 2, 0] took 15 s under ASan to give nothing, and the fuzzer can make batches of 2^32;
+// with 2^40 below the copy asked for 64 TB and was an Error). Its gradients are zeros, as
+// PyTorch's ([4, 1, 2, 2] @ [1, 3, 2, 0]: a.grad zeros, grad_fn UnsafeViewBackward0).
+TEST(LinalgMatmul, BatchedProductWithNoRowsOrColumnsCopiesNothing) {
+  constexpr int64_t kHuge = int64_t{1} << 40;
+  Tensor a = ones({4, 1, 2, 2}).requires_grad_();
+  Tensor b = ones({1, kHuge, 2, 0}).requires_grad_();
+  Tensor c = matmul(a, b);
+  EXPECT_EQ(c.shape(), (Shape{4, kHuge, 2, 0}));
+  ASSERT_TRUE(c.requires_grad());
+  c.sum().backward();
+  test::expect_tensor(a.grad(), {4, 1, 2, 2}, std::vector<double>(16, 0.0));
+  EXPECT_EQ(b.grad().shape(), (Shape{1, kHuge, 2, 0}));
+
+  // No rows: b would have been copied over a's batch.
+  Tensor x = ones({kHuge, 1, 0, 3}).requires_grad_();
+  Tensor y = ones({1, 4, 3, 5}).requires_grad_();
+  Tensor z = matmul(x, y);
+  EXPECT_EQ(z.shape(), (Shape{kHuge, 4, 0, 5}));
+  z.sum().backward();
+  test::expect_tensor(y.grad(), {1, 4, 3, 5}, std::vector<double>(60, 0.0));
+  EXPECT_EQ(x.grad().shape(), (Shape{kHuge, 1, 0, 3}));
+
+  // A small empty product still has PyTorch's shape and zero gradients, and a vector operand
+  // (never empty of columns) takes the ordinary path.
+  EXPECT_EQ(matmul(ones({4, 1, 2, 2}), ones({1, 3, 2, 0})).shape(), (Shape{4, 3, 2, 0}));
+  EXPECT_EQ(matmul(ones({3, 0, 2}), ones({2})).shape(), (Shape{3, 0}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // The primitives directly.
 

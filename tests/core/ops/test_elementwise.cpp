@@ -1,19 +1,25 @@
-// Elementwise ops: forward values against PyTorch 1.13, broadcasting, dtype promotion,
-// comparisons, activations (gelu exact and tanh), masked_fill and where.
+// Elementwise ops: forward values against PyTorch 1.13, broadcasting, dtype promotion (as
+// torch.result_type, and what an in-place result may be cast to), comparisons, activations (gelu
+// exact and tanh), masked_fill and where; NaN, inf and signed zeros through activations and
+// comparisons, and int64 wrapping on overflow, as PyTorch's.
 //
 // Expected numbers come from /usr/bin/python3 with torch 1.13; the Python line that produced them
-// is in the comment above each literal.
+// is in the comment above each literal, or they are in tests/fixtures/adversarial.txt
+// (scripts/fixtures/gen_adversarial.py).
 #include "core/ops/elementwise.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/base/error.h"
 #include "core/graph/function.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -27,10 +33,16 @@ using ::testing::Pointwise;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+using test::expect_error;
 using test::values;
+
+// PyTorch's tensors for the NaN and int64 tests (scripts/fixtures/gen_adversarial.py).
+const test::Fixture& adv() { return test::fixture_file("adversarial.txt"); }
 
 // x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 1.5])
 Tensor sample() { return tensor({-2.0, -0.5, 0.0, 0.5, 1.5}); }
+
+Tensor ints() { return arange(3); }  // int64 [0, 1, 2]
 
 // ---- arithmetic and broadcasting ----
 
@@ -156,6 +168,76 @@ TEST(ElementwisePromotion, FloatWidths) {
   EXPECT_THAT(ab.to_vector<int64_t>(), ElementsAre(3, 2));
   // Float64 stays float64 through unary math.
   EXPECT_EQ(exp(tensor({0.0}, DType::Float64)).dtype(), DType::Float64);
+}
+
+TEST(ElementwisePromotion, ResultTypeMatchesTorchResultType) {
+  // torch.result_type for each pair: (a, b) -> expected dtype.
+  Tensor i = arange(3), f = ones({3}), d = ones({3}, DType::Float64), b = ones({3}, DType::Bool);
+  Tensor i0 = scalar_tensor(2, DType::Int64), f0 = scalar_tensor(2.5),
+         d0 = scalar_tensor(2.5, DType::Float64), b0 = scalar_tensor(1, DType::Bool);
+  struct Case {
+    Tensor a, b;
+    DType expected;
+  };
+  const std::vector<Case> cases = {
+      {i, f, DType::Float32},   {i, d, DType::Float64},   {f, d, DType::Float64},
+      {b, i, DType::Int64},     {b, f, DType::Float32},   {i, f0, DType::Float32},
+      {i, d0, DType::Float64},  // a 0-d float64 tensor beside int64 gives float64
+      {f, d0, DType::Float32},  // ... but not beside float32 (same category)
+      {b, i0, DType::Int64},    {b, d0, DType::Float64},  {i, b0, DType::Int64},
+      {f0, d0, DType::Float64}, {i0, f0, DType::Float32}, {f, i0, DType::Float32},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(dtype_name(c.a.dtype()) + " dim " + std::to_string(c.a.dim()) + " with " +
+                 dtype_name(c.b.dtype()) + " dim " + std::to_string(c.b.dim()));
+    EXPECT_EQ(add(c.a, c.b).dtype(), c.expected);
+    EXPECT_EQ(add(c.b, c.a).dtype(), c.expected);
+    EXPECT_EQ(mul(c.a, c.b).dtype(), c.expected);
+    EXPECT_EQ(maximum(c.a, c.b).dtype(), c.expected);
+    EXPECT_EQ(where(ones({3}, DType::Bool), c.a, c.b).dtype(), c.expected);
+  }
+  // Python scalars: an int keeps int64, a float gives float32 (the default dtype), as
+  // torch.arange(3) + 2 (int64) and torch.arange(3) + 2.0 (float32).
+  EXPECT_EQ((i + 2).dtype(), DType::Int64);
+  EXPECT_EQ((i + 2.0).dtype(), DType::Float32);
+  EXPECT_EQ((2.0 - i).dtype(), DType::Float32);
+  EXPECT_EQ((2 - i).dtype(), DType::Int64);
+  EXPECT_EQ((i * 0.5).dtype(), DType::Float32);
+  EXPECT_EQ((i * int64_t{3}).dtype(), DType::Int64);
+  EXPECT_EQ((b + 1).dtype(), DType::Int64);
+  EXPECT_EQ((b + 1.0).dtype(), DType::Float32);
+  EXPECT_EQ(eq(i, 1.5).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ((d + 2.5).dtype(), DType::Float64);
+  EXPECT_EQ((i / 2.0).dtype(), DType::Float32);
+  EXPECT_EQ(div(i, i).dtype(), DType::Float32);
+  EXPECT_EQ(sum(i).dtype(), DType::Int64);
+  EXPECT_EQ(sum(b).dtype(), DType::Int64);
+  EXPECT_EQ(relu(i).dtype(), DType::Int64);
+  EXPECT_EQ(exp(i).dtype(), DType::Float32);
+  EXPECT_EQ(pow(i, 2).dtype(), DType::Int64);
+  EXPECT_EQ(pow(i, 2.0).dtype(), DType::Float32);
+  EXPECT_EQ(pow(i, 0.5).dtype(), DType::Float32);
+  expect_error([&] { pow(i, -1); }, "Integers to negative integer powers are not allowed");
+  EXPECT_EQ(pow(i, -1.0).dtype(), DType::Float32);
+  EXPECT_EQ(clamp(i, 0, 1).dtype(), DType::Int64);
+  EXPECT_EQ(clamp(i, 0.5, 1).dtype(), DType::Float32);
+  EXPECT_EQ(clamp(i, 0.0, None).dtype(), DType::Float32);
+}
+
+// Scalars: an integer and a floating point number are both accepted, and mean different things.
+static_assert(EMBER_COMPILES(x + 1));
+static_assert(EMBER_COMPILES(x + 1.5));
+static_assert(EMBER_COMPILES(x.add_(x, 2)));
+static_assert(EMBER_COMPILES(x.clamp_(0, 1)));
+static_assert(EMBER_COMPILES(x.clamp_(None, 1.5)));
+
+TEST(ElementwisePromotion, IntegerAndFloatScalarsPromoteDifferently) {
+  Tensor i = arange(3);
+  EXPECT_EQ((i * 2).to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ((i * 2).dtype(), DType::Int64);
+  EXPECT_EQ((i * 2.0).dtype(), DType::Float32);  // torch.arange(3) * 2.0 -> float32
+  EXPECT_EQ((i * 2u).dtype(), DType::Int64);     // any C++ integer type is an integer
+  EXPECT_EQ((i * 2.0f).dtype(), DType::Float32);
 }
 
 // ---- unary math ----
@@ -501,6 +583,81 @@ TEST(ElementwiseInPlace, BoolNegAndSubAreRefusedWhileMathPromotes) {
   EXPECT_THAT(values(e), Pointwise(DoubleNear(1e-6), std::vector<double>{std::exp(1.0), 1.0}));
 }
 
+// An in-place result must be castable to the destination's dtype, as in PyTorch.
+TEST(ElementwiseInPlace, FloatResultIntoInt64IsAnError) {
+  // torch.arange(3).add_(torch.full((3,), .7))
+  //   -> RuntimeError: result type Float can't be cast to the desired output type Long
+  const std::string msg = "result type Float can't be cast to the desired output type Long";
+  const std::vector<std::pair<std::string, std::function<void(Tensor&)>>> ops = {
+      {"add_", [](Tensor& t) { t.add_(full({3}, .7)); }},
+      {"add_", [](Tensor& t) { t.add_(1.5); }},
+      {"add_", [](Tensor& t) { t += full({3}, 2.0); }},
+      {"sub_", [](Tensor& t) { t.sub_(full({3}, 1.0)); }},
+      {"sub_", [](Tensor& t) { t.sub_(0.5); }},
+      {"mul_", [](Tensor& t) { t.mul_(0.5); }},
+      {"mul_", [](Tensor& t) { t.mul_(2.0); }},  // a Python float, even a whole one
+      {"add_", [](Tensor& t) { t.add_(1.0); }},
+      {"mul_", [](Tensor& t) { t.mul_(ones({3})); }},
+      {"div_", [](Tensor& t) { t.div_(2.0); }},  // true division: float even for 2
+      {"div_", [](Tensor& t) { t.div_(full({3}, 2, DType::Int64)); }},
+      {"addcmul_", [](Tensor& t) { t.addcmul_(ones({3}), ones({3})); }},
+      {"sqrt_", [](Tensor& t) { t.sqrt_(); }},
+      {"clamp_", [](Tensor& t) { t.clamp_(0.5, 1.5); }},
+  };
+  for (const auto& [op, run] : ops) {
+    SCOPED_TRACE(op);
+    Tensor t = ints();
+    expect_error([&] { run(t); }, op + ": " + msg);
+    EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2})) << "must be untouched";
+  }
+  // float64 into float32 is a cast PyTorch allows.
+  Tensor f = zeros({3});
+  f.add_(full({3}, 0.1, DType::Float64));
+  EXPECT_EQ(f.dtype(), DType::Float32);
+  EXPECT_EQ(values(f)[0], static_cast<double>(0.1f));
+}
+
+TEST(ElementwiseInPlace, IntegralResultsIntoInt64AreFine) {
+  // torch.arange(3).mul_(2) -> tensor([0, 2, 4]); clamp_(0, 1) -> tensor([0, 1, 1])
+  Tensor t = ints();
+  t.mul_(2);
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 4}));
+  t.add_(full({3}, 3, DType::Int64), 2);
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{6, 8, 10}));
+  t.clamp_(7, 9);
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
+  t.sub_(ones({3}, DType::Bool));
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{6, 7, 8}));
+  EXPECT_EQ(t.dtype(), DType::Int64);
+}
+
+TEST(ElementwiseInPlace, IntegralAlphaOnly) {
+  // torch.arange(3).add_(torch.ones(3, dtype=torch.long), alpha=0.5)
+  //   -> For integral input tensors, argument alpha must not be a floating point number.
+  Tensor t = ints();
+  expect_error([&] { t.add_(ones({3}, DType::Int64), 0.5); },
+               "alpha must not be a floating point number");
+  expect_error([&] { t.sub_(ones({3}, DType::Int64), 2.0); },
+               "alpha must not be a floating point number");
+  t.add_(ones({3}, DType::Int64), 2);
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 4}));
+  expect_error([&] { add(ints(), ints(), 1.5); }, "add: for integral input tensors");
+}
+
+TEST(ElementwiseInPlace, BoolDestinations) {
+  // torch.ones(3, dtype=torch.bool).add_(1)
+  //   -> result type Long can't be cast to the desired output type Bool
+  Tensor b = ones({3}, DType::Bool);
+  expect_error([&] { b.add_(1); },
+               "add_: result type Long can't be cast to the desired output type Bool");
+  expect_error([&] { b.mul_(0.5); },
+               "mul_: result type Float can't be cast to the desired output type Bool");
+  b.mul_(tensor({1, 0, 1}).to_bool());  // bool * bool stays bool
+  EXPECT_EQ(b.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 1}));
+  // torch.arange(3).sub_(torch.ones(3, dtype=torch.bool)) is fine for int64 (above); bool - bool:
+  expect_error([&] { b.sub_(b.clone()); }, "with a bool tensor is not supported");
+}
+
 TEST(ElementwiseGelu, RejectsUnknownApproximation) {
   try {
     (void)gelu(sample(), "erf");
@@ -519,6 +676,86 @@ TEST(ElementwiseLargeValues, StayFinite) {
   EXPECT_EQ(s.at({1}), 1.0);
   EXPECT_EQ(exp(tensor({100.0})).item(), kInf);
   EXPECT_THAT(values(tanh(tensor({-30.0, 30.0}))), ElementsAreArray({-1.0, 1.0}));
+}
+
+// ---- NaN, inf and signed zeros ----
+
+// NaN propagates through activations and comparison-based ops, with PyTorch's gradients.
+TEST(ElementwiseNan, ReluOfNanIsNanAndPassesItsGradient) {
+  // torch.relu(torch.tensor([nan, -1., 2.])) -> tensor([nan, 0., 2.]); grad [1, 0, 1]
+  Tensor x = tensor({NAN, -1.0, 2.0}).requires_grad_();
+  Tensor y = relu(x);
+  EXPECT_TRUE(std::isnan(y.to_vector<double>()[0]));
+  y.sum().backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 0, 1}));
+}
+
+TEST(ElementwiseNan, UnaryOpsOnNanInfAndSignedZeroMatchPyTorch) {
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"relu", [](const Tensor& t) { return relu(t); }},
+      {"clamp", [](const Tensor& t) { return clamp(t, -1.0, 1.0); }},
+      {"clamp_min", [](const Tensor& t) { return clamp(t, 0.0); }},
+      {"abs", [](const Tensor& t) { return abs(t); }},
+      {"sigmoid", [](const Tensor& t) { return sigmoid(t); }},
+      {"tanh", [](const Tensor& t) { return tanh(t); }},
+      {"gelu", [](const Tensor& t) { return gelu(t); }},
+  };
+  for (const auto& [name, fn] : ops) {
+    SCOPED_TRACE(name);
+    Tensor v = adv().tensor("nan/in/v").requires_grad_();
+    Tensor y = fn(v);
+    y.backward(ones_like(y));
+    adv().expect_exact(y, "nan/" + name + "/out");
+    // tanh's and gelu's backward formulas round differently in the last bit; NaN, inf and zero
+    // gradients still match exactly (equal_nan).
+    adv().expect_near(v.grad(), "nan/" + name + "/grad", 1e-15);
+  }
+}
+
+TEST(ElementwiseNan, MaximumMinimumWithNanMatchPyTorch) {
+  for (bool is_max : {true, false}) {
+    const std::string name = is_max ? "maximum" : "minimum";
+    SCOPED_TRACE(name);
+    Tensor a = adv().tensor("nan/in/v").requires_grad_(),
+           b = adv().tensor("nan/in/other").requires_grad_();
+    Tensor y = is_max ? maximum(a, b) : minimum(a, b);
+    y.backward(ones_like(y));
+    adv().expect_exact(y, "nan/" + name + "/out");
+    adv().expect_exact(a.grad(), "nan/" + name + "/grad_a");
+    adv().expect_exact(b.grad(), "nan/" + name + "/grad_b");
+  }
+}
+
+// ---- int64 ----
+
+// int64 arithmetic is exact and wraps on overflow as PyTorch's does.
+TEST(ElementwiseInt64, Int64OverflowWrapsAsPyTorch) {
+  Tensor big = adv().tensor("int/in/big");
+  adv().expect_exact(big + 1, "int/add_1");
+  adv().expect_exact(big - 1, "int/sub_1");
+  adv().expect_exact(big * 4, "int/mul_4");
+  adv().expect_exact(-big, "int/neg");
+  adv().expect_exact(big.abs(), "int/abs");
+  adv().expect_exact(big.pow(3), "int/pow_3");
+  adv().expect_exact(big.sum(), "int/sum");
+  adv().expect_exact(big + big, "int/add_self");
+  Tensor mat = big.reshape({2, 3});
+  adv().expect_exact(matmul(mat, mat.t()), "int/mm");
+  adv().expect_exact(pow(tensor({3}, DType::Int64), 40), "int/pow_40_of_3");
+  // The in-place forms and alpha wrap the same way.
+  Tensor t = big.clone();
+  t.add_(ones({6}, DType::Int64));
+  adv().expect_exact(t, "int/add_1");
+  Tensor u = big.clone();
+  u.add_(big, 1);
+  adv().expect_exact(u, "int/add_self");
+  Tensor w = big.clone();
+  w.mul_(4);
+  adv().expect_exact(w, "int/mul_4");
+  // sum along a dim, and of a strided view, wrap too.
+  Tensor two = tensor({{4611686018427387904.0, 4611686018427387904.0}}, DType::Int64);
+  EXPECT_EQ(two.sum(1).item<int64_t>(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(sum(two.t(), {0}).item<int64_t>(), std::numeric_limits<int64_t>::min());
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 
 #include "core/ember.h"
 #include "core/io/safetensors.h"
-#include "tests/core/safetensors_test_util.h"
+#include "tests/core/io/safetensors_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace ember {

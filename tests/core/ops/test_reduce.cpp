@@ -1,4 +1,5 @@
-// Reductions: sum, mean, max/min, var, argmax; values, shapes, dtypes, gradients and errors.
+// Reductions: sum, mean, max/min, var, argmax; values, shapes, dtypes, gradients and errors; NaN
+// as PyTorch propagates it; the overloads that compile and what they mean.
 //
 // Expected numbers are worked out by hand or printed by PyTorch 1.13 (the Python line that
 // printed them is in the comment above each).
@@ -17,6 +18,7 @@
 #include "core/graph/node.h"
 #include "core/kernels/cascade_sum.h"
 #include "core/ops/elementwise.h"
+#include "tests/fixtures.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -29,6 +31,9 @@ using test::expect_error;
 using test::expect_values;
 using test::grad_fn_name;
 using test::sample_3x4;
+
+// PyTorch's tensors for the NaN and var/std overload tests (scripts/fixtures/gen_adversarial.py).
+const test::Fixture& adv() { return test::fixture_file("adversarial.txt"); }
 
 // A dim list (var(t, {1}) is per-dim too, as torch.var(t, 1)).
 using Dims = std::vector<int64_t>;
@@ -429,6 +434,21 @@ TEST(ReduceMax, EmptyErrors) {
   expect_error([] { max(ones({2, 3}), 3); }, "max: dimension out of range");
 }
 
+TEST(ReduceMax, ReductionsWithNanMatchPyTorch) {
+  Tensor m = adv().tensor("nan/in/m");
+  adv().expect_exact(max(m), "nan/max_all");
+  adv().expect_exact(min(m), "nan/min_all");
+  adv().expect_exact(argmax(m), "nan/argmax_all");
+  adv().expect_exact(argmax(m, 1), "nan/argmax_dim1");
+  adv().expect_exact(max(m, 1).values, "nan/max_dim1");
+  adv().expect_exact(max(m, 1).indices, "nan/max_dim1_idx");
+  adv().expect_exact(softmax(m, 1), "nan/softmax");
+  // A strided view reads the same.
+  Tensor mt = m.t().contiguous().t();
+  adv().expect_exact(argmax(mt), "nan/argmax_all");
+  adv().expect_exact(max(mt, 1).indices, "nan/max_dim1_idx");
+}
+
 // ---- var ----
 
 TEST(ReduceVar, Values) {
@@ -490,6 +510,72 @@ TEST(ReduceVar, Backward) {
   Tensor z = tensor({1, 2, 2}).requires_grad_();
   var(z, Dims{0}, Correction(2)).backward();
   expect_values(z.grad(), {-4.0 / 3, 2.0 / 3, 2.0 / 3});
+}
+
+// ---- overloads: what compiles, and what it means ----
+
+// An integer or a braced list must not bind to the wrong parameter: var(x, {1}) and var(x, 1) are
+// per-dim as torch.var(x, 1); a flag takes a bool only and a dim an integer only (core/base/args.h),
+// so the calls that would silently mean something else do not compile. Each static_assert states
+// whether a call compiles; the tests below say what the calls that compile mean.
+// var / std
+static_assert(EMBER_COMPILES(var(x)));
+static_assert(EMBER_COMPILES(var(x, 1)));                   // dim 1
+static_assert(EMBER_COMPILES(var(x, {1})));                 // dim 1 as well
+static_assert(EMBER_COMPILES(var(x, {0, 2})));              // dims
+static_assert(EMBER_COMPILES(var(x, true)));                // unbiased
+static_assert(EMBER_COMPILES(var(x, 1, false, true)));      // dim, unbiased, keepdim
+static_assert(EMBER_COMPILES(var(x, {1}, Correction(0))));  // an explicit correction
+static_assert(EMBER_COMPILES(var(x, Correction(2))));
+static_assert(!EMBER_COMPILES(var(x, 1.5)));           // a dim is an integer
+static_assert(!EMBER_COMPILES(var(x, {1}, 2)));        // 2 is not a flag...
+static_assert(!EMBER_COMPILES(var(x, {1}, 0, true)));  // ...nor is 0
+static_assert(!EMBER_COMPILES(var(x, 1, 1)));
+static_assert(!EMBER_COMPILES(var(x, {1}, {0})));  // correction must be named
+static_assert(EMBER_COMPILES(std(x, 1)));
+static_assert(EMBER_COMPILES(std(x, {0, 1}, false, true)));
+static_assert(!EMBER_COMPILES(std(x, {1}, 2)));
+static_assert(!EMBER_COMPILES(std(x, 0.5)));
+static_assert(EMBER_COMPILES(x.var(1)));
+static_assert(EMBER_COMPILES(x.var(-1, false, true)));
+static_assert(!EMBER_COMPILES(x.var(1, 0)));
+static_assert(!EMBER_COMPILES(x.std(true)));  // a flag where the dim goes
+static_assert(!EMBER_COMPILES(x.std(1.0)));
+
+// sum / mean / max / min / argmax: keepdim is a bool, the dim an integer.
+static_assert(EMBER_COMPILES(x.sum(0, true)));
+static_assert(!EMBER_COMPILES(x.sum(0, 1)));  // torch: TypeError (not keepdim=True)
+static_assert(!EMBER_COMPILES(x.sum(true)));  // would be dim 1
+static_assert(!EMBER_COMPILES(x.mean(0.5)));
+static_assert(!EMBER_COMPILES(x.argmax(0, 1)));
+static_assert(EMBER_COMPILES(sum(x, {0, 1}, true)));
+static_assert(!EMBER_COMPILES(sum(x, {0}, 1)));
+static_assert(!EMBER_COMPILES(mean(x, {0}, 0)));
+static_assert(EMBER_COMPILES(max(x, 1, true)));
+static_assert(!EMBER_COMPILES(max(x, true)));  // would be dim 1
+static_assert(!EMBER_COMPILES(min(x, 0, 1)));
+static_assert(!EMBER_COMPILES(argmax(x, false)));
+static_assert(!EMBER_COMPILES(argmax(x, 1.0)));
+
+TEST(ReduceVar, VarOfABracedDimIsPerDimLikeTorchVar) {
+  // torch.var(x, 1): per-dim, unbiased.
+  Tensor x = adv().tensor("var/in/x");
+  adv().expect_exact(var(x, 1), "var/var_dim1/out");
+  adv().expect_exact(var(x, {1}), "var/var_dim1/out");
+  adv().expect_exact(var(x, std::vector<int64_t>{1}), "var/var_dim1/out");
+  adv().expect_exact(x.var(1), "var/var_dim1/out");
+  adv().expect_exact(var(x, {0, 2}, false, true), "var/var_dims02_biased_keep/out");
+  adv().expect_exact(var(x, false), "var/var_all_biased/out");
+  adv().expect_exact(var(x, {1}, Correction(2)), "var/var_correction2/out");
+}
+
+TEST(ReduceVar, StdOverloads) {
+  Tensor x = adv().tensor("var/in/x");
+  adv().expect_exact(std(x), "var/std_all/out");
+  adv().expect_exact(std(x, 1), "var/std_dim1/out");
+  adv().expect_exact(x.std(1), "var/std_dim1/out");
+  adv().expect_exact(x.std(-1, true, true), "var/std_dim_neg1_keep/out");
+  adv().expect_exact(std(x, {0, 2}, false), "var/std_dims02_biased/out");
 }
 
 // ---- argmax ----
