@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/base/cpu.h"
 #include "core/base/error.h"
 
 namespace ember {
@@ -191,14 +192,7 @@ __attribute__((target("avx2"))) void temper_avx2(const uint32_t* s, uint32_t* ou
 }  // namespace
 
 namespace random_fill::detail {
-bool has_avx2_fma() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-#else
-  return false;
-#endif
-}
+bool has_avx2_fma() { return cpu::has_avx2_fma(); }  // core/base/cpu.h
 }  // namespace random_fill::detail
 
 void Generator::twist() {

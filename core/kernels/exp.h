@@ -1,4 +1,4 @@
-// exp over a row of values, eight floats at a time, with the bits of std::exp.
+// exp over a row of values, a vector at a time, with the bits of std::exp.
 //
 // Softmax spends most of its time in exp: one call per score, 6.3 million per forward of the
 // chapter's MultiHeadAttention at T = 1024 (and as many again in the backward, which recomputes
@@ -6,7 +6,9 @@
 // registers costs ~2 per value. To keep every softmax's numbers (the book's printed cells, the
 // fused == composite tests) the vector code is glibc's expf itself, operation for operation, as
 // glibc runs it on a CPU with AVX2 and FMA (its __expf_fma variant, sysdeps/ieee754/flt-32/
-// e_expf.c compiled with -mfma -mavx2; the contractions below are the ones in that binary):
+// e_expf.c compiled with -mfma -mavx2; the contractions below are the ones in that binary), on
+// every CPU: written once over Highway (exp.cpp), it computes these operations on every target
+// (AVX-512, AVX2, NEON, SVE, scalar), each fused multiply-add fused:
 //
 //   x in double;  with N = 32:
 //   kd = fma(N / ln2, x, 0x1.8p52)       round(x N / ln2) in the low bits of kd ("shift" trick)
@@ -22,8 +24,8 @@
 //   -103.97 <= x < -103.28 (-0x1.9d1d9ep6): 0x1p-149 (glibc's "may underflow" value)
 //   nan: x + x
 // tests/core/kernels/test_exp.cpp checks exp_row against std::exp on every float of a wide sample
-// (and a one-off run checked all 2^32 floats). Builds without AVX2 and FMA (CMakeLists.txt
-// enables them when the build machine has them), and double, take std::exp.
+// (and a one-off run checked all 2^32 floats on each x86 target), test_dispatch.cpp on every
+// target the CPU has. double takes std::exp.
 #pragma once
 
 #include <cmath>
@@ -53,10 +55,9 @@ inline double divide_max_row(double* x, double divisor, int64_t n) {
 }
 
 // One row of the fused attention's scaled causal softmax in one call: softmax_row_steps
-// (reduce_kernels.h, the steps one by one) with the same bits; on AVX-512 CPUs three passes over
-// the row with exp's table loaded once (a row of the small GPT's attention is at most 64 scores,
-// and the four calls per row cost more than their arithmetic). The double overload is in
-// reduce_kernels.h.
+// (reduce_kernels.h, the steps one by one) with the same bits, each step on vectors (a row of
+// the small GPT's attention is at most 64 scores, and four calls per row cost more than their
+// arithmetic). The double overload is in reduce_kernels.h.
 void softmax_row(float* x, float divisor, int64_t valid, int64_t row, int64_t width, float* max,
                  float* inverse);
 

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 
 #include "core/base/allocator.h"
-#include "core/kernels/cpu.h"
+#include "core/base/cpu.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -39,10 +39,10 @@ inline T fused(T a, T b, T c) {
 
 // Whether this CPU runs AVX-512 (the kernels for it are compiled with function-level target
 // attributes and chosen at run time: the rest of Ember stays x86-64-v3, see CMakeLists.txt), and
-// EMBER_CPU_CAPABILITY does not ask for AVX2 (core/kernels/cpu.h).
+// EMBER_CPU_CAPABILITY does not cap it (core/base/cpu.h).
 inline bool cpu_has_avx512() {
 #ifdef EMBER_GEMM_X86
-  static const bool has = use_avx512();
+  static const bool has = cpu::use_avx512();
   return has;
 #else
   return false;

@@ -25,6 +25,21 @@
 
 namespace ember::kernels {
 
+// The last step of vec_lane_sum (below): the total of its L running sums acc[0, L) for a row
+// of `row` values. The vector kernels' lane sums end with it too (core/kernels/simd-inl.h).
+template <typename T>
+T lane_total(const T* acc, int64_t row) {
+  constexpr int L = 32 / static_cast<int>(sizeof(T));
+  if constexpr (L == 8) {
+    if (row >= L) {
+      return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    }
+  }
+  T total = acc[0];  // lanes in order: a short row, or double's four
+  for (int64_t j = 1; j < std::min<int64_t>(row, L); ++j) total += acc[j];
+  return total;
+}
+
 // x[0] + ... + x[n-1] added in the order of PyTorch's CPU `vec::reduce_all` and
 // `vec::map_reduce_all` (aten/src/ATen/cpu/vec/functional_base.h), the sums of its softmax and
 // log_softmax rows, with Debian's PyTorch 1.13 running its AVX2 kernels (L = 8 float lanes, 4
@@ -48,14 +63,7 @@ T vec_lane_sum(const T* x, int64_t n, int64_t row) {
     for (int j = 0; j < L; ++j) acc[j] += x[k + j];
   }
   for (int j = 0; k + j < n; ++j) acc[j] += x[k + j];
-  if constexpr (L == 8) {
-    if (row >= L) {
-      return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    }
-  }
-  T total = acc[0];  // lanes in order: a short row, or double's four
-  for (int64_t j = 1; j < std::min<int64_t>(row, L); ++j) total += acc[j];
-  return total;
+  return lane_total(acc, row);
 }
 
 template <typename T>

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "core/kernels/cpu.h"
+#include "core/base/cpu.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -334,7 +334,7 @@ void tanh_row_avx512_unchecked(const float* x, float* y, int64_t n) {
 
 void tanh_row(const float* x, float* y, int64_t n) {
 #ifdef EMBER_TANH_X86
-  static const bool avx512 = use_avx512();  // core/kernels/cpu.h (EMBER_CPU_CAPABILITY=avx2)
+  static const bool avx512 = cpu::use_avx512();  // core/base/cpu.h (EMBER_CPU_CAPABILITY)
   if (avx512) {
     tanh_row_avx512_unchecked(x, y, n);
   } else {
@@ -347,7 +347,7 @@ void tanh_row(const float* x, float* y, int64_t n) {
 
 const char* tanh_isa() {
 #ifdef EMBER_TANH_X86
-  return use_avx512() ? "avx512" : "avx2";
+  return cpu::use_avx512() ? "avx512" : "avx2";
 #else
   return "portable";
 #endif
@@ -365,7 +365,7 @@ bool tanh_row_avx2(const float* x, float* y, int64_t n) {
 
 bool tanh_row_avx512(const float* x, float* y, int64_t n) {
 #ifdef EMBER_TANH_X86
-  if (!cpu_has_avx512f()) return false;
+  if (!cpu::has_avx512f()) return false;
   tanh_row_avx512_unchecked(x, y, n);
   return true;
 #else

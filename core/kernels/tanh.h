@@ -27,7 +27,7 @@
 // The vector code computes every case tanh needs for all lanes and blends by k, on AVX2 registers
 // (eight lanes) or, on CPUs with AVX-512F, AVX-512 ones (sixteen lanes, picked at run time; the
 // same operations lane by lane, so the same bits; EMBER_CPU_CAPABILITY=avx2 keeps the AVX2 path,
-// core/kernels/cpu.h). tanh's arguments keep
+// core/base/cpu.h). tanh's arguments keep
 // expm1 on its finite path: u = 2a in [2, 44) (k = 3..63) or u = -2a in (-2, 0) (k = 0..-3; |u|
 // < 2^-25 returns u).
 //

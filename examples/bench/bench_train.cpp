@@ -23,7 +23,7 @@
 // FLOPs / step time / Ember's own sgemm rate, measured in the same process at 1024 x 1024 x 1024
 // before and after the steps, the higher of the two (as scripts/bench reports bench_attention's "%
 // of Ember's sgemm rate"); gemm_isa names the GEMM's kernels (avx512, or avx2 on CPUs without
-// AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/kernels/cpu.h); cpu_efficiency is the same ratio
+// AVX-512 or with EMBER_CPU_CAPABILITY=avx2: core/base/cpu.h); cpu_efficiency is the same ratio
 // by process CPU time per thread, steadier on a machine busy with other work. --reference FILE
 // reads the PyTorch script's JSON line and adds the largest relative difference between the two
 // sides' losses.

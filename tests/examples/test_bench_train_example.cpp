@@ -37,7 +37,7 @@ std::string losses_of(const std::string& output) {
   return output.substr(begin, output.find(']', begin) - begin);
 }
 
-// EMBER_CPU_CAPABILITY=avx2 (core/kernels/cpu.h) keeps the AVX2 kernels on an AVX-512 CPU: the
+// EMBER_CPU_CAPABILITY=avx2 (core/base/cpu.h) keeps the AVX2 kernels on an AVX-512 CPU: the
 // GEMM says so, and the steps give the same losses as the kernels picked by default (the AVX-512
 // kernels run the same FMA chains; on an AVX2-only CPU both runs are the AVX2 path).
 TEST(BenchTrainExample, TheAvx2PathCanBeForcedAndGivesTheSameLosses) {
