@@ -17,13 +17,12 @@
 #include "hwy/highway.h"
 
 // glibc's __exp2f_data (sysdeps/ieee754/flt-32/e_exp2f_data.c), N = 32: tab[j] holds the bits of
-// 2^(j / N) minus j << 47, so that adding k << 47 for k = j (mod N) gives 2^(k / N). The same
-// table in its 32-bit halves, for the lookup by permutes. (Outside the per-target namespace:
-// defined once.)
+// 2^(j / N) minus j << 47, so that adding k << 47 for k = j (mod N) gives 2^(k / N). (Outside
+// the per-target namespace: defined once.)
 #ifndef EMBER_KERNELS_EXP_TABLE_
 #define EMBER_KERNELS_EXP_TABLE_
-namespace ember::kernels::exp_table {
-alignas(64) constexpr uint64_t kTable[32] = {
+namespace ember::kernels {
+constexpr Table32 kExpTable = make_table32({
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
     0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
     0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
@@ -32,21 +31,8 @@ alignas(64) constexpr uint64_t kTable[32] = {
     0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
     0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
     0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
-};
-struct Halves {
-  alignas(64) uint32_t lo[32];
-  alignas(64) uint32_t hi[32];
-};
-constexpr Halves halves() {
-  Halves h{};
-  for (int j = 0; j < 32; ++j) {
-    h.lo[j] = static_cast<uint32_t>(kTable[j]);
-    h.hi[j] = static_cast<uint32_t>(kTable[j] >> 32);
-  }
-  return h;
-}
-constexpr Halves kHalves = halves();
-}  // namespace ember::kernels::exp_table
+});
+}  // namespace ember::kernels
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -57,7 +43,7 @@ namespace {
 // The algorithm runs in double, on vectors of doubles (DD) and as many floats (DF): half a
 // vector of floats at a time, and two of those at once (a "pair"), so that the table lookup
 // serves a whole vector of 32-bit halves.
-using DD = hn::ScalableTag<double>;
+using DD = hn::CappedTag<double, 8>;  // (at most eight: LaneSums<DF> holds eight sums)
 using DF = hn::Rebind<float, DD>;
 using DU = hn::RebindToUnsigned<DD>;
 using VD = hn::Vec<DD>;
@@ -74,44 +60,6 @@ constexpr float kOverflow = 0x1.62e42ep6f;       // above: +inf
 constexpr float kUnderflow = -0x1.9fe368p6f;     // below: +0
 constexpr float kMayUnderflow = -0x1.9d1d9ep6f;  // below (and above kUnderflow): 0x1p-149
 
-// ta, tb = the table entries t[k mod 32] of the k's in the low bits of ka, kb.
-//   AVX2, AVX3 (a vector holds L = 8 or 16 32-bit lanes; the table, 4 or 2 vectors): in 32-bit
-//   halves, k of a in the even 32-bit lanes and k of b in the odd ones, each half looked up by
-//   permutes within the vectors holding the table (as the hand-written AVX2 and AVX-512 code
-//   did: faster than a gather), the right vector chosen per lane; then the halves put back.
-//   Elsewhere (SCALAR, NEON, SVE): a gather, one load per lane where the target has none.
-template <class D>
-HWY_INLINE void look_up_pair(D du, hn::Vec<D> ka, hn::Vec<D> kb, hn::Vec<D>& ta, hn::Vec<D>& tb) {
-  constexpr size_t kLookupLanes = HWY_HAVE_SCALABLE ? 0 : 2 * hn::MaxLanes(D());
-  if constexpr (kLookupLanes == 8 || kLookupLanes == 16) {
-    const hn::Repartition<uint32_t, D> d32;
-    const hn::RebindToSigned<decltype(d32)> di32;
-    constexpr uint32_t L = kLookupLanes;
-    const auto k = hn::OddEven(hn::BitCast(d32, hn::ShiftLeft<32>(kb)), hn::BitCast(d32, ka));
-    const auto lane = hn::IndicesFromVec(d32, hn::BitCast(di32, hn::And(k, hn::Set(d32, L - 1))));
-    const auto part = hn::And(k, hn::Set(d32, 31 & ~(L - 1)));  // which vector of the table
-    auto lo = hn::TableLookupLanes(hn::Load(d32, exp_table::kHalves.lo), lane);
-    auto hi = hn::TableLookupLanes(hn::Load(d32, exp_table::kHalves.hi), lane);
-    for (uint32_t q = L; q < 32; q += L) {
-      const auto here = hn::Eq(part, hn::Set(d32, q));
-      lo = hn::IfThenElse(here,
-                          hn::TableLookupLanes(hn::Load(d32, exp_table::kHalves.lo + q), lane), lo);
-      hi = hn::IfThenElse(here,
-                          hn::TableLookupLanes(hn::Load(d32, exp_table::kHalves.hi + q), lane), hi);
-    }
-    // a's entries: lo's even lanes, hi's even lanes moved up; b's: lo's odd lanes moved down,
-    // hi's odd lanes.
-    ta = hn::BitCast(du, hn::OddEven(hn::BitCast(d32, hn::ShiftLeft<32>(hn::BitCast(du, hi))), lo));
-    tb =
-        hn::BitCast(du, hn::OddEven(hi, hn::BitCast(d32, hn::ShiftRight<32>(hn::BitCast(du, lo)))));
-  } else {
-    const hn::RebindToSigned<D> di;
-    const auto mask = hn::Set(du, 31);
-    ta = hn::GatherIndex(du, exp_table::kTable, hn::BitCast(di, hn::And(ka, mask)));
-    tb = hn::GatherIndex(du, exp_table::kTable, hn::BitCast(di, hn::And(kb, mask)));
-  }
-}
-
 // kd = fma(N / ln2, x, 0x1.8p52): round(x N / ln2) in its low bits.
 HWY_INLINE VD shifted_k(VD x) {
   const DD dd;
@@ -123,7 +71,7 @@ HWY_INLINE VF finish(VD x, VD kd, VU t) {
   const DD dd;
   const DU du;
   const VD k = hn::Sub(kd, hn::Set(dd, kShift));
-  const VD r = Fma(hn::Set(dd, kInvLn2N), x, hn::Neg(k));  // x N / ln2 - k, one rounding
+  const VD r = Fms(hn::Set(dd, kInvLn2N), x, k);  // x N / ln2 - k, one rounding
   const VD s = hn::BitCast(dd, hn::Add(t, hn::ShiftLeft<47>(hn::BitCast(du, kd))));
   const VD z = Fma(hn::Set(dd, kC0), r, hn::Set(dd, kC1));
   const VD r2 = hn::Mul(r, r);
@@ -150,7 +98,7 @@ HWY_INLINE void exp_pair(VF xa, VF xb, VF& ea, VF& eb) {
   const VD a = hn::PromoteTo(dd, xa), b = hn::PromoteTo(dd, xb);
   const VD kda = shifted_k(a), kdb = shifted_k(b);
   VU ta, tb;
-  look_up_pair(du, hn::BitCast(du, kda), hn::BitCast(du, kdb), ta, tb);
+  look_up_32_pair(kExpTable, hn::BitCast(du, kda), hn::BitCast(du, kdb), ta, tb);
   ea = finish(a, kda, ta);
   eb = finish(b, kdb, tb);
   const auto in_range = [&](VF x) {  // on the main path, not nan
@@ -162,10 +110,11 @@ HWY_INLINE void exp_pair(VF xa, VF xb, VF& ea, VF& eb) {
   }
 }
 
-// y[j] = post(exp(pre(x[j]))) for j in [0, n), x == y allowed: pre and post are the vector
-// steps around the exponential (a subtraction of the max; a division before it, a product
-// after it). A last partial pair goes through a copy padded with zeros, whose lanes past n are
-// not written back.
+// y[j] = post(j, exp(pre(x[j]))) for j in [0, n), a vector at a time, x == y allowed: pre and
+// post are the vector steps around the exponential (the subtraction of the max; a division
+// before it, a product after it; post is given the element j of the vector's first lane). A
+// last partial pair is loaded with zeros past n, its exponentials there set to +0 before post,
+// and only its lanes below n are stored.
 template <class Pre, class Post>
 HWY_INLINE void exp_map(const float* x, float* y, int64_t n, const Pre& pre, const Post& post) {
   const DF df;
@@ -174,16 +123,16 @@ HWY_INLINE void exp_map(const float* x, float* y, int64_t n, const Pre& pre, con
   int64_t j = 0;
   for (; j + 2 * N <= n; j += 2 * N) {
     exp_pair(pre(hn::LoadU(df, x + j)), pre(hn::LoadU(df, x + j + N)), ea, eb);
-    hn::StoreU(post(ea), df, y + j);
-    hn::StoreU(post(eb), df, y + j + N);
+    hn::StoreU(post(j, ea), df, y + j);
+    hn::StoreU(post(j + N, eb), df, y + j + N);
   }
   if (j < n) {
-    HWY_ALIGN float buffer[2 * hn::MaxLanes(df)] = {};
-    std::copy(x + j, x + n, buffer);
-    exp_pair(pre(hn::Load(df, buffer)), pre(hn::Load(df, buffer + N)), ea, eb);
-    hn::Store(post(ea), df, buffer);
-    hn::Store(post(eb), df, buffer + N);
-    std::copy(buffer, buffer + (n - j), y + j);
+    const size_t a = static_cast<size_t>(std::min(n - j, N));  // in the first vector
+    const size_t b = static_cast<size_t>(n - j) - a;           // in the second
+    exp_pair(pre(load_first(df, x + j, a)), pre(load_first(df, x + j + N, b)), ea, eb);
+    store_first(df, post(j, hn::IfThenElseZero(hn::FirstN(df, a), ea)), y + j, a);
+    const VF e = post(j + N, hn::IfThenElseZero(hn::FirstN(df, b), eb));
+    if (b > 0) store_first(df, e, y + j + N, b);
   }
 }
 
@@ -194,31 +143,33 @@ HWY_INLINE void exp_map(const float* x, float* y, int64_t n, const Pre& pre, con
 void ExpRow(const float* x, float m, float* y, int64_t n) {
   const VF mv = hn::Set(DF(), m);
   exp_map(
-      x, y, n, [&](VF v) { return hn::Sub(v, mv); }, [](VF e) { return e; });
+      x, y, n, [&](VF v) { return hn::Sub(v, mv); }, [](int64_t, VF e) { return e; });
 }
 
 float DivideMaxRow(float* x, float divisor, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto dv = hn::Set(d, divisor);
-  float max = -std::numeric_limits<float>::infinity();
-  auto lanes_max = hn::Set(d, max);
+  const auto minus_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  // The max as `q > max ? q : max` takes it: a nan q is skipped, here by turning it into -inf
+  // (Max itself may return either operand, or a nan, when one is a nan, depending on the target).
+  const auto skip_nan = [&](auto q) { return hn::IfThenElse(hn::IsNaN(q), minus_inf, q); };
+  auto lanes_max = minus_inf;
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     const auto q = hn::Div(hn::LoadU(d, x + j), dv);
     hn::StoreU(q, d, x + j);
-    lanes_max = hn::IfThenElse(hn::Gt(q, lanes_max), q, lanes_max);  // a nan q is skipped
+    lanes_max = hn::Max(skip_nan(q), lanes_max);
   }
-  // The maximum of a set does not depend on the order it is taken in (but for the sign of a
-  // zero, which exp(x - max) does not see).
-  HWY_ALIGN float lanes[hn::MaxLanes(d)];
-  hn::Store(lanes_max, d, lanes);
-  for (int64_t i = 0; i < N; ++i) max = lanes[i] > max ? lanes[i] : max;
-  for (; j < n; ++j) {
-    x[j] = x[j] / divisor;
-    max = x[j] > max ? x[j] : max;
+  if (j < n) {
+    const size_t rest = static_cast<size_t>(n - j);
+    const auto q = hn::Div(load_first(d, x + j, rest), dv);
+    store_first(d, q, x + j, rest);
+    lanes_max = hn::Max(hn::IfThenElse(hn::FirstN(d, rest), skip_nan(q), minus_inf), lanes_max);
   }
-  return max;
+  // No lane holds a nan, and the maximum of a set does not depend on the order it is taken in
+  // (but for the sign of a zero, which exp(x - max) does not see).
+  return hn::GetLane(hn::MaxOfLanes(d, lanes_max));
 }
 
 // x[0, n) *= factor
@@ -228,15 +179,25 @@ HWY_INLINE void scale_row(float* x, float factor, int64_t n) {
   const auto f = hn::Set(d, factor);
   int64_t j = 0;
   for (; j + N <= n; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + j), f), d, x + j);
-  for (; j < n; ++j) x[j] *= factor;
+  const size_t rest = static_cast<size_t>(n - j);
+  if (rest > 0) store_first(d, hn::Mul(load_first(d, x + j, rest), f), x + j, rest);
 }
 
-// softmax_row_steps (reduce_kernels.h), each step on vectors, in one call.
+// softmax_row_steps (reduce_kernels.h), each step on vectors, in one call, the sum of the
+// exponentials (PyTorch's eight lanes) taken as they come out of exp. The sums start from +0,
+// not from the first eight values as vec_lane_sum's do: the same, since no exp is -0.
 void SoftmaxRow(float* x, float divisor, int64_t valid, int64_t row, int64_t width, float* max,
                 float* inverse) {
   *max = DivideMaxRow(x, divisor, valid);
-  ExpRow(x, *max, x, valid);
-  *inverse = 1.0f / lane_sum(x, valid, row);
+  const VF mv = hn::Set(DF(), *max);
+  LaneSums<DF> sums;
+  exp_map(
+      x, x, valid, [&](VF v) { return hn::Sub(v, mv); },
+      [&](int64_t j, VF e) {
+        sums.update(j, [&](VF s) { return hn::Add(s, e); });
+        return e;
+      });
+  *inverse = 1.0f / sums.total(row);
   scale_row(x, *inverse, valid);
   std::fill(x + valid, x + width, 0.0f);
 }
@@ -248,7 +209,7 @@ void SoftmaxWeightsRow(float* x, float divisor, float max, float inverse, int64_
   const VF dv = hn::Set(df, divisor), mv = hn::Set(df, max), iv = hn::Set(df, inverse);
   exp_map(
       x, x, valid, [&](VF v) { return hn::Sub(hn::Div(v, dv), mv); },
-      [&](VF e) { return hn::Mul(e, iv); });
+      [&](int64_t, VF e) { return hn::Mul(e, iv); });
   std::fill(x + valid, x + width, 0.0f);
 }
 
@@ -259,12 +220,13 @@ void SoftmaxBackwardRow(float* g, const float* w, float divisor, int64_t valid, 
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto dv = hn::Set(d, dot), q = hn::Set(d, divisor);
+  const auto ds = [&](auto wj, auto gj) { return hn::Div(hn::Mul(wj, hn::Sub(gj, dv)), q); };
   int64_t j = 0;
-  for (; j + N <= valid; j += N) {
-    const auto da = hn::Mul(hn::LoadU(d, w + j), hn::Sub(hn::LoadU(d, g + j), dv));
-    hn::StoreU(hn::Div(da, q), d, g + j);
+  for (; j + N <= valid; j += N) hn::StoreU(ds(hn::LoadU(d, w + j), hn::LoadU(d, g + j)), d, g + j);
+  const size_t rest = static_cast<size_t>(valid - j);
+  if (rest > 0) {
+    store_first(d, ds(load_first(d, w + j, rest), load_first(d, g + j, rest)), g + j, rest);
   }
-  for (; j < valid; ++j) g[j] = (w[j] * (g[j] - dot)) / divisor;
   std::fill(g + valid, g + width, 0.0f);
 }
 

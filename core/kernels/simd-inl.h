@@ -1,10 +1,38 @@
-// What Ember's Highway kernels share: a fused multiply-add that is fused on every target, and
-// PyTorch's eight-lane sums on vectors of any width (core/kernels/README.md, "One source for
-// every CPU").
+// What Ember's Highway kernels share: a fused multiply-add that is fused on every target,
+// PyTorch's eight-lane sums on vectors of any width, and a lookup in a table of 32 entries
+// (core/kernels/README.md, "One source for every CPU").
 //
 // Included by a kernel file after its foreach_target.h, once per Highway target: the guard
 // below flips with HWY_TARGET_TOGGLE (Highway's convention for -inl.h files), so each target
 // gets its own copy in its own namespace (ember::kernels::N_AVX2, N_SCALAR, ...).
+
+#ifndef EMBER_KERNELS_SIMD_ONCE_  // (not per target: defined once)
+#define EMBER_KERNELS_SIMD_ONCE_
+#include <cstdint>
+
+namespace ember::kernels {
+
+// A table of 32 64-bit entries as look_up_32_pair reads it: the entries, and the same in their
+// low and high 32-bit halves (the AVX2 lookup permutes halves).
+struct Table32 {
+  alignas(64) uint64_t entries[32];
+  alignas(64) uint32_t lo[32];
+  alignas(64) uint32_t hi[32];
+};
+
+constexpr Table32 make_table32(const uint64_t (&entries)[32]) {
+  Table32 t{};
+  for (int j = 0; j < 32; ++j) {
+    t.entries[j] = entries[j];
+    t.lo[j] = static_cast<uint32_t>(entries[j]);
+    t.hi[j] = static_cast<uint32_t>(entries[j] >> 32);
+  }
+  return t;
+}
+
+}  // namespace ember::kernels
+#endif  // EMBER_KERNELS_SIMD_ONCE_
+
 #if defined(EMBER_KERNELS_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef EMBER_KERNELS_SIMD_INL_H_
 #undef EMBER_KERNELS_SIMD_INL_H_
@@ -12,6 +40,7 @@
 #define EMBER_KERNELS_SIMD_INL_H_
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -42,65 +71,152 @@ HWY_INLINE V Fma(V a, V b, V c) {
 #endif
 }
 
-// Virtual lanes. PyTorch adds a row in eight float lanes (element j into lane j mod 8, its AVX2
-// kernels', on AVX-512 machines too: vec_lane_sum in reduce_kernels.h). A sum that must give
-// those bits keeps eight running sums whatever the vector width: in memory here, eight floats,
-// added a vector of at most eight lanes at a time (one vector on AVX2, half of one on AVX3, two
-// on NEON, eight one-lane steps on SCALAR; SVE's width is known only at run time, so no array of
-// vectors). The row's length then picks the order of the final additions (lane_total).
-using D8 = hn::CappedTag<float, 8>;
-
-// Eight floats from x[0, count), the lanes from count on set to `pad`.
-HWY_INLINE void copy_padded(const float* x, int64_t count, float pad, float* HWY_RESTRICT out) {
-  for (int64_t j = 0; j < 8; ++j) out[j] = j < count ? x[j] : pad;
+// a * b - c with one rounding, on every target (as Fma).
+template <class V>
+HWY_INLINE V Fms(V a, V b, V c) {
+#if HWY_NATIVE_FMA
+  return hn::MulSub(a, b, c);
+#else
+  return Fma(a, b, hn::Neg(c));
+#endif
 }
 
-// vec_lane_sum(x, n, row) (reduce_kernels.h), the same bits: the first eight elements become
-// the sums (lanes past n hold +0, as there); each later group of eight is added lane by lane; a
-// last partial group is padded with -0, which added to any sum leaves it as it is.
-HWY_INLINE float lane_sum(const float* x, int64_t n, int64_t row) {
-  const D8 d;
-  const size_t N = hn::Lanes(d);
-  HWY_ALIGN float sums[8], block[8];
-  copy_padded(x, n, 0.0f, sums);
-  int64_t k = 8;
-  for (; k + 8 <= n; k += 8) {
-    for (size_t q = 0; q < 8; q += N)
-      hn::Store(hn::Add(hn::Load(d, sums + q), hn::LoadU(d, x + k + q)), d, sums + q);
+// ta, tb = table.entries[k mod 32] for the k's in the low five bits of ka's and kb's 64-bit
+// lanes (exp's 2^(j / 32)). AVX2 and AVX3 look up by permutes within registers
+// (simd_x86-inl.h, for what Highway 1.0.3 lacks); the other targets gather, a load per lane
+// where the target has no gather instruction (NEON, SCALAR).
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include "core/kernels/simd_x86-inl.h"
+#else
+template <class V>
+HWY_INLINE void look_up_32_pair(const Table32& table, V ka, V kb, V& ta, V& tb) {
+  const hn::DFromV<V> du;
+  const hn::RebindToSigned<decltype(du)> di;
+  const V mask = hn::Set(du, 31);
+  ta = hn::GatherIndex(du, table.entries, hn::BitCast(di, hn::And(ka, mask)));
+  tb = hn::GatherIndex(du, table.entries, hn::BitCast(di, hn::And(kb, mask)));
+}
+#endif
+
+// The tail of a row: a vector of its last `count` values (count <= Lanes(d)), the other lanes 0,
+// and the store of such a vector's first `count` lanes, never touching memory past x + count.
+// Masked loads and stores where they cannot fault: where HWY_MEM_OPS_MIGHT_FAULT is 0 (AVX3,
+// SVE), and on AVX2 for lanes of 32 or 64 bits (Highway's vmaskmov there; the flag is for its
+// 8- and 16-bit lanes, which load whole vectors). Elsewhere a copy through a buffer.
+template <typename T>
+constexpr bool kMaskedMemOps =
+    !HWY_MEM_OPS_MIGHT_FAULT || (HWY_TARGET == HWY_AVX2 && sizeof(T) >= 4);
+
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> load_first(D d, const T* HWY_RESTRICT x, size_t count) {
+  if constexpr (kMaskedMemOps<T>) {
+    return hn::MaskedLoad(hn::FirstN(d, count), d, x);
+  } else {
+    HWY_ALIGN T buffer[hn::MaxLanes(d)];
+    for (size_t i = 0; i < hn::MaxLanes(d); ++i) buffer[i] = i < count ? x[i] : T(0);
+    return hn::Load(d, buffer);
   }
-  if (k < n) {
-    copy_padded(x + k, n - k, -0.0f, block);
-    for (size_t q = 0; q < 8; q += N)
-      hn::Store(hn::Add(hn::Load(d, sums + q), hn::Load(d, block + q)), d, sums + q);
-  }
-  return lane_total(sums, row);
 }
 
-// vec_lane_dot(a, b, n, row) (reduce_kernels.h), the same bits: the first eight products
-// rounded, every later one added with one rounding (Fma). A last partial group pads a with -0
-// and b with +0: fma(-0, +0, s) = s for every sum s, +0 and -0 included.
-HWY_INLINE float lane_dot(const float* a, const float* b, int64_t n, int64_t row) {
-  const D8 d;
-  const size_t N = hn::Lanes(d);
-  HWY_ALIGN float sums[8], pa[8], pb[8];
-  copy_padded(a, n, 0.0f, pa);  // lanes past n: 0 * 0 = +0, as vec_lane_dot starts them
-  copy_padded(b, n, 0.0f, pb);
-  for (size_t q = 0; q < 8; q += N)
-    hn::Store(hn::Mul(hn::Load(d, pa + q), hn::Load(d, pb + q)), d, sums + q);
-  int64_t k = 8;
-  for (; k + 8 <= n; k += 8) {
-    for (size_t q = 0; q < 8; q += N) {
-      const auto s = Fma(hn::LoadU(d, a + k + q), hn::LoadU(d, b + k + q), hn::Load(d, sums + q));
-      hn::Store(s, d, sums + q);
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE void store_first(D d, hn::Vec<D> v, T* HWY_RESTRICT x, size_t count) {
+  if constexpr (kMaskedMemOps<T>) {
+    hn::BlendedStore(v, hn::FirstN(d, count), d, x);
+  } else {
+    HWY_ALIGN T buffer[hn::MaxLanes(d)];
+    hn::Store(v, d, buffer);
+    for (size_t i = 0; i < hn::MaxLanes(d); ++i) {
+      if (i < count) x[i] = buffer[i];
     }
   }
-  if (k < n) {
-    copy_padded(a + k, n - k, -0.0f, pa);
-    copy_padded(b + k, n - k, 0.0f, pb);
-    for (size_t q = 0; q < 8; q += N)
-      hn::Store(Fma(hn::Load(d, pa + q), hn::Load(d, pb + q), hn::Load(d, sums + q)), d, sums + q);
+}
+
+// Virtual lanes. PyTorch adds a row in eight float lanes (element j into lane j mod 8, its AVX2
+// kernels', on AVX-512 machines too: vec_lane_sum in reduce_kernels.h). A sum that must give
+// those bits keeps eight running sums whatever the vector width: LaneSums<D>, for vectors of D of
+// at most eight lanes (one vector of eight sums on AVX2 and AVX3, two of four on NEON, eight of
+// one on SCALAR). The row's length then picks the order of the final additions (lane_total).
+//
+// update(j, f) replaces the sums of the elements j, ..., j + Lanes(d) - 1 (j a multiple of
+// Lanes(d)) by f(s), s their current vector. The sums start at +0. In registers where vectors
+// have a fixed width; in memory on SVE, whose vectors can be neither in an array nor in a class.
+template <class D>
+class LaneSums {
+ public:
+  LaneSums() {
+#if HWY_HAVE_SCALABLE
+    for (float& s : sums_) s = 0.0f;
+#else
+    for (auto& v : v_) v = hn::Zero(D());
+#endif
   }
-  return lane_total(sums, row);
+
+  template <class F>
+  HWY_INLINE void update(int64_t j, const F& f) {
+#if HWY_HAVE_SCALABLE
+    const D d;
+    float* s = sums_ + j % 8;
+    hn::StoreU(f(hn::LoadU(d, s)), d, s);
+#else
+    auto& v = v_[static_cast<size_t>(j) / kN % kK];
+    v = f(v);
+#endif
+  }
+
+  // lane_total (reduce_kernels.h) of the sums, for a row of `row` values.
+  HWY_INLINE float total(int64_t row) const {
+    HWY_ALIGN float sums[8];
+#if HWY_HAVE_SCALABLE
+    for (int i = 0; i < 8; ++i) sums[i] = sums_[i];
+#else
+    for (size_t q = 0; q < kK; ++q) hn::Store(v_[q], D(), sums + q * kN);
+#endif
+    return lane_total(sums, row);
+  }
+
+ private:
+#if HWY_HAVE_SCALABLE
+  HWY_ALIGN float sums_[8];
+#else
+  static constexpr size_t kN = hn::MaxLanes(D()), kK = 8 / kN;
+  static_assert(kN <= 8 && 8 % kN == 0, "eight sums in whole vectors");
+  hn::Vec<D> v_[kK];
+#endif
+};
+
+using D8 = hn::CappedTag<float, 8>;
+
+// x[i, n) as a vector of D8 (n - i lanes of it when fewer), the lanes past n set to `pad`.
+HWY_INLINE hn::Vec<D8> load_padded(const float* x, int64_t i, int64_t n, float pad) {
+  const D8 d;
+  const size_t live = static_cast<size_t>(std::clamp<int64_t>(n - i, 0, hn::Lanes(d)));
+  return hn::IfThenElse(hn::FirstN(d, live), load_first(d, x + i, live), hn::Set(d, pad));
+}
+
+// vec_lane_dot(a, b, n, row) (reduce_kernels.h), the same bits: the sums start as the first
+// eight products, rounded (lanes past n: 0 * 0 = +0, as there); every later product is added
+// with one rounding (Fma). A last partial group pads a with -0 and b with +0:
+// fma(-0, +0, s) = s for every sum s, +0 and -0 included.
+HWY_INLINE float lane_dot(const float* a, const float* b, int64_t n, int64_t row) {
+  const D8 d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  using V = hn::Vec<D8>;
+  LaneSums<D8> sums;
+  for (int64_t i = 0; i < 8; i += N) {
+    sums.update(i,
+                [&](V) { return hn::Mul(load_padded(a, i, n, 0.0f), load_padded(b, i, n, 0.0f)); });
+  }
+  int64_t k = 8;
+  for (; k + 8 <= n; k += 8) {
+    for (int64_t i = k; i < k + 8; i += N) {
+      sums.update(i, [&](V s) { return Fma(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s); });
+    }
+  }
+  for (int64_t i = k; i < n; i += N) {
+    sums.update(
+        i, [&](V s) { return Fma(load_padded(a, i, n, -0.0f), load_padded(b, i, n, 0.0f), s); });
+  }
+  return sums.total(row);
 }
 
 }  // namespace ember::kernels::HWY_NAMESPACE
