@@ -220,7 +220,7 @@ __attribute__((target("avx512f"))) inline void kernel_avx512_f32_in_place(
 // them 1 for floats); avx512: the CPU has AVX-512 (cpu_has_avx512, asked once by the caller).
 template <typename T>
 inline void tile_a_strided(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b, T* c,
-                           int64_t ldc, bool load, bool avx512) {
+                           int64_t ldc, bool load, [[maybe_unused]] bool avx512) {
 #ifdef EMBER_GEMM_X86
   if constexpr (std::is_same_v<T, float>) {
     if (avx512) {
