@@ -69,7 +69,7 @@ float expm1(float x) {
   if (k == -1) return 0.5f * (x - e) - 0.5f;
   if (k == 1) return x < -0.25f ? -2.0f * (e - (x + 0.5f)) : 1.0f + 2.0f * (x - e);
   if (k <= -2 || k > 56) return scale(1.0f - (e - x), k) - 1.0f;
-  if (k < 23) return scale(from_bits(0x3f800000 - (0x1000000u >> k)) - (e - x), k);  // 1 - 2^-k
+  if (k < 23) return scale(from_bits(0x3f800000 - (0x1000000u >> k)) - (e - x), k);      // 1 - 2^-k
   return scale((x - (e + from_bits(static_cast<uint32_t>(0x7f - k) << 23))) + 1.0f, k);  // 2^-k
 }
 
@@ -79,10 +79,10 @@ float tanh(float x) {
   const uint32_t ix = bits_of(x) & 0x7fffffff;
   if (ix >= 0x7f800000) return std::signbit(x) ? 1.0f / x - 1.0f : 1.0f / x + 1.0f;  // inf, nan
   float z;
-  if (ix < 0x41b00000) {                 // |x| < 22
-    if (ix == 0) return x;               // +-0
+  if (ix < 0x41b00000) {                         // |x| < 22
+    if (ix == 0) return x;                       // +-0
     if (ix < 0x24000000) return x * (1.0f + x);  // |x| < 2^-55
-    if (ix >= 0x3f800000) {              // |x| >= 1
+    if (ix >= 0x3f800000) {                      // |x| >= 1
       const float t = expm1(2.0f * std::fabs(x));
       z = 1.0f - 2.0f / (t + 2.0f);
     } else {
@@ -103,9 +103,9 @@ float erf(float x) {
   const float erx = from_bits(0x3f58560b), efx = from_bits(0x3e0375d4);
   const uint32_t hx = bits_of(x), ix = hx & 0x7fffffff;
   const bool negative = std::signbit(x);
-  if (ix >= 0x7f800000) return (negative ? -1.0f : 1.0f) + 1.0f / x;  // +-1 at +-inf, nan
-  if (ix < 0x3f580000) {  // |x| < 0.84375
-    if (ix < 0x31800000) {  // |x| < 2^-28
+  if (ix >= 0x7f800000) return (negative ? -1.0f : 1.0f) + 1.0f / x;          // +-1 at +-inf, nan
+  if (ix < 0x3f580000) {                                                      // |x| < 0.84375
+    if (ix < 0x31800000) {                                                    // |x| < 2^-28
       if (ix < 0x04000000) return 0.0625f * (16.0f * x + (16.0f * efx) * x);  // no underflow
       return x + efx * x;
     }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cmath>
+#include <concepts>
 
 namespace ember::kernels::libm {
 
@@ -27,5 +28,15 @@ inline double tanh(double x) { return std::tanh(x); }
 // glibc 2.36's erff (Sun's s_erff.c, with glibc's expf inside: exp.h's algorithm).
 float erf(float x);
 inline double erf(double x) { return std::erf(x); }
+
+// An integer as std:: takes it: as a double (the ops' generic loops instantiate these).
+template <std::integral I>
+double tanh(I x) {
+  return std::tanh(static_cast<double>(x));
+}
+template <std::integral I>
+double erf(I x) {
+  return std::erf(static_cast<double>(x));
+}
 
 }  // namespace ember::kernels::libm

@@ -1,4 +1,4 @@
-// tanh over a row of floats, eight or sixteen at a time, with the bits of std::tanh.
+// tanh over a row of floats, a vector at a time, with the bits of x86-64 glibc's tanhf.
 //
 // A GPT block's GELU calls tanh once per hidden activation (8 x 3072 per block for the book's
 // batch, 295 thousand per forward of the 124M model); glibc's tanhf costs ~40 cycles a call
@@ -24,16 +24,18 @@
 //              > 56, 2..22, 23..56) so that the subtraction of 1 or 2^-k loses nothing; tanh
 //              never asks for k = 1 (its u is <= 0 or >= 2), so the vector code leaves that
 //              order out
-// The vector code computes every case tanh needs for all lanes and blends by k, on AVX2 registers
-// (eight lanes) or, on CPUs with AVX-512F, AVX-512 ones (sixteen lanes, picked at run time; the
-// same operations lane by lane, so the same bits; EMBER_CPU_CAPABILITY=avx2 keeps the AVX2 path,
-// core/base/cpu.h). tanh's arguments keep
-// expm1 on its finite path: u = 2a in [2, 44) (k = 3..63) or u = -2a in (-2, 0) (k = 0..-3; |u|
-// < 2^-25 returns u).
+// The vector code computes every case tanh needs for all lanes and blends by k, written once over
+// Highway (tanh.cpp) and run on the best target the CPU has (core/base/cpu.h): the same
+// operations lane by lane on every target, so the same bits. tanh's arguments keep expm1 on its
+// finite path: u = 2a in [2, 44) (k = 3..63) or u = -2a in (-2, 0) (k = 0..-3; |u| < 2^-25
+// returns u).
 //
-// tests/core/kernels/test_tanh.cpp checks tanh_row against std::tanh on every float of a wide
-// sample, and the two vector paths against each other on a dense structured set (one-off runs
-// checked all 2^32 floats on each path). Builds without AVX2 and FMA, and double, take std::tanh.
+// The plain loop beside it is libm::tanh (core/kernels/libm.h), the same algorithm in scalar
+// code, x86-64 glibc's tanhf on every CPU. tests/core/kernels/test_tanh.cpp checks tanh_row on
+// every target against it on a wide sample of floats and densely around every branch (one-off
+// runs checked all 2^32 floats on the AVX2 and AVX-512 code this replaced), and
+// tests/core/kernels/test_libm.cpp checks libm::tanh against std::tanh on x86-64. double takes
+// std::tanh.
 #pragma once
 
 #include <cmath>
@@ -41,20 +43,12 @@
 
 namespace ember::kernels {
 
-// y[j] = std::tanh(x[j]) for j in [0, n), bit for bit; x == y is allowed.
+// y[j] = libm::tanh(x[j]) for j in [0, n), bit for bit (std::tanh's bits on x86-64); x == y is
+// allowed.
 void tanh_row(const float* x, float* y, int64_t n);
 
 inline void tanh_row(const double* x, double* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(x[j]);
 }
-
-// The path tanh_row takes for float here: "avx512", "avx2" or "portable".
-const char* tanh_isa();
-
-// Each vector path alone, whatever tanh_row picks, so that tests can compare them: it computes
-// y as tanh_row does and returns true, or returns false (writing nothing) when this build or
-// this CPU cannot run it.
-bool tanh_row_avx2(const float* x, float* y, int64_t n);
-bool tanh_row_avx512(const float* x, float* y, int64_t n);
 
 }  // namespace ember::kernels

@@ -7,6 +7,7 @@
 
 #include "core/graph/function.h"
 #include "core/kernels/gelu.h"
+#include "core/kernels/libm.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/tanh.h"
 #include "core/ops/elementwise.h"
@@ -22,8 +23,10 @@ using detail::unary_kernel;
 namespace {
 
 // finish(v, tanh(inner(v))) elementwise, in floating point. A contiguous float32 input takes
-// its tanh a row at a time from kernels::tanh_row (glibc's tanhf on vector registers: the same
-// bits, ~6x faster); each element's arithmetic is the same float operations either way.
+// its tanh a row at a time from kernels::tanh_row (glibc's tanhf on vectors: the same bits,
+// ~6x faster); other inputs take kernels::libm::tanh, the same algorithm element by element (the
+// same bits on every CPU, kernels/libm.h); each element's arithmetic is the same float
+// operations either way.
 template <typename Inner, typename Finish>
 Tensor map_with_tanh(const Tensor& t, Inner inner, Finish finish) {
   if (t.defined() && t.dtype() == DType::Float32 && t.is_contiguous()) {
@@ -38,7 +41,8 @@ Tensor map_with_tanh(const Tensor& t, Inner inner, Finish finish) {
     });
     return out;
   }
-  return unary_kernel(t, floating_type(t), [&](auto v) { return finish(v, std::tanh(inner(v))); });
+  return unary_kernel(t, floating_type(t),
+                      [&](auto v) { return finish(v, kernels::libm::tanh(inner(v))); });
 }
 
 // y = tanh x:  dy/dx = 1 - y^2
@@ -105,7 +109,7 @@ struct Relu : Function<Relu> {
 // Phi(v) = (1 + erf(v / sqrt 2)) / 2 and phi(v) = e^(-v^2 / 2) / sqrt(2 pi), in T.
 template <typename T>
 T normal_cdf(T v) {
-  return T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+  return T(0.5) * (T(1) + kernels::libm::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
 }
 template <typename T>
 T normal_pdf(T v) {
@@ -188,7 +192,7 @@ struct Gelu : Function<Gelu> {
     save_for_backward({x});
     return unary_kernel(x, floating_type(x), [](auto v) {
       using T = decltype(v);
-      return v * T(0.5) * (T(1) + std::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
+      return v * T(0.5) * (T(1) + kernels::libm::erf(v * static_cast<T>(std::numbers::sqrt2 / 2)));
     });
   }
   std::vector<Tensor> backward(const Tensor& grad) {

@@ -17,6 +17,7 @@
 #include "core/kernels/exp.h"
 #include "core/kernels/reduce_kernels.h"
 #include "hwy/highway.h"
+#include "tests/core/kernels/targets.h"
 
 namespace ember {
 namespace {
@@ -32,38 +33,9 @@ int64_t required_targets() {
 #endif
 }
 
-// The targets compiled in that this CPU has, best first, EMBER_CPU_CAPABILITY's cap applied.
-// (Highway 1.0.3's SupportedTargets(), which this asks, leaves the chosen target uncapped until
-// the next DisableTargets or SetSupportedTargetsForTest: the call with 0 after it makes the next
-// dispatch choose again, capped.)
-std::vector<int64_t> runnable_targets() {
-  cpu::apply_capability();
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  hwy::SetSupportedTargetsForTest(0);
-  return targets;
-}
-
-// Runs f once on each runnable target, with that target chosen; SCOPED_TRACE names it. Returns
-// the targets' names.
-template <typename F>
-std::vector<std::string> on_every_target(F f) {
-  std::vector<std::string> names;
-  for (int64_t target : runnable_targets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    names.push_back(cpu::target_name());
-    EXPECT_EQ(names.back(), hwy::TargetName(target));
-    f();
-  }
-  hwy::SetSupportedTargetsForTest(0);  // back to the CPU's own
-  return names;
-}
-
-std::vector<uint32_t> bits_of(const std::vector<float>& v) {
-  std::vector<uint32_t> out;
-  for (float x : v) out.push_back(std::bit_cast<uint32_t>(x));
-  return out;
-}
+using test::bits_of;
+using test::on_every_target;
+using test::runnable_targets;
 
 TEST(Dispatch, EveryTargetOfTheArchitectureIsCompiledInAndRuns) {
   // A target the CPU has but the build left out would be replaced by another one: its name

@@ -1,65 +1,57 @@
-// kernels::tanh_row (core/kernels/tanh.h), glibc's tanhf on vector registers, against std::tanh:
-// the same bits for a wide sample of floats, densely around every threshold of the algorithm
-// (where tanh and expm1 change branch), at every row length modulo 8 and 16 (the tails), in
-// place; each on the path tanh_row picks and on both vector paths called directly. The AVX-512
-// path against the AVX2 one on a dense structured set (every sign and exponent, every branch
-// edge, all denormals), and the path EMBER_CPU_CAPABILITY=avx2 selects (tests/CMakeLists.txt
-// runs these tests again with it set). Then the ops that use it (tanh, gelu 'tanh' forward and
-// backward): a contiguous float32 input (the vector path) and a transposed one (the scalar loop)
-// give the same bits.
+// kernels::tanh_row (core/kernels/tanh.h), glibc's tanhf on vectors, on every Highway target
+// this CPU has, against its plain loop libm::tanh (x86-64 glibc's tanhf on every CPU;
+// test_libm.cpp checks it against std::tanh there): the same bits for a wide sample of floats,
+// densely around every threshold of the algorithm (where tanh and expm1 change branch), at every
+// row length up to 53 (the tails), in place, and on a dense structured set (every sign and
+// exponent, every branch edge, all denormals). Then the ops that use it (tanh, gelu 'tanh'
+// forward and backward): a contiguous float32 input (the vector path) and a transposed one (the
+// scalar loop) give the same bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numbers>
-#include <string>
 #include <vector>
 
-#include "core/base/cpu.h"
 #include "core/ember.h"
+#include "core/kernels/libm.h"
 #include "core/kernels/tanh.h"
+#include "tests/core/kernels/targets.h"
 
 namespace ember {
 namespace {
 
-using RowFn = bool (*)(const float*, float*, int64_t);
+using test::on_every_target;
 
-bool dispatched(const float* x, float* y, int64_t n) {
-  kernels::tanh_row(x, y, n);
-  return true;
+std::vector<float> plain_loop(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = kernels::libm::tanh(x[i]);
+  return y;
 }
 
-// tanh_row as dispatched, then each vector path that this build and CPU can run.
-struct Path {
-  const char* name;
-  RowFn fn;
-};
-const Path kPaths[] = {{"tanh_row", dispatched},
-                       {"tanh_row_avx2", kernels::tanh_row_avx2},
-                       {"tanh_row_avx512", kernels::tanh_row_avx512}};
-
+// tanh_row on every target against the plain loop; the mismatches, the first five reported.
 int64_t count_mismatches(const std::vector<float>& x) {
+  const std::vector<float> want = plain_loop(x);
   int64_t mismatches = 0;
-  for (const Path& path : kPaths) {
+  on_every_target([&] {
     std::vector<float> y(x.size());
-    if (!path.fn(x.data(), y.data(), static_cast<int64_t>(x.size()))) continue;
+    kernels::tanh_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const float want = std::tanh(x[i]);
-      if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want) && mismatches++ < 5) {
-        ADD_FAILURE() << path.name << "(" << std::hexfloat << x[i] << "): " << y[i]
-                      << " vs std::tanh " << want;
+      if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want[i]) && mismatches++ < 5) {
+        ADD_FAILURE() << "tanh_row(" << std::hexfloat << x[i] << " = 0x" << std::hex
+                      << std::bit_cast<uint32_t>(x[i]) << "): " << y[i] << " vs libm::tanh "
+                      << want[i];
       }
     }
-  }
+  });
   return mismatches;
 }
 
-TEST(TanhRow, SameBitsAsStdTanhOverASampleOfAllFloats) {
+TEST(TanhRow, EveryTargetHasThePlainLoopsBitsOverASampleOfAllFloats) {
   std::vector<float> x;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4093)
     x.push_back(std::bit_cast<float>(uint32_t(b)));
@@ -73,7 +65,7 @@ TEST(TanhRow, SameBitsAsStdTanhOverASampleOfAllFloats) {
   EXPECT_EQ(count_mismatches(x), 0);
 }
 
-TEST(TanhRow, SameBitsAroundEveryBranchOfTheAlgorithm) {
+TEST(TanhRow, EveryTargetHasThePlainLoopsBitsAroundEveryBranch) {
   // |x| patterns where tanhf or expm1f(+-2|x|) changes branch: 2^-55, 2^-26 (expm1's |u| <
   // 2^-25), ln2/4 and 3 ln2/4 (|u| = ln2/2, 3 ln2/2), 1, the k = 22/23 and 56/57 steps of the
   // reduction (2|x| = 22.5 ln2, 56.5 ln2), 22.
@@ -96,32 +88,33 @@ TEST(TanhRow, SameBitsAroundEveryBranchOfTheAlgorithm) {
   EXPECT_EQ(count_mismatches(x), 0);
 }
 
-TEST(TanhRow, TailsAndInPlace) {
+TEST(TanhRow, EveryTargetsTailsAndInPlace) {
   std::vector<float> x(53);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i)) * 3.0f;
-  for (const Path& path : kPaths) {
+  const std::vector<float> want = plain_loop(x);
+  on_every_target([&] {
     for (int64_t n = 0; n <= 53; ++n) {
       std::vector<float> y(x.size(), 7.0f);
-      if (!path.fn(x.data(), y.data(), n)) break;
-      for (int64_t j = 0; j < 53; ++j) {
-        const float want = j < n ? std::tanh(x[j]) : 7.0f;  // nothing past n is written
-        EXPECT_EQ(std::bit_cast<uint32_t>(y[j]), std::bit_cast<uint32_t>(want))
-            << path.name << " " << n << " " << j;
+      kernels::tanh_row(x.data(), y.data(), n);
+      for (int64_t j = 0; j < 53; ++j) {  // nothing past n is written
+        EXPECT_EQ(std::bit_cast<uint32_t>(y[j]), std::bit_cast<uint32_t>(j < n ? want[j] : 7.0f))
+            << n << " " << j;
       }
     }
     std::vector<float> y = x;
-    if (!path.fn(y.data(), y.data(), 53)) continue;
-    for (int64_t j = 0; j < 53; ++j) EXPECT_EQ(y[j], std::tanh(x[j])) << path.name;
-  }
+    kernels::tanh_row(y.data(), y.data(), 53);
+    EXPECT_EQ(test::bits_of(y), test::bits_of(want));
+  });
 }
 
 // The row length of the chunks below: an odd number, so each path's tail runs too.
 constexpr std::size_t kChunk = (std::size_t{1} << 16) + 5;
 
-// Collects the floats with bits in [first, last] (clamped to 32 bits), and compares the two
-// paths on them a chunk at a time (and at flush), counting the mismatches.
-struct PathComparer {
-  std::vector<float> x = std::vector<float>(kChunk), avx2 = x, avx512 = x;
+// Collects the floats with bits in [first, last] (clamped to 32 bits), and compares tanh_row on
+// every target with the plain loop on them a chunk at a time (and at flush), counting the
+// mismatches.
+struct TargetComparer {
+  std::vector<float> x = std::vector<float>(kChunk);
   std::size_t size = 0;
   int64_t compared = 0, mismatches = 0;
 
@@ -134,35 +127,16 @@ struct PathComparer {
     }
   }
   void flush() {
-    const auto n = static_cast<int64_t>(size);
-    EXPECT_TRUE(kernels::tanh_row_avx2(x.data(), avx2.data(), n));
-    EXPECT_TRUE(kernels::tanh_row_avx512(x.data(), avx512.data(), n));
-    if (std::memcmp(avx2.data(), avx512.data(), sizeof(float) * size) != 0) {
-      for (std::size_t i = 0; i < size; ++i) {
-        if (std::bit_cast<uint32_t>(avx2[i]) != std::bit_cast<uint32_t>(avx512[i]) &&
-            mismatches++ < 5) {
-          ADD_FAILURE() << "tanh(" << std::hexfloat << x[i] << " = 0x" << std::hex
-                        << std::bit_cast<uint32_t>(x[i]) << "): AVX-512 " << avx512[i]
-                        << " vs AVX2 " << avx2[i];
-        }
-      }
-    }
-    compared += n;
+    x.resize(size);
+    mismatches += count_mismatches(x);
+    compared += static_cast<int64_t>(size);
+    x.resize(kChunk);
     size = 0;
   }
 };
 
-TEST(TanhRow, Avx512PathHasTheAvx2PathsBitsOnADenseStructuredSet) {
-  float probe = 0.5f, out = 0.0f;
-  if (!kernels::tanh_row_avx2(&probe, &out, 1)) {
-    GTEST_SKIP()
-        << "this build has no AVX2 + FMA tanh path (not x86-64-v3): no AVX-512 path either";
-  }
-  if (!kernels::tanh_row_avx512(&probe, &out, 1)) {
-    GTEST_SKIP() << "this CPU has no AVX-512F: only the AVX2 path exists here (the other tests "
-                    "check it against std::tanh)";
-  }
-  PathComparer cmp;
+TEST(TanhRow, EveryTargetHasThePlainLoopsBitsOnADenseStructuredSet) {
+  TargetComparer cmp;
   // Every sign and exponent (denormals, inf and nan included): the first and last 2048
   // mantissas and every 61st between.
   for (int64_t top = 0; top < 512; ++top) {
@@ -192,26 +166,6 @@ TEST(TanhRow, Avx512PathHasTheAvx2PathsBitsOnADenseStructuredSet) {
   EXPECT_EQ(cmp.mismatches, 0) << "of " << cmp.compared << " floats";
 }
 
-// EMBER_CPU_CAPABILITY=avx2 keeps the 8-lane path on an AVX-512 CPU (so does scalar, until tanh is
-// written over Highway); otherwise tanh_row takes the widest path the CPU has. (tests/CMakeLists.txt runs the TanhRow tests with and without it.)
-TEST(TanhRow, PathFollowsTheCpuAndEmberCpuCapability) {
-  const std::string isa = kernels::tanh_isa();
-  float probe = 0.5f, out = 0.0f;
-  if (!kernels::tanh_row_avx2(&probe, &out, 1)) {
-    EXPECT_EQ(isa, "portable");
-    return;
-  }
-  const char* capability = std::getenv("EMBER_CPU_CAPABILITY");
-  const bool forced_avx2 = capability != nullptr && (std::string(capability) == "avx2" ||
-                                                     std::string(capability) == "scalar");
-  if (forced_avx2 || !cpu::has_avx512f()) {
-    EXPECT_EQ(isa, "avx2");
-  } else {
-    EXPECT_EQ(isa, "avx512");
-  }
-  EXPECT_EQ(cpu::use_avx512(), isa == "avx512");
-}
-
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<uint32_t> out;
   for (float v : t.contiguous().to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
@@ -231,7 +185,7 @@ TEST(TanhOps, VectorPathAndScalarLoopGiveTheSameBits) {
   const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
   for (std::size_t i = 0; i < v.size(); ++i) {
     const float want =
-        0.5f * v[i] * (1.0f + std::tanh(k * (v[i] + 0.044715f * (v[i] * v[i] * v[i]))));
+        0.5f * v[i] * (1.0f + kernels::libm::tanh(k * (v[i] + 0.044715f * (v[i] * v[i] * v[i]))));
     EXPECT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(want)) << i;
   }
   // backward: d gelu / dx through both paths
