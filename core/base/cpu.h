@@ -12,7 +12,7 @@
 // the logger, core/autograd/log.h), so check target_name() when in doubt.
 // The variable is read once, at the first kernel that dispatches.
 //
-// The x86 kernels not yet written over Highway (tanh, the GEMM tiles, the generator's blocks)
+// The x86 kernels not yet written over Highway (the GEMM tiles, the generator's blocks)
 // ask use_avx512() and has_avx2_fma() below; they keep their AVX2 code under
 // EMBER_CPU_CAPABILITY=scalar.
 #pragma once
