@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -366,6 +367,15 @@ TEST(Init, GainsAndFans) {
   EXPECT_EQ(fans.fan_out, 2);
   EXPECT_NE(error_of([] { init::calculate_fan_in_and_fan_out(empty({5})); }).find("fewer than 2"),
             std::string::npos);
+  // An empty tensor's other sizes may be huge: a receptive field beyond int64 is an Error.
+  EXPECT_EQ(error_of([] {
+              init::calculate_fan_in_and_fan_out(empty({0, 3, int64_t{1} << 40, 1 << 30}));
+            }),
+            "calculate_fan_in_and_fan_out: size calculation overflowed (1099511627776 * 1073741824 "
+            "does not fit in int64)");
+  fans = init::calculate_fan_in_and_fan_out(empty({0, int64_t{1} << 62}));
+  EXPECT_EQ(fans.fan_in, int64_t{1} << 62);
+  EXPECT_EQ(fans.fan_out, 0);
   Tensor t = empty({2, 3});
   EXPECT_NE(error_of([&] { init::kaiming_uniform_(t, 0, "fan_avg"); }).find("fan_avg"),
             std::string::npos);
