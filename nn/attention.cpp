@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/shape.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
@@ -147,6 +148,9 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
                                                      int64_t context_length, double dropout,
                                                      int64_t num_heads, bool qkv_bias)
     : Module("MultiHeadAttentionWrapper") {
+  check(num_heads > 0, "MultiHeadAttentionWrapper: num_heads must be positive, got ", num_heads);
+  // The heads' outputs are concatenated: d_out * num_heads features.
+  checked_mul(d_out, num_heads, "MultiHeadAttentionWrapper: d_out * num_heads");
   heads = register_module("heads", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < num_heads; ++i) {
     heads->push_back(

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/base/error.h"
+#include "core/base/shape.h"
 #include "core/tensor/options.h"
 
 namespace ember::nn {
@@ -33,10 +34,11 @@ GPTDataset::GPTDataset(std::vector<int64_t> token_ids, int64_t max_length, int64
   check(stride > 0, "GPTDataset: stride must be positive, got ", stride);
   const auto n = static_cast<int64_t>(ids_.size());
   check(n > max_length, "GPTDataset: ", n, " token ids do not fill one window of max_length ",
-        max_length, " (an input and its target shifted by one need at least ", max_length + 1,
-        " ids)");
-  // range(0, n - max_length, stride)
-  num_windows_ = (n - max_length + stride - 1) / stride;
+        max_length, " (an input and its target shifted by one need max_length + 1 ids)");
+  // len(range(0, n - max_length, stride)): the starts 0, stride, ... below n - max_length, that
+  // is ceil((n - max_length) / stride), written so that no step can overflow (a stride near
+  // INT64_MAX is one window).
+  num_windows_ = (n - max_length - 1) / stride + 1;
 }
 
 std::pair<Tensor, Tensor> GPTDataset::get(int64_t i) const {
@@ -60,8 +62,10 @@ DataLoader::DataLoader(std::shared_ptr<const GPTDataset> dataset, int64_t batch_
 }
 
 int64_t DataLoader::size() const {
+  // n >= 1 windows (GPTDataset holds at least one); ceil(n / batch_size) without n + batch_size,
+  // which overflows for a batch_size near INT64_MAX.
   const int64_t n = dataset_->size();
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  return drop_last_ ? n / batch_size_ : (n - 1) / batch_size_ + 1;
 }
 
 Generator& DataLoader::generator() const { return gen_ != nullptr ? *gen_ : default_generator(); }
@@ -90,8 +94,9 @@ std::optional<Batch> DataLoader::Pass::next() {
   const int64_t len = l.dataset_->max_length();
   const auto& ids = l.dataset_->token_ids();
   std::vector<int64_t> input, target;
-  input.reserve(static_cast<std::size_t>(b * len));
-  target.reserve(static_cast<std::size_t>(b * len));
+  const auto ids_per_batch = static_cast<std::size_t>(checked_mul(b, len, "DataLoader"));
+  input.reserve(ids_per_batch);
+  target.reserve(ids_per_batch);
   for (int64_t k = 0; k < b; ++k) {
     const auto begin =
         ids.begin() + l.dataset_->start(order_[static_cast<std::size_t>(position_ + k)]);

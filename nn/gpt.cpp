@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/base/grad_mode.h"
+#include "core/base/shape.h"
 #include "core/kernels/gelu.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/nn_ops.h"
@@ -64,9 +65,10 @@ Tensor GPTGELU::forward(const Tensor& x) {
 FeedForward::FeedForward(const GPTConfig& cfg) {
   // Built one after the other (not as arguments of one call, whose order C++ leaves open), so
   // the weights are drawn in PyTorch's order.
-  auto first = std::make_shared<Linear>(cfg.emb_dim, 4 * cfg.emb_dim);
+  const int64_t hidden = checked_mul(4, cfg.emb_dim, "FeedForward: 4 * emb_dim");
+  auto first = std::make_shared<Linear>(cfg.emb_dim, hidden);
   auto gelu = std::make_shared<GPTGELU>();
-  auto second = std::make_shared<Linear>(4 * cfg.emb_dim, cfg.emb_dim);
+  auto second = std::make_shared<Linear>(hidden, cfg.emb_dim);
   layers = register_module("layers", std::make_shared<Sequential>(first, gelu, second));
 }
 
@@ -162,6 +164,8 @@ void check_ids(const Tensor& idx, int64_t max_new_tokens, int64_t context_size, 
         idx.defined() ? idx.shape() : Shape{});
   check(max_new_tokens >= 0, op, ": max_new_tokens must be >= 0, got ", max_new_tokens);
   check(context_size >= 1, op, ": context_size must be >= 1, got ", context_size);
+  // The output's length, n + max_new_tokens ids per row, must be a size.
+  checked_add(idx.size(1), max_new_tokens, op);
 }
 
 // The last context_size ids of each row: idx[:, -context_size:].

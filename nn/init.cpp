@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/base/grad_mode.h"
+#include "core/base/shape.h"
 #include "core/tensor/random.h"
 
 namespace ember::nn::init {
@@ -48,8 +49,12 @@ Fans calculate_fan_in_and_fan_out(const Tensor& tensor) {
         "fewer than 2 dimensions (got shape ",
         tensor.shape(), ")");
   int64_t receptive_field_size = 1;  // the kernel's size, for a conv weight [out, in, k...]
-  for (int64_t d = 2; d < tensor.dim(); ++d) receptive_field_size *= tensor.size(d);
-  return {tensor.size(1) * receptive_field_size, tensor.size(0) * receptive_field_size};
+  // Checked: an empty tensor's other sizes may be huge ([0, 2^40, 2^40, 2^40]).
+  const char* op = "calculate_fan_in_and_fan_out";
+  for (int64_t d = 2; d < tensor.dim(); ++d)
+    receptive_field_size = checked_mul(receptive_field_size, tensor.size(d), op);
+  return {checked_mul(tensor.size(1), receptive_field_size, op),
+          checked_mul(tensor.size(0), receptive_field_size, op)};
 }
 
 namespace {

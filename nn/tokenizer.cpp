@@ -1,8 +1,8 @@
 #include "nn/tokenizer.h"
 
 #include <openssl/evp.h>
-#include <unicode/uchar.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "nn/unicode_classes.h"
 
 namespace ember::nn {
 
@@ -113,12 +114,21 @@ std::vector<CodePoint> decode_strict(std::string_view text) {
   return out;
 }
 
-// GPT-2's classes, from ICU: \p{L}, \p{N} and \s (Unicode's White_Space property).
-bool is_letter(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_L_MASK) != 0; }
-bool is_number(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
-bool is_space(char32_t c) {
-  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
+// Whether c lies in one of a class's sorted, disjoint ranges: the first range ending at or after c
+// is the only one that can hold it.
+template <std::size_t N>
+bool in_class(char32_t c, const unicode::CodePointRange (&ranges)[N]) {
+  const auto* r = std::lower_bound(
+      std::begin(ranges), std::end(ranges), c,
+      [](const unicode::CodePointRange& range, char32_t x) { return range.last < x; });
+  return r != std::end(ranges) && r->first <= c;
 }
+
+// GPT-2's classes as tiktoken's regex has them (Unicode 16.0, nn/unicode_classes.h): \p{L}, \p{N}
+// and \s (Unicode's White_Space property).
+bool is_letter(char32_t c) { return in_class(c, unicode::kLetter); }
+bool is_number(char32_t c) { return in_class(c, unicode::kNumber); }
+bool is_space(char32_t c) { return in_class(c, unicode::kWhiteSpace); }
 bool is_other(char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); }
 
 }  // namespace

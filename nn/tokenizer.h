@@ -10,9 +10,9 @@
 //       's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //     (contractions; a run of letters, of numbers or of other characters, each with at most one
 //     leading space; whitespace, leaving the last space of a run to the word after it). The
-//     letter, number and whitespace classes are Unicode's, taken from ICU (general categories L*
-//     and N*, the White_Space property), as the regex engines of tiktoken and OpenAI's encoder.py
-//     define \p{L}, \p{N} and \s.
+//     letter, number and whitespace classes are Unicode 16.0's (general categories L* and N*, the
+//     White_Space property), as tiktoken's regex engine (Rust's regex crate) defines \p{L}, \p{N}
+//     and \s: ranges generated from the Unicode Character Database (nn/unicode_classes.h).
 //  2. Each piece's UTF-8 bytes start as one token per byte (ids 0-255 cover every byte), and the
 //     merges of vocab.bpe are applied in rank order: the lowest-ranked adjacent pair is merged,
 //     every occurrence left to right, until no pair has a rank.

@@ -12,9 +12,13 @@ namespace ember::optim {
 
 namespace {
 constexpr double kPi = std::numbers::pi;
-// Python's a % b and a // b for b > 0 (the remainder never negative, the quotient floored).
-int64_t py_mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
-int64_t py_floordiv(int64_t a, int64_t b) { return (a - py_mod(a, b)) / b; }
+// Python's a % b and a // b for b > 0 (the remainder never negative, the quotient floored), for
+// every int64 a and b (no intermediate a + b or a - b that could overflow).
+int64_t py_mod(int64_t a, int64_t b) {
+  const int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
+int64_t py_floordiv(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
 
 // The one value stored under key, as a whole number (epochs and counters): a state from a
 // hostile file may hold nan, 1e300 or 2.5, and casting those to int64 is undefined.
@@ -240,7 +244,11 @@ std::vector<double> LinearLR::closed_form_lr() {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
     : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
-  check(T_max > 0, "CosineAnnealingLR: T_max must be positive, got ", T_max);
+  check(T_max > 0 && T_max <= std::numeric_limits<int64_t>::max() / 2,
+        "CosineAnnealingLR: T_max must be in [1, INT64_MAX / 2] (its period 2 * T_max must fit in "
+        "int64), "
+        "got ",
+        T_max);
   initial_step();
 }
 
@@ -254,7 +262,8 @@ std::vector<double> CosineAnnealingLR::get_lr() {
     }
     return lrs;
   }
-  if (py_mod(last_epoch_ - 1 - T_max_, 2 * T_max_) == 0) {
+  // (last_epoch - 1 - T_max) % (2 T_max) == 0, as residues (last_epoch may be any int64).
+  if (py_mod(last_epoch_, 2 * T_max_) == py_mod(1 + T_max_, 2 * T_max_)) {
     for (std::size_t i = 0; i < lrs.size(); ++i) {
       lrs[i] = lrs[i] + (base_lrs_[i] - eta_min_) * (1 - std::cos(kPi / T)) / 2;
     }
@@ -330,8 +339,10 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& o)
 
 std::vector<double> OneCycleLR::get_lr() {
   const double step_num = static_cast<double>(last_epoch_);
-  check(last_epoch_ <= options_.total_steps, "OneCycleLR: tried to step ", last_epoch_ + 1,
-        " times. The specified number of total steps is ", options_.total_steps);
+  // (The count is printed unsigned: last_epoch + 1 overflows int64 at INT64_MAX.)
+  check(last_epoch_ <= options_.total_steps, "OneCycleLR: tried to step ",
+        static_cast<uint64_t>(last_epoch_) + 1, " times. The specified number of total steps is ",
+        options_.total_steps);
   auto anneal = [&](double start, double end, double pct) {
     if (options_.anneal_strategy == "cos")
       return end + (start - end) / 2.0 * (std::cos(kPi * pct) + 1);

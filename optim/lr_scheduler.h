@@ -128,7 +128,7 @@ class LinearLR : public LRScheduler {
   int64_t total_iters_;
 };
 
-// lr = eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2.
+// lr = eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2; T_max in [1, INT64_MAX / 2].
 class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);

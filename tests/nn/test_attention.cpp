@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -563,6 +564,37 @@ TEST(AttentionErrors, DOutNotDivisibleByNumHeads) {
             "MultiHeadAttention: d_out must be divisible by num_heads (got d_out = 4, "
             "num_heads = 0)");
   EXPECT_EQ(error_of([] { MultiHeadAttention(3, 4, 6, 0.0, 4); }), "");
+}
+
+// Head counts and sizes at the int64 limits: Errors naming the module and the values.
+TEST(AttentionErrors, SizesAtTheLimits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  for (const int64_t heads : {int64_t{0}, int64_t{-1}, kMin}) {
+    EXPECT_EQ(
+        error_of([&] { MultiHeadAttentionWrapper(3, 2, 6, 0.0, heads); }),
+        "MultiHeadAttentionWrapper: num_heads must be positive, got " + std::to_string(heads));
+    EXPECT_NE(error_of([&] {
+                MultiHeadAttention(3, 4, 6, 0.0, heads);
+              }).find("d_out must be divisible by num_heads"),
+              std::string::npos);
+  }
+  // The heads' outputs side by side: d_out * num_heads features, refused before any head is built.
+  EXPECT_EQ(error_of([] { MultiHeadAttentionWrapper(3, 2, 6, 0.0, kMax); }),
+            "MultiHeadAttentionWrapper: d_out * num_heads: size calculation overflowed (2 * "
+            "9223372036854775807 does not fit in int64)");
+  // head_dim = d_out / num_heads: kMax heads of kMax features would be one feature each; the
+  // projections' weights [kMax, 3] cannot exist.
+  EXPECT_NE(error_of([] { MultiHeadAttention(3, kMax, 6, 0.0, kMax); }).find("overflow"),
+            std::string::npos);
+  // The causal mask is [context_length, context_length].
+  EXPECT_NE(error_of([] { CausalAttention(3, 2, kMax, 0.0); }).find("overflow"), std::string::npos);
+  EXPECT_NE(error_of([] { MultiHeadAttention(3, 4, int64_t{1} << 32, 0.0, 2); }).find("overflow"),
+            std::string::npos);
+  for (const int64_t bad : {int64_t{-1}, kMin}) {
+    EXPECT_NE(error_of([&] { CausalAttention(3, 2, bad, 0.0); }), "");
+    EXPECT_NE(error_of([&] { MultiHeadAttention(bad, 4, 6, 0.0, 2); }), "");
+  }
 }
 
 TEST(AttentionErrors, UndefinedInputsNameTheModule) {

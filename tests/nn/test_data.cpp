@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/base/error.h"
 #include "core/tensor/random.h"
 #include "nn/data.h"
 #include "tests/fixtures.h"
+#include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
@@ -132,6 +135,63 @@ TEST(Data, BadInputIsAnError) {
   expect_error([&] { ds->get(4); }, "index 4 out of range for 4 windows");
   Generator g;
   expect_error([&] { randperm(-1, g); }, "n must be non-negative, got -1");
+}
+
+// Sizes at the int64 limits: every count is exact (no intermediate sum overflows) or an Error.
+TEST(Data, SizesAtTheLimits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> ids(20);
+  for (int64_t k = 0; k < 20; ++k) ids[static_cast<std::size_t>(k)] = k;
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMin}) {
+    EXPECT_NE(test::error_of([&] { GPTDataset(ids, bad, 1); }).find("max_length must be positive"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([&] { GPTDataset(ids, 4, bad); }).find("stride must be positive"),
+              std::string::npos);
+  }
+  // A max_length of INT64_MAX never fits (its message once computed max_length + 1).
+  EXPECT_EQ(test::error_of([&] { GPTDataset(ids, kMax, 1); }),
+            "GPTDataset: 20 token ids do not fill one window of max_length 9223372036854775807 "
+            "(an input and its target shifted by one need max_length + 1 ids)");
+  // range(0, 20 - 4, stride): 16 starts for stride 1, 1 for any stride from 16 to INT64_MAX.
+  EXPECT_EQ(GPTDataset(ids, 4, 1).size(), 16);
+  EXPECT_EQ(GPTDataset(ids, 4, 15).size(), 2);
+  for (const int64_t stride : {int64_t{16}, kMax - 1, kMax}) {
+    GPTDataset ds(ids, 4, stride);
+    ASSERT_EQ(ds.size(), 1) << stride;
+    EXPECT_EQ(ds.get(0).second.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4}));
+  }
+  EXPECT_EQ(GPTDataset(ids, 19, kMax).size(), 1);
+  // len(loader) with a batch of up to INT64_MAX: ceil(16 / batch), or 16 // batch with drop_last.
+  auto ds = std::make_shared<GPTDataset>(ids, 4, 1);
+  for (const auto& [batch, all, whole] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 16, 16}, {5, 4, 3}, {16, 1, 1}, {17, 1, 0}, {kMax - 1, 1, 0}, {kMax, 1, 0}}) {
+    EXPECT_EQ(DataLoader(ds, batch, false, false).size(), all) << batch;
+    EXPECT_EQ(DataLoader(ds, batch, false, true).size(), whole) << batch;
+  }
+  // A pass with a batch of INT64_MAX: one batch of all 16 windows; with drop_last none.
+  auto pass = DataLoader(ds, kMax, false, false).iter();
+  const auto batch = pass.next();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->input.shape(), (Shape{16, 4}));
+  EXPECT_FALSE(pass.next().has_value());
+  EXPECT_FALSE(DataLoader(ds, kMax, false, true).iter().next().has_value());
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMin}) {
+    EXPECT_NE(test::error_of([&] {
+                DataLoader(ds, bad, false, false);
+              }).find("batch_size must be positive, got " + std::to_string(bad)),
+              std::string::npos);
+  }
+  // Indices at the limits.
+  for (const int64_t i : {int64_t{-1}, int64_t{16}, kMax, kMin}) {
+    EXPECT_NE(test::error_of([&] { ds->get(i); }).find("out of range for 16 windows"),
+              std::string::npos)
+        << i;
+  }
+  Generator g;
+  EXPECT_NE(test::error_of([&] { randperm(kMin, g); }).find("n must be non-negative"),
+            std::string::npos);
+  EXPECT_TRUE(randperm(0, g).empty());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -368,6 +369,50 @@ TEST(GPTModel, BadInputsAreErrors) {
   bad.n_heads = 3;
   expect_error([&] { GPTModel m(bad); }, "GPTModel: emb_dim (8) must be divisible by n_heads (3)");
   EXPECT_EQ(error_of([&] { model.forward(zeros({1, 8}, DType::Int64)); }), "");
+}
+
+// Sizes at the int64 limits are Errors naming the op and the values, before anything runs.
+TEST(GPTModel, SizesAtTheLimitsAreErrors) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  manual_seed(123);
+  GPTModel model(tiny_gpt_config());
+  const Tensor ids = zeros({1, 2}, DType::Int64);
+  // The output would hold 2 + max_new_tokens ids per row.
+  for (const int64_t n : {kMax, kMax - 1}) {
+    const std::string values = "(2 + " + std::to_string(n) + " does not fit in int64)";
+    expect_error([&] { generate(model, ids, n, 8); },
+                 "generate: size calculation overflowed " + values);
+    expect_error([&] { generate_text_simple(model, ids, n, 8); },
+                 "generate_text_simple: size calculation overflowed " + values);
+  }
+  EXPECT_EQ(generate(model, ids, 0, kMax).shape(), (Shape{1, 2}));  // the largest context: all ids
+  EXPECT_EQ(generate_text_simple(model, ids, 1, kMax).shape(), (Shape{1, 3}));
+  for (const int64_t n : {int64_t{-1}, kMin}) {
+    expect_error([&] { generate(model, ids, n, 8); },
+                 "generate: max_new_tokens must be >= 0, got " + std::to_string(n));
+    expect_error([&] { generate(model, ids, 1, n); },
+                 "generate: context_size must be >= 1, got " + std::to_string(n));
+  }
+  // FeedForward's hidden layer is 4 * emb_dim wide.
+  GPTConfig wide = tiny_gpt_config();
+  wide.emb_dim = kMax / 4 + 1;
+  expect_error([&] { FeedForward ff(wide); },
+               "FeedForward: 4 * emb_dim: size calculation overflowed (4 * 2305843009213693952 "
+               "does not fit in int64)");
+  // Sizes the model's tensors cannot have: the tensor API's Errors, never a wrapped size.
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMin}) {
+    GPTConfig c = tiny_gpt_config();
+    c.context_length = bad;
+    expect_error([&] { GPTModel m(c); }, "GPTModel: expected positive sizes");
+  }
+  for (const auto field :
+       {&GPTConfig::vocab_size, &GPTConfig::context_length, &GPTConfig::emb_dim}) {
+    GPTConfig c = tiny_gpt_config();
+    c.*field = kMax;
+    c.n_heads = 1;
+    EXPECT_NE(error_of([&] { GPTModel m(c); }).find("overflow"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -344,6 +345,32 @@ TEST(Init, WorksOnParametersAndWithAGenerator) {
   EXPECT_TRUE(equal(p.detach(), zeros({3, 4})));
 }
 
+// Module sizes at the int64 limits: negative sizes and weights whose element count overflows are
+// Errors naming the module or the tensor API's size check; an empty weight is fine.
+TEST(Layers, SizesAtTheLimits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  for (const int64_t bad : {int64_t{-1}, kMin}) {
+    EXPECT_NE(error_of([&] { Linear(bad, 2); }).find("Linear: expected non-negative sizes"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { Linear(2, bad); }).find("Linear: expected non-negative sizes"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { Embedding(bad, 2); }).find("Embedding: expected non-negative sizes"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { Embedding(2, bad); }).find("Embedding: expected non-negative sizes"),
+              std::string::npos);
+  }
+  for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{
+           {kMax, 2}, {2, kMax}, {kMax, kMax}, {int64_t{1} << 32, int64_t{1} << 31}}) {
+    EXPECT_NE(error_of([&] { Linear(a, b); }).find("overflow"), std::string::npos) << a << " " << b;
+    EXPECT_NE(error_of([&] { Embedding(a, b); }).find("overflow"), std::string::npos)
+        << a << " " << b;
+  }
+  // [0, kMax] holds no element: a valid, empty weight (as in PyTorch).
+  EXPECT_EQ(Linear(kMax, 0).weight.shape(), (Shape{0, kMax}));
+  EXPECT_EQ(Embedding(kMax, 0).weight.numel(), 0);
+}
+
 TEST(Init, GainsAndFans) {
   // torch.nn.init.calculate_gain
   EXPECT_EQ(init::calculate_gain("linear"), 1.0);
@@ -366,6 +393,15 @@ TEST(Init, GainsAndFans) {
   EXPECT_EQ(fans.fan_out, 2);
   EXPECT_NE(error_of([] { init::calculate_fan_in_and_fan_out(empty({5})); }).find("fewer than 2"),
             std::string::npos);
+  // An empty tensor's other sizes may be huge: a receptive field beyond int64 is an Error.
+  EXPECT_EQ(error_of([] {
+              init::calculate_fan_in_and_fan_out(empty({0, 3, int64_t{1} << 40, 1 << 30}));
+            }),
+            "calculate_fan_in_and_fan_out: size calculation overflowed (1099511627776 * 1073741824 "
+            "does not fit in int64)");
+  fans = init::calculate_fan_in_and_fan_out(empty({0, int64_t{1} << 62}));
+  EXPECT_EQ(fans.fan_in, int64_t{1} << 62);
+  EXPECT_EQ(fans.fan_out, 0);
   Tensor t = empty({2, 3});
   EXPECT_NE(error_of([&] { init::kaiming_uniform_(t, 0, "fan_avg"); }).find("fan_avg"),
             std::string::npos);

@@ -12,6 +12,7 @@
 
 #include "core/base/error.h"
 #include "nn/tokenizer.h"
+#include "nn/unicode_classes.h"
 #include "tests/fixtures.h"
 
 namespace ember::nn {
@@ -90,6 +91,67 @@ TEST(GPT2Tokenizer, PretokenizerPieces) {
             (V{"Hello", ",", " I", "'m", " ", " here", "\n\n ", " now", " 42"}));
   EXPECT_EQ(gpt2_pretokenize("   "), (V{"   "}));
   EXPECT_EQ(gpt2_pretokenize(""), V{});
+}
+
+// The pre-tokenizer's classes are Unicode 16.0's, as tiktoken's regex engine has them: a character
+// of each version since 15.0 (15.1 and 16.0 are the ones Debian's ICU 72 did not know) is a
+// letter or a number, and a code point unassigned in 16.0 is neither.
+TEST(GPT2Tokenizer, PretokenizerClassesAreUnicode16s) {
+  using V = std::vector<std::string_view>;
+  EXPECT_STREQ(unicode::kVersion, "16.0.0");
+  const std::vector<std::pair<const char*, std::string>> letters = {
+      {"15.0 KAWI LETTER A", "\U00011F04"},
+      {"15.1 CJK UNIFIED IDEOGRAPH-2EBF0 (Extension I's first)", "\U0002EBF0"},
+      {"15.1 CJK UNIFIED IDEOGRAPH-2EE5D (Extension I's last)", "\U0002EE5D"},
+      {"16.0 GARAY CAPITAL LETTER A", "\U00010D50"},
+      {"16.0 TODHRI LETTER A", "\U000105C0"},
+      {"16.0 KIRAT RAI LETTER A", "\U00016D43"},
+      {"16.0 OL ONAL LETTER O", "\U0001E5D0"}};
+  for (const auto& [name, c] : letters) {
+    // One run of letters with an ASCII letter on each side; "'s" after it is the contraction.
+    const std::string text = "a" + c + "b" + c + "'s " + c;
+    EXPECT_EQ(gpt2_pretokenize(text), (V{"a" + c + "b" + c, "'s", " " + c})) << name;
+  }
+  const std::vector<std::pair<const char*, std::string>> numbers = {
+      {"15.0 KAWI DIGIT ZERO", "\U00011F50"},
+      {"16.0 GARAY DIGIT ZERO", "\U00010D40"},
+      {"16.0 MYANMAR PAO DIGIT ZERO (Myanmar Extended-C)", "\U000116D0"},
+      {"16.0 KIRAT RAI DIGIT ZERO", "\U00016D70"},
+      {"16.0 OUTLINED DIGIT ZERO", "\U0001CCF0"},
+      {"16.0 OL ONAL DIGIT ZERO", "\U0001E5F1"}};
+  for (const auto& [name, c] : numbers) {
+    const std::string text = "1" + c + "2 " + c + "x";
+    EXPECT_EQ(gpt2_pretokenize(text), (V{"1" + c + "2", " " + c, "x"})) << name;
+  }
+  // Unassigned in 16.0 (U+2EE5E follows Extension I; U+10940 is a letter of Unicode 17.0): other
+  // characters, so the apostrophe joins them and "s" is a word of its own.
+  for (const std::string c : {"\U0002EE5E", "\U00010940"}) {
+    EXPECT_EQ(gpt2_pretokenize("a" + c + "'s"), (V{"a", c + "'", "s"}));
+  }
+  // White_Space: each of its 25 code points other than U+0020 is a piece of its own between two
+  // letters (only U+0020 joins the word after it); ZERO WIDTH SPACE, MONGOLIAN VOWEL SEPARATOR
+  // (White_Space before 6.3) and ZERO WIDTH NO-BREAK SPACE are other characters.
+  for (const std::string w :
+       {"\t", "\n", "\v", "\f", "\r", "\u0085", "\u00A0", "\u1680", "\u2000", "\u2005", "\u200A",
+        "\u2028", "\u2029", "\u202F", "\u205F", "\u3000"}) {
+    EXPECT_EQ(gpt2_pretokenize("a" + w + w + "b"), (V{"a", w, w, "b"})) << "bytes " << w.size();
+  }
+  for (const std::string o : {"\u200B", "\u180E", "\uFEFF"}) {
+    EXPECT_EQ(gpt2_pretokenize("a" + o + o + "b"), (V{"a", o + o, "b"})) << "bytes " << o.size();
+  }
+}
+
+// The ids of a 16.0 letter followed by "'s": the split is the thing under test, so the expected
+// ids are Ember's own BPE of each piece (tiktoken is not at hand): the letter's bytes, then "'s"
+// (id 338). With 15.0's classes the apostrophe went with the character (then "other").
+TEST(GPT2Tokenizer, ANewLetterKeepsItsContraction) {
+  const auto& tok = tokenizer();
+  for (const std::string c : {"\U0002EBF0", "\U000105C0", "\U0001E5D0"}) {
+    std::vector<int64_t> expected = tok.encode(c);
+    expected.push_back(338);
+    EXPECT_EQ(tok.encode(c + "'s"), expected);
+  }
+  EXPECT_EQ(tok.encode("'s"), std::vector<int64_t>{338});
 }
 
 TEST(GPT2Tokenizer, BadInputIsAnError) {

@@ -487,6 +487,60 @@ TEST(Scheduler, StepLRWithANegativeEpochFloors) {
   EXPECT_EQ(opt.param_groups()[0].options->get_lr(), 0.25);
 }
 
+// Epochs and periods at the int64 limits: Python's floor division and modulo without an
+// intermediate sum that overflows, and periods that do not fit refused.
+TEST(Scheduler, EpochsAtTheLimits) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  SGD opt({param({1})}, SGDOptions(1.0));
+  StepLR step_lr(opt, 2, 0.5);
+  step_lr.step(kMin);  // 0.5 ** (kMin // 2) = 0.5 ** -2^62: inf, as in Python
+  EXPECT_EQ(opt.param_groups()[0].options->get_lr(), std::numeric_limits<double>::infinity());
+  StepLR huge_step(opt, kMax, 0.5);
+  huge_step.step(kMin);  // kMin // kMax = -2
+  EXPECT_EQ(opt.param_groups()[0].options->get_lr(), 4.0);
+  huge_step.step(kMax - 1);  // 0
+  EXPECT_EQ(opt.param_groups()[0].options->get_lr(), 1.0);
+  huge_step.step();  // the recursive form at last_epoch kMax: one more decay
+  EXPECT_EQ(opt.param_groups()[0].options->get_lr(), 0.5);
+  EXPECT_NE(test::error_of([&] { huge_step.step(); }).find("cannot be advanced"),
+            std::string::npos);
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMin}) {
+    EXPECT_NE(test::error_of([&] { StepLR(opt, bad); }).find("step_size must be positive"),
+              std::string::npos);
+  }
+
+  // CosineAnnealingLR's period is 2 * T_max.
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMin, kMax, kMax / 2 + 1}) {
+    EXPECT_EQ(test::error_of([&] { CosineAnnealingLR(opt, bad); }),
+              "CosineAnnealingLR: T_max must be in [1, INT64_MAX / 2] (its period 2 * T_max must "
+              "fit in int64), got " +
+                  std::to_string(bad));
+  }
+  SGD opt2({param({1})}, SGDOptions(1.0));
+  CosineAnnealingLR cosine(opt2, kMax / 2);
+  for (const int64_t epoch : {kMin, kMin + 1, int64_t{-1}, kMax - 1}) {
+    cosine.step(epoch);
+    cosine.step();  // the recursive form at epoch + 1
+    EXPECT_TRUE(std::isfinite(opt2.param_groups()[0].options->get_lr())) << epoch;
+  }
+  SGD opt3({param({1})}, SGDOptions(1.0));
+  // T_max 1: the recursive form adds (base_lr - eta_min) (1 - cos(pi)) / 2 = 1 at every even epoch
+  // ((epoch - 1 - T_max) % (2 T_max) == 0), also next to INT64_MIN.
+  CosineAnnealingLR period_two(opt3, 1);
+  period_two.step(kMin + 1);
+  const double before = opt3.param_groups()[0].options->get_lr();
+  period_two.step();  // kMin + 2
+  EXPECT_EQ(opt3.param_groups()[0].options->get_lr(), before + 1.0);
+
+  // OneCycleLR past its end names the step count, even at INT64_MAX.
+  SGD opt4({param({1})}, SGDOptions(1.0).momentum(0.9));
+  OneCycleLR one_cycle(opt4, OneCycleLROptions(0.1, 10));
+  EXPECT_EQ(test::error_of([&] { one_cycle.step(kMax); }),
+            "OneCycleLR: tried to step 9223372036854775808 times. The specified number of total "
+            "steps is 10");
+}
+
 TEST(Scheduler, OneCycleLRRefusesWhatPyTorchDividesByZero) {
   auto make = [](OneCycleLROptions o) {
     SGD opt({param({1})}, SGDOptions(1.0).momentum(0.9));
