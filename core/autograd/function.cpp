@@ -239,6 +239,8 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
   if (anomaly) node->forward_context = capture_forward_context();
 }
 
+// (delivered_ is kept in the node, not in the pass: two backward passes through one Function of
+// several outputs must not run at once in two threads.)
 void CustomNode::deliver(std::size_t index, const Tensor& grad) {
   Tensor& slot = delivered_[index];
   slot = slot.defined() ? add(slot, grad) : grad;
