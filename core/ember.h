@@ -6,6 +6,7 @@
 #include "core/autograd/anomaly.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/explore.h"
+#include "core/autograd/function.h"
 #include "core/autograd/functional.h"
 #include "core/autograd/gradcheck.h"
 #include "core/base/allocator.h"

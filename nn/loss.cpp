@@ -19,7 +19,7 @@
 namespace ember::nn {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 
 namespace {
 
@@ -344,7 +344,7 @@ void log_softmax_nll_backward(const T* xs, int64_t n, int64_t c, const ClassTarg
   });
 }
 
-struct CrossEntropy : Function<CrossEntropy> {
+struct CrossEntropy : OpFunction<CrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "CrossEntropyLossBackward0";
   static constexpr const char* formula =
@@ -461,7 +461,7 @@ struct CrossEntropy : Function<CrossEntropy> {
 // sum of w_t over the positions not ignored. d loss_i / d x[i, t] = -w_t. For [C] and [N, C]
 // inputs the sums and products round in the input's type as PyTorch's (nll_cascade), so that
 // log_softmax then nll_loss gives cross_entropy's bits; [N, C, d...] sums in double.
-struct NllLoss : Function<NllLoss> {
+struct NllLoss : OpFunction<NllLoss> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "NllLossBackward0";
   static constexpr const char* formula = "l_i = -w_t x[i, t]:  dl_i/dx[i, t] = -w_t";
@@ -578,7 +578,7 @@ Tensor clamped_log(const Tensor& t) { return maximum(log(t), scalar_tensor(-100.
 // l = -w (y max(log x, -100) + (1 - y) max(log(1 - x), -100))
 // dl/dx = w (x - y) / max((1 - x) x, 1e-12)          (PyTorch's formula, EPSILON = 1e-12)
 // dl/dy = w (max(log(1 - x), -100) - max(log x, -100))
-struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
+struct BinaryCrossEntropy : OpFunction<BinaryCrossEntropy> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyBackward0";
   static constexpr const char* formula =
@@ -603,7 +603,7 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 // (log(exp(-m) + exp(-x - m)) + m = log(1 + exp(-x)) = -log sigmoid(x), computed stably).
 //   dl/dx = w ((pos_weight y + 1 - y) sigmoid(x) - pos_weight y)
 //   dl/dy = w (log sigmoid(-x) - pos_weight log sigmoid(x))
-struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
+struct BinaryCrossEntropyWithLogits : OpFunction<BinaryCrossEntropyWithLogits> {
   static constexpr bool allows_undefined_inputs = true;  // optional weight (input, target: checked)
   static constexpr const char* name = "BinaryCrossEntropyWithLogitsBackward0";
   static constexpr const char* formula =

@@ -80,6 +80,20 @@ void SavedTensors::bind(const std::shared_ptr<Node>& node,
   originals_.shrink_to_fit();
 }
 
+void SavedTensors::bind_outputs(const std::vector<Tensor>& outputs,
+                                const std::vector<std::shared_ptr<Node>>& nodes) {
+  for (std::size_t i = 0; i < originals_.size(); ++i) {
+    for (std::size_t k = 0; k < outputs.size(); ++k) {
+      if (originals_[i] != nullptr && outputs[k].defined() && originals_[i] == outputs[k].impl() &&
+          nodes[k]) {
+        if (output_nodes_.empty()) output_nodes_.resize(originals_.size());
+        output_nodes_[i] = nodes[k];
+        originals_[i] = nullptr;  // found: bind leaves it alone
+      }
+    }
+  }
+}
+
 Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
   check(!released_, node_name,
         ": trying to backward through the graph a second time; saved tensors were freed "
@@ -98,6 +112,8 @@ Tensor SavedTensors::get(std::size_t i, const std::string& node_name) const {
   std::shared_ptr<Node> edge;
   if (static_cast<int>(i) == output_index_) {
     edge = self_.lock();
+  } else if (i < output_nodes_.size() && !output_nodes_[i].expired()) {
+    edge = output_nodes_[i].lock();
   } else if (i < edges_.size()) {
     edge = edges_[i];
   }
@@ -158,26 +174,38 @@ namespace {
 // The grad_fn of a gradient computed without a graph under create_graph: it raises when run.
 class NotImplementedNode : public Node {
  public:
-  explicit NotImplementedNode(const char* op) : op_(op) {}
+  NotImplementedNode(const std::string& op, bool once_differentiable)
+      : op_(op), once_differentiable_(once_differentiable) {}
   std::string name() const override { return "NotImplemented"; }
   std::vector<Tensor> apply(const Tensor&) override {
+    if (once_differentiable_) {
+      fail(
+          "trying to differentiate twice a function that was marked with "
+          "@once_differentiable: ",
+          op_,
+          " declares `once_differentiable = true` (its backward is not written in Ember ops), "
+          "so the gradient that a create_graph backward recorded through it cannot be "
+          "differentiated again");
+    }
     fail("the derivative for '", op_name(op_), "' is not implemented: ", op_,
          " computes its gradient with a raw kernel, so the gradient that a create_graph "
          "backward recorded through it cannot be differentiated again");
   }
 
  private:
-  const char* op_;
+  std::string op_;
+  bool once_differentiable_;
 };
 }  // namespace
 
-void check_differentiable(const char* op, std::vector<Tensor>& grads, const Tensor& grad_output,
-                          const Node& node, bool always) {
-  if (!always && !grad_output.requires_grad()) return;
+void check_differentiable(const std::string& op, std::vector<Tensor>& grads,
+                          const Tensor& grad_output, const Node& node, bool always,
+                          bool once_differentiable) {
+  if (!always && !(grad_output.defined() && grad_output.requires_grad())) return;
   for (Tensor& g : grads) {
     if (!g.defined() || g.requires_grad() || g.numel() == 0) continue;
-    auto error = std::make_shared<NotImplementedNode>(op);
-    if (grad_output.requires_grad()) {
+    auto error = std::make_shared<NotImplementedNode>(op, once_differentiable);
+    if (grad_output.defined() && grad_output.requires_grad()) {
       error->next_functions.push_back(gradient_edge(grad_output));
       error->input_shapes.push_back(grad_output.shape());
       error->input_dtypes.push_back(grad_output.dtype());

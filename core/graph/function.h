@@ -1,7 +1,9 @@
-// Function<Op>: how a differentiable op is written. One struct per op holds its forward and its
-// backward side by side, plus the members its backward needs:
+// OpFunction<Op>: how a differentiable op of Ember is written. One struct per op holds its forward
+// and its backward side by side, plus the members its backward needs. (A user's own op is written
+// with ember::autograd::Function<T>, libtorch's spelling, in core/autograd/function.h; it is
+// wired into the same graph by the same Node machinery.)
 //
-//   struct Exp : Function<Exp> {
+//   struct Exp : OpFunction<Exp> {
 //     static constexpr const char* name = "ExpBackward0";
 //     static constexpr const char* formula = "y = e^x:  dy/dx = e^x = y";  // shown by explore
 //     Tensor forward(const Tensor& x) {
@@ -24,7 +26,7 @@
 // A fused op (a kernel doing in one pass what a chain of ops would) states its backward twice,
 // side by side:
 //
-//   struct LayerNorm : Function<LayerNorm> {
+//   struct LayerNorm : OpFunction<LayerNorm> {
 //     Tensor forward(...);                                     // the kernel
 //     std::vector<Tensor> backward(const Tensor& grad);        // the formula, in Ember ops
 //     std::vector<Tensor> fused_backward(const Tensor& grad);  // the same formula, one kernel
@@ -68,12 +70,18 @@ class SavedTensors {
   // After forward and connect: finds the saved tensors that are the op's inputs or its output.
   void bind(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
             const Tensor& output);
+  // Before bind, for an op with several outputs (a custom Function, core/autograd/function.h):
+  // a saved tensor that is outputs[k] gets nodes[k] (the node its gradient flows to) as its
+  // grad_fn under create_graph; bind then leaves it alone.
+  void bind_outputs(const std::vector<Tensor>& outputs,
+                    const std::vector<std::shared_ptr<Node>>& nodes);
   // The i-th saved tensor; throws if freed by an earlier backward or modified in place.
   Tensor get(std::size_t i, const std::string& node_name) const;
   void release() {
     tensors_.clear();
     originals_.clear();
     edges_.clear();
+    output_nodes_.clear();
     released_ = true;
   }
   bool released() const { return released_; }
@@ -90,11 +98,13 @@ class SavedTensors {
   std::vector<std::shared_ptr<Node>> edges_;
   int output_index_ = -1;     // which saved tensor is the op's output, or -1
   std::weak_ptr<Node> self_;  // the node, for the saved output's grad_fn
+  // Per saved tensor, after bind_outputs (empty otherwise): the node of the output it is.
+  std::vector<std::weak_ptr<Node>> output_nodes_;
   bool released_ = false;
 };
 
 template <typename Derived>
-struct Function {
+struct OpFunction {
   void save_for_backward(const std::vector<Tensor>& tensors) {
     if (recording_) saved_.save(tensors);
   }
@@ -141,8 +151,11 @@ constexpr bool twice_differentiable() {
 // zero. Such a gradient is handed on with a NotImplemented node as its grad_fn, which raises an
 // Error naming `op` if anything differentiates through it (PyTorch's "the derivative for ... is
 // not implemented"). Every op of Ember is twice differentiable; this is the safety net.
-void check_differentiable(const char* op, std::vector<Tensor>& grads, const Tensor& grad_output,
-                          const Node& node, bool always);
+// `once_differentiable`: the op declared it (a custom Function's raw backward), and the error is
+// PyTorch's for @once_differentiable.
+void check_differentiable(const std::string& op, std::vector<Tensor>& grads,
+                          const Tensor& grad_output, const Node& node, bool always,
+                          bool once_differentiable = false);
 }  // namespace detail
 
 template <typename Op>
@@ -330,7 +343,7 @@ Tensor apply(const Args&... args) {
 // gradient is differentiable again, any number of times. Name: its node's name, as
 // "IndexSelectBackwardBackward0" (a struct with `static constexpr const char* name`).
 template <typename Name>
-struct LinearInGrad : Function<LinearInGrad<Name>> {
+struct LinearInGrad : OpFunction<LinearInGrad<Name>> {
   static constexpr const char* name = Name::name;
   static constexpr const char* formula =
       "y = A g (A linear: puts g's elements in zeros):  dg = A^T dy (adjoint: the forward op on "

@@ -16,7 +16,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 using detail::floating_type;
 using detail::unary_kernel;
 
@@ -46,7 +46,7 @@ Tensor map_with_tanh(const Tensor& t, Inner inner, Finish finish) {
 }
 
 // y = tanh x:  dy/dx = 1 - y^2
-struct Tanh : Function<Tanh> {
+struct Tanh : OpFunction<Tanh> {
   static constexpr const char* name = "TanhBackward0";
   static constexpr const char* formula = "y = tanh x:  dy/dx = 1 - y^2";
   Tensor forward(const Tensor& x) {
@@ -62,7 +62,7 @@ struct Tanh : Function<Tanh> {
 };
 
 // y = 1 / (1 + e^-x):  dy/dx = y (1 - y)
-struct Sigmoid : Function<Sigmoid> {
+struct Sigmoid : OpFunction<Sigmoid> {
   static constexpr const char* name = "SigmoidBackward0";
   static constexpr const char* formula = "y = 1 / (1 + e^-x):  dy/dx = y (1 - y)";
   Tensor forward(const Tensor& x) {
@@ -81,7 +81,7 @@ struct Sigmoid : Function<Sigmoid> {
 
 // y = max(x, 0) as PyTorch's clamp_min (std::max(x, 0): -0.0 and NaN stay as they are):
 // dy/dx = 0 where y <= 0, else 1, so a NaN passes its gradient (PyTorch's threshold_backward).
-struct Relu : Function<Relu> {
+struct Relu : OpFunction<Relu> {
   static constexpr const char* name = "ReluBackward0";
   static constexpr const char* formula = "y = max(x, 0):  dy/dx = 1 where y > 0, else 0";
   Tensor forward(const Tensor& x) {
@@ -123,7 +123,7 @@ Tensor normal_pdf(const Tensor& x) {
 
 // Phi(x) as an op whose derivative phi(x) is written with ops: the exact GELU's slope in its
 // backward, differentiable again.
-struct NormalCdf : Function<NormalCdf> {
+struct NormalCdf : OpFunction<NormalCdf> {
   static constexpr const char* name = "NormalCdfBackward";
   static constexpr const char* formula =
       "y = Phi(x) = (1 + erf(x / sqrt 2)) / 2:  dy/dx = phi(x) = e^(-x^2 / 2) / sqrt(2 pi)";
@@ -174,7 +174,7 @@ Tensor gelu_tanh_backward(const Tensor& x, const Tensor& tanh, double k, const T
 }
 
 // nn.GELU: the exact form, or the tanh form with PyTorch's k.
-struct Gelu : Function<Gelu> {
+struct Gelu : OpFunction<Gelu> {
   static constexpr const char* name = "GeluBackward0";
   static constexpr const char* formula =
       "y = x Phi(x):  dy/dx = Phi(x) + x phi(x)  (tanh form: y = x/2 (1 + tanh u), u = sqrt(2/pi) "
@@ -219,7 +219,7 @@ struct Gelu : Function<Gelu> {
 // with k = kernels::book_sqrt_2_over_pi(), sqrt(2 / pi) as the book computes it. The forward has
 // the composite's bits; so has the fused backward (kernels::GeluBackward::kBookChain replays the
 // composite's backward nodes).
-struct GptGelu : Function<GptGelu> {
+struct GptGelu : OpFunction<GptGelu> {
   static constexpr const char* name = "GptGeluBackward0";
   static constexpr const char* formula =
       "y = x/2 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3):  dy/dx = (1 + tanh u)/2 + x/2 (1 "

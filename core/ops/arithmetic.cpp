@@ -13,7 +13,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 using detail::binary_kernel;
 using detail::binary_loops;
 using detail::floating_type;
@@ -64,7 +64,7 @@ T add_scaled(T a, T b, T alpha) {
 }
 
 // c = a + alpha b:  dc/da = 1, dc/db = alpha
-struct Add : Function<Add> {
+struct Add : OpFunction<Add> {
   static constexpr const char* name = "AddBackward0";
   static constexpr const char* formula = "c = a + alpha b:  dc/da = 1, dc/db = alpha";
   double alpha = 1;
@@ -88,7 +88,7 @@ struct Add : Function<Add> {
 };
 
 // c = a - alpha b:  dc/da = 1, dc/db = -alpha  (PyTorch: a + (-alpha) b)
-struct Sub : Function<Sub> {
+struct Sub : OpFunction<Sub> {
   static constexpr const char* name = "SubBackward0";
   static constexpr const char* formula = "c = a - alpha b:  dc/da = 1, dc/db = -alpha";
   double alpha = 1;
@@ -116,7 +116,7 @@ struct Sub : Function<Sub> {
 };
 
 // c = a * b:  dc/da = b, dc/db = a
-struct Mul : Function<Mul> {
+struct Mul : OpFunction<Mul> {
   static constexpr const char* name = "MulBackward0";
   static constexpr const char* formula = "c = a * b:  dc/da = b, dc/db = a";
   Tensor forward(const Tensor& a, const Tensor& b) {
@@ -135,7 +135,7 @@ struct Mul : Function<Mul> {
 };
 
 // c = a / b:  dc/da = 1 / b, dc/db = -a / b^2
-struct Div : Function<Div> {
+struct Div : OpFunction<Div> {
   static constexpr const char* name = "DivBackward0";
   static constexpr const char* formula = "c = a / b:  dc/da = 1 / b, dc/db = -a / b^2";
   Tensor forward(const Tensor& a, const Tensor& b) {
@@ -154,7 +154,7 @@ struct Div : Function<Div> {
 };
 
 // c = s - t for a scalar s (torch.rsub):  dc/dt = -1
-struct RSub : Function<RSub> {
+struct RSub : OpFunction<RSub> {
   static constexpr const char* name = "RsubBackward1";
   static constexpr const char* formula = "c = s - t:  dc/dt = -1";
   Tensor forward(const Tensor& t, const Tensor& scalar) {
@@ -169,7 +169,7 @@ struct RSub : Function<RSub> {
 // ---------------------------------------------------------------------------------------------
 
 // y = -x:  dy/dx = -1
-struct Neg : Function<Neg> {
+struct Neg : OpFunction<Neg> {
   static constexpr const char* name = "NegBackward0";
   static constexpr const char* formula = "y = -x:  dy/dx = -1";
   Tensor forward(const Tensor& x) {
@@ -180,7 +180,7 @@ struct Neg : Function<Neg> {
 };
 
 // y = e^x:  dy/dx = e^x = y
-struct Exp : Function<Exp> {
+struct Exp : OpFunction<Exp> {
   static constexpr const char* name = "ExpBackward0";
   static constexpr const char* formula = "y = e^x:  dy/dx = e^x = y";
   Tensor forward(const Tensor& x) {
@@ -192,7 +192,7 @@ struct Exp : Function<Exp> {
 };
 
 // y = ln x:  dy/dx = 1 / x
-struct Log : Function<Log> {
+struct Log : OpFunction<Log> {
   static constexpr const char* name = "LogBackward0";
   static constexpr const char* formula = "y = ln x:  dy/dx = 1 / x";
   Tensor forward(const Tensor& x) {
@@ -203,7 +203,7 @@ struct Log : Function<Log> {
 };
 
 // y = sqrt(x):  dy/dx = 1 / (2 y)
-struct Sqrt : Function<Sqrt> {
+struct Sqrt : OpFunction<Sqrt> {
   static constexpr const char* name = "SqrtBackward0";
   static constexpr const char* formula = "y = sqrt(x):  dy/dx = 1 / (2 y)";
   Tensor forward(const Tensor& x) {
@@ -215,7 +215,7 @@ struct Sqrt : Function<Sqrt> {
 };
 
 // y = x^p:  dy/dx = p x^(p-1)
-struct Pow : Function<Pow> {
+struct Pow : OpFunction<Pow> {
   static constexpr const char* name = "PowBackward0";
   static constexpr bool has_constant_gradients = true;  // x^0: zero gradient
   static constexpr const char* formula = "y = x^p:  dy/dx = p x^(p-1)";
@@ -251,7 +251,7 @@ struct Pow : Function<Pow> {
 };
 
 // y = |x|:  dy/dx = sign(x) (0 at 0, as PyTorch)
-struct Abs : Function<Abs> {
+struct Abs : OpFunction<Abs> {
   static constexpr const char* name = "AbsBackward0";
   static constexpr const char* formula = "y = |x|:  dy/dx = sign(x)";
   Tensor forward(const Tensor& x) {
@@ -312,7 +312,7 @@ DType floating_result(const Tensor& a, const Tensor& b, const Tensor& c, const c
 
 // out = self + value t1 t2, rounded as PyTorch's kernel: fma(value t1, t2, self).
 // d/dself = 1, d/dt1 = value t2, d/dt2 = value t1.
-struct Addcmul : Function<Addcmul> {
+struct Addcmul : OpFunction<Addcmul> {
   static constexpr const char* name = "AddcmulBackward0";
   static constexpr const char* formula =
       "y = self + v t1 t2:  d/dself = 1, d/dt1 = v t2, d/dt2 = v t1";
@@ -345,7 +345,7 @@ T lerp_value(T self, T end, T w) {
   return std::abs(w) < T(0.5) ? std::fma(w, diff, self) : std::fma(-diff, T(1) - w, end);
 }
 
-struct Lerp : Function<Lerp> {
+struct Lerp : OpFunction<Lerp> {
   static constexpr const char* name = "LerpBackward1";
   static constexpr const char* formula =
       "y = a + w (b - a):  dy/da = 1 - w, dy/db = w, dy/dw = b - a";
@@ -364,7 +364,7 @@ struct Lerp : Function<Lerp> {
   }
 };
 
-struct LerpScalar : Function<LerpScalar> {
+struct LerpScalar : OpFunction<LerpScalar> {
   static constexpr const char* name = "LerpBackward0";
   static constexpr const char* formula = "y = a + w (b - a):  dy/da = 1 - w, dy/db = w";
   double weight = 0;

@@ -76,7 +76,7 @@ kernels::AttentionDims dims_of(const Tensor& q) {
   return {q.size(0), q.size(1), q.size(2), q.size(3)};
 }
 
-struct CausalAttention : autograd::Function<CausalAttention> {
+struct CausalAttention : autograd::OpFunction<CausalAttention> {
   static constexpr const char* name = "CausalAttentionBackward0";
   static constexpr const char* formula =
       "O = softmax(Q K^T / sqrt(d) + causal mask) V:  dV = P^T dO, dP = dO V^T, dS = P (dP - "

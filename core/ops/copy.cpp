@@ -28,7 +28,7 @@ static Tensor copy_to_contiguous(const Tensor& src, DType dtype) {
 }
 
 namespace {
-struct ToCopy : autograd::Function<ToCopy> {
+struct ToCopy : autograd::OpFunction<ToCopy> {
   static constexpr const char* name = "ToCopyBackward0";
   static constexpr const char* formula = "y = x in another dtype:  dx = dy converted back";
   DType input_dtype;
@@ -39,7 +39,7 @@ struct ToCopy : autograd::Function<ToCopy> {
   std::vector<Tensor> backward(const Tensor& grad) { return {grad.to(input_dtype)}; }
 };
 
-struct Clone : autograd::Function<Clone> {
+struct Clone : autograd::OpFunction<Clone> {
   static constexpr const char* name = "CloneBackward0";
   static constexpr const char* formula = "y = x (a copy):  dx = dy";
   Tensor forward(const Tensor& x) { return copy_to_contiguous(x, x.dtype()); }
@@ -49,7 +49,7 @@ struct Clone : autograd::Function<Clone> {
 // self.copy_(src) inside the graph (PyTorch's CopyBackwards): self's old values are
 // overwritten, so its old history gets a zero gradient; src gets the gradient, summed back over
 // the dims it was broadcast along (by the engine) and converted to its dtype.
-struct CopyBackwards : autograd::Function<CopyBackwards> {
+struct CopyBackwards : autograd::OpFunction<CopyBackwards> {
   static constexpr const char* name = "CopyBackwards";
   static constexpr bool has_constant_gradients = true;  // self's zero gradient
   static constexpr const char* formula = "self.copy_(src):  dself = 0, dsrc = dy";
@@ -152,7 +152,7 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool upper, const char
 namespace {
 // y = x with the entries outside a triangle zeroed:  dx = dy with the same entries zeroed.
 template <bool Upper>
-struct Triangle : autograd::Function<Triangle<Upper>> {
+struct Triangle : autograd::OpFunction<Triangle<Upper>> {
   static constexpr const char* name = Upper ? "TriuBackward0" : "TrilBackward0";
   static constexpr const char* formula =
       Upper ? "y = x with entries below the diagonal zeroed:  dx = dy with them zeroed"

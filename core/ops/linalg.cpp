@@ -27,7 +27,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 
 namespace {
 
@@ -78,7 +78,7 @@ Tensor product(const MatrixBatch& a, const MatrixBatch& b, const Shape& out_shap
 // gradient of a linear layer's input data, say), and forward saves only what those need.
 
 // ---- dot: y = sum_k a_k b_k ----
-struct Dot : Function<Dot> {
+struct Dot : OpFunction<Dot> {
   static constexpr const char* name = "DotBackward0";
   static constexpr const char* formula = "y = sum_k a_k b_k:  dy/da = b, dy/db = a";
   bool a_needs_grad = false, b_needs_grad = false;
@@ -103,7 +103,7 @@ struct Dot : Function<Dot> {
 };
 
 // ---- mv: y = A x ----
-struct Mv : Function<Mv> {
+struct Mv : OpFunction<Mv> {
   static constexpr const char* name = "MvBackward0";
   static constexpr const char* formula = "y = A x:  dA = dy x^T, dx = A^T dy";
   bool a_needs_grad = false, x_needs_grad = false;
@@ -141,7 +141,7 @@ bool is_column_major(const Tensor& t) {
 // layer's weight.t()), dB = A^T dC is computed as (dC^T A)^T, a row-major product viewed
 // transposed, so the gradient reaching the weight through the transpose is contiguous and the
 // leaf takes it over without a transposed copy (out_head's 154 MB gradient of GPT-124M).
-struct Mm : Function<Mm> {
+struct Mm : OpFunction<Mm> {
   static constexpr const char* name = "MmBackward0";
   static constexpr const char* formula = "C = A B:  dA = dC B^T, dB = A^T dC";
   bool a_needs_grad = false, b_needs_grad = false;
@@ -171,7 +171,7 @@ struct Mm : Function<Mm> {
 };
 
 // ---- bmm: C[i] = A[i] B[i] for every i of the batch ----
-struct Bmm : Function<Bmm> {
+struct Bmm : OpFunction<Bmm> {
   static constexpr const char* name = "BmmBackward0";
   static constexpr const char* formula =
       "C[i] = A[i] B[i]:  dA[i] = dC[i] B[i]^T, dB[i] = A[i]^T dC[i]";
@@ -203,7 +203,7 @@ struct Bmm : Function<Bmm> {
 // In place in PyTorch, so the result is the product itself, not a view of it: in-place ops on
 // `vector @ matrix` are allowed. The node keeps PyTorch 1.13's name for squeeze_(dim)
 // (PyTorch 2.x numbers it SqueezeBackward4).
-struct SqueezeRow : Function<SqueezeRow> {
+struct SqueezeRow : OpFunction<SqueezeRow> {
   static constexpr const char* name = "SqueezeBackward3";
   static constexpr const char* formula =
       "y = x without its size-1 row dim:  dx = dy with it put back";

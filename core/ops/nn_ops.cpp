@@ -18,7 +18,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 
 namespace {
 
@@ -39,7 +39,7 @@ bool is_column_major(const Tensor& t) {
 }
 
 // ---- addmm: Y = bias + A B ----
-struct Addmm : Function<Addmm> {
+struct Addmm : OpFunction<Addmm> {
   static constexpr const char* name = "AddmmBackward0";
   static constexpr const char* formula =
       "Y = bias + A B:  dbias = dY summed over rows, dA = dY B^T, dB = A^T dY";
@@ -98,7 +98,7 @@ struct Addmm : Function<Addmm> {
 };
 
 // ---- embedding: Y[i...] = W[indices[i...]] ----
-struct Embedding : Function<Embedding> {
+struct Embedding : OpFunction<Embedding> {
   static constexpr const char* name = "EmbeddingBackward0";
   static constexpr const char* formula =
       "Y[i] = W[idx[i]]:  dW[r] = sum of dY[i] over the i with idx[i] = r";
@@ -179,7 +179,7 @@ struct Embedding : Function<Embedding> {
 // Sums are taken in double; mean and rstd are kept (in x's dtype) for the fused backward. The
 // loops are kernels::layer_norm_forward and layer_norm_backward (core/kernels/layer_norm.h, with
 // the derivation of the backward).
-struct LayerNorm : Function<LayerNorm> {
+struct LayerNorm : OpFunction<LayerNorm> {
   static constexpr const char* name = "NativeLayerNormBackward0";
   static constexpr const char* formula =
       "y = (x - mean) rstd w + b:  dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w; dw = "
@@ -301,7 +301,7 @@ struct LayerNorm : Function<LayerNorm> {
 // The fused backward is layer_norm's kernel (layer_norm.h derives it), in double from the saved
 // mean and sqrt(var + eps): it differs from the composite's dozen backward nodes (each rounding
 // to float) in the last bits of the gradients only.
-struct GptLayerNorm : Function<GptLayerNorm> {
+struct GptLayerNorm : OpFunction<GptLayerNorm> {
   static constexpr const char* name = "GptLayerNormBackward0";
   static constexpr const char* formula =
       "y = scale (x - mean) / sqrt(var + eps) + shift:  dx = rstd (g - mean(g) - xhat mean(g "

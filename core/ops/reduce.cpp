@@ -232,7 +232,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdi
 }
 
 // d(sum x)/dx_i = 1: every element receives the gradient of the sum.
-struct SumAll : autograd::Function<SumAll> {
+struct SumAll : autograd::OpFunction<SumAll> {
   static constexpr const char* name = "SumBackward0";
   static constexpr const char* formula = "y = sum_i x_i:  dy/dx_i = 1";
   Shape input_shape;
@@ -246,7 +246,7 @@ struct SumAll : autograd::Function<SumAll> {
 };
 
 // d(sum_dims x)/dx_i = 1: each element receives the gradient of the sum it went into.
-struct SumDims : autograd::Function<SumDims> {
+struct SumDims : autograd::OpFunction<SumDims> {
   static constexpr const char* name = "SumBackward1";
   static constexpr const char* formula = "y = sum over dims of x:  dy/dx_i = 1 (dy broadcast back)";
   Shape input_shape;
@@ -271,7 +271,7 @@ void check_mean_dtype(const Tensor& t) {
 }
 
 // d(mean x)/dx_i = 1/n for n elements.
-struct MeanAll : autograd::Function<MeanAll> {
+struct MeanAll : autograd::OpFunction<MeanAll> {
   static constexpr const char* name = "MeanBackward0";
   static constexpr const char* formula = "y = (1/n) sum_i x_i:  dy/dx_i = 1/n";
   Shape input_shape;
@@ -287,7 +287,7 @@ struct MeanAll : autograd::Function<MeanAll> {
 };
 
 // d(mean_dims x)/dx_i = 1/n, n the number of elements averaged into each output element.
-struct MeanDims : autograd::Function<MeanDims> {
+struct MeanDims : autograd::OpFunction<MeanDims> {
   static constexpr const char* name = "MeanBackward1";
   static constexpr const char* formula =
       "y = mean over dims of x:  dy/dx_i = 1/n (dy broadcast back)";
@@ -339,7 +339,7 @@ void check_dim_not_empty(const Tensor& t, int64_t dim, const char* op) {
 // d(max x)/dx_i = 1/k on the k elements equal to the max (ties share the gradient evenly, as
 // PyTorch 1.13 does), 0 elsewhere. When the max is nan, the nan elements are the ties.
 template <bool kMax>
-struct ExtremumAll : autograd::Function<ExtremumAll<kMax>> {
+struct ExtremumAll : autograd::OpFunction<ExtremumAll<kMax>> {
   static constexpr const char* name = kMax ? "MaxBackward1" : "MinBackward1";
   static constexpr const char* formula =
       kMax ? "y = max_i x_i:  dy/dx_i = 1/k on the k elements equal to the max, else 0"
@@ -361,7 +361,7 @@ struct ExtremumAll : autograd::Function<ExtremumAll<kMax>> {
 // d(max_dim x)/dx = the gradient at the index of each max (the first one on ties), 0 elsewhere.
 // The indices are a second output, handed out through `indices_out`.
 template <bool kMax>
-struct ExtremumDim : autograd::Function<ExtremumDim<kMax>> {
+struct ExtremumDim : autograd::OpFunction<ExtremumDim<kMax>> {
   static constexpr const char* name = kMax ? "MaxBackward0" : "MinBackward0";
   static constexpr const char* formula =
       kMax ? "y = max along dim:  dx = dy at the index of each max, 0 elsewhere"
@@ -444,7 +444,7 @@ Tensor variance_kernel(const Tensor& x, const std::vector<bool>& reduced, int64_
   return finish_result(out);
 }
 
-struct Var : autograd::Function<Var> {
+struct Var : autograd::OpFunction<Var> {
   static constexpr const char* name = "VarBackward0";
   static constexpr const char* formula =
       "y = sum (x_i - mean)^2 / (n - c):  dy/dx_i = 2 (x_i - mean) / (n - c)";
@@ -472,7 +472,7 @@ struct Var : autograd::Function<Var> {
 
 // std x = sqrt(var x):  d(std x)/dx_i = (x_i - mean) / ((n - correction) std x)
 // (the square root taken in double, as PyTorch's std kernel does).
-struct Std : autograd::Function<Std> {
+struct Std : autograd::OpFunction<Std> {
   static constexpr const char* name = "StdBackward0";
   static constexpr const char* formula = "y = sqrt(var x):  dy/dx_i = (x_i - mean) / ((n - c) y)";
   std::vector<bool> reduced;

@@ -13,7 +13,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 using detail::binary_kernel;
 using detail::binary_loops;
 using detail::result_type;
@@ -50,7 +50,7 @@ Tensor where_kernel(const Tensor& condition, const Tensor& a, const Tensor& b, c
 }
 
 // out = c ? a : b:  d/da = c, d/db = !c  (the condition gets no gradient)
-struct Where : Function<Where> {
+struct Where : OpFunction<Where> {
   static constexpr const char* name = "WhereBackward0";
   static constexpr const char* formula = "out = c ? a : b:  d/da = c, d/db = !c";
   Tensor forward(const Tensor& condition, const Tensor& a, const Tensor& b) {
@@ -77,7 +77,7 @@ void check_mask(const Tensor& t, const Tensor& mask, const char* op) {
 }
 
 // y = x where !mask, value where mask:  dy/dx = !mask
-struct MaskedFill : Function<MaskedFill> {
+struct MaskedFill : OpFunction<MaskedFill> {
   static constexpr const char* name = "MaskedFillBackward0";
   static constexpr const char* formula = "y = mask ? value : x:  dy/dx = !mask";
   Tensor forward(const Tensor& x, const Tensor& mask, double value) {
@@ -97,7 +97,7 @@ struct MaskedFill : Function<MaskedFill> {
 
 // maximum(a, b): the gradient goes to the larger input, split in half on ties (as PyTorch).
 // `take_max` false gives minimum.
-struct MaxMin : Function<MaxMin> {
+struct MaxMin : OpFunction<MaxMin> {
   static constexpr const char* name = "MaximumBackward0";
   static constexpr const char* formula =
       "y = max(a, b):  the gradient goes to the larger input, halved on ties";
@@ -132,7 +132,7 @@ struct Minimum : MaxMin {
 
 // y = min(max(x, lo), hi) (hi wins when lo > hi; NaN stays NaN, as in PyTorch):
 // dy/dx = 1 where lo <= x <= hi, else 0 (0 at a NaN too: PyTorch's clamp_backward).
-struct Clamp : Function<Clamp> {
+struct Clamp : OpFunction<Clamp> {
   static constexpr const char* name = "ClampBackward1";
   static constexpr const char* formula =
       "y = min(max(x, lo), hi):  dy/dx = 1 where lo <= x <= hi, else 0";

@@ -12,7 +12,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 
 namespace {
 
@@ -33,7 +33,7 @@ Tensor window(const Tensor& out, const Shape& shape, int64_t dim, int64_t start)
 }
 
 // ---- cat: y = [x_0, x_1, ...] joined along dim ----
-struct Cat : Function<Cat> {
+struct Cat : OpFunction<Cat> {
   static constexpr const char* name = "CatBackward0";
   static constexpr const char* formula =
       "y = [x_0, x_1, ...] along dim:  dx_k = the slice of dy where x_k went";
@@ -95,7 +95,7 @@ struct Cat : Function<Cat> {
 };
 
 // ---- stack: y.select(dim, i) = x_i ----
-struct Stack : Function<Stack> {
+struct Stack : OpFunction<Stack> {
   static constexpr const char* name = "StackBackward0";
   static constexpr const char* formula = "y.select(dim, i) = x_i:  dx_i = dy.select(dim, i)";
   int64_t dim = 0;
@@ -161,7 +161,7 @@ std::vector<int64_t> checked_indices(const char* op, const Tensor& index, int64_
 }
 
 // y = x.index_select(dim, idx), i.e. y[.., i, ..] = x[.., idx[i], ..]
-struct IndexSelect : Function<IndexSelect> {
+struct IndexSelect : OpFunction<IndexSelect> {
   static constexpr const char* name = "IndexSelectBackward0";
   static constexpr const char* formula =
       "y[.., i, ..] = x[.., idx[i], ..]:  dx[.., idx[i], ..] += dy[.., i, ..]";
@@ -249,7 +249,7 @@ void for_each_gathered(const Shape& index_shape, const std::vector<int64_t>& val
 }
 
 // y = x.gather(dim, idx), e.g. for dim 1: y[i][j] = x[i][idx[i][j]]
-struct Gather : Function<Gather> {
+struct Gather : OpFunction<Gather> {
   static constexpr const char* name = "GatherBackward0";
   static constexpr const char* formula = "y[i][j] = x[i][idx[i][j]]:  dx[i][idx[i][j]] += dy[i][j]";
   int64_t dim = 0;
@@ -309,7 +309,7 @@ struct Gather : Function<Gather> {
 //
 // PyTorch's _unsafe_view: same storage as x when x is contiguous, but not flagged as a view,
 // so in-place ops on y (e.g. on matmul's result) are allowed.
-struct UnsafeView : Function<UnsafeView> {
+struct UnsafeView : OpFunction<UnsafeView> {
   static constexpr const char* name = "UnsafeViewBackward0";
   static constexpr const char* formula = "y = x seen with another shape:  dx = dy reshaped back";
   Shape input_shape;

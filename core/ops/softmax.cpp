@@ -47,7 +47,7 @@ Tensor rows_backward(const Tensor& grad, const Tensor& y, bool log) {
 // y = softmax(x) along dim: y_j = exp(x_j) / sum_k exp(x_k).
 // dy_j/dx_i = y_j (delta_ij - y_i), so dx_i = sum_j g_j y_j (delta_ij - y_i)
 //                                           = y_i (g_i - sum_j g_j y_j).
-struct Softmax : autograd::Function<Softmax> {
+struct Softmax : autograd::OpFunction<Softmax> {
   static constexpr const char* name = "SoftmaxBackward0";
   static constexpr const char* formula =
       "y_j = e^x_j / sum_k e^x_k:  dx_i = y_i (g_i - sum_j g_j y_j)";
@@ -73,7 +73,7 @@ struct Softmax : autograd::Function<Softmax> {
 
 // y = log_softmax(x) along dim: y_j = x_j - log sum_k exp(x_k).
 // dy_j/dx_i = delta_ij - softmax_i, so dx_i = g_i - exp(y_i) sum_j g_j.
-struct LogSoftmax : autograd::Function<LogSoftmax> {
+struct LogSoftmax : autograd::OpFunction<LogSoftmax> {
   static constexpr const char* name = "LogSoftmaxBackward0";
   static constexpr const char* formula =
       "y_j = x_j - log sum_k e^x_k:  dx_i = g_i - e^y_i sum_j g_j";

@@ -10,7 +10,7 @@
 namespace ember {
 
 using autograd::apply;
-using autograd::Function;
+using autograd::OpFunction;
 
 namespace {
 
@@ -92,7 +92,7 @@ std::optional<Shape> view_strides(const Shape& old_shape_in, const Shape& old_st
 }
 
 // y = x seen with another shape:  dx = dy reshaped back
-struct View : Function<View> {
+struct View : OpFunction<View> {
   static constexpr const char* name = "ViewBackward0";
   static constexpr const char* formula = "y = x seen with another shape:  dx = dy reshaped back";
   Shape input_shape;
@@ -111,7 +111,7 @@ struct View : Function<View> {
 };
 
 // y = x with dims d0 and d1 swapped:  dx = dy with them swapped back
-struct Transpose : Function<Transpose> {
+struct Transpose : OpFunction<Transpose> {
   static constexpr const char* name = "TransposeBackward0";
   static constexpr const char* formula =
       "y = x with dims d0, d1 swapped:  dx = dy with them swapped back";
@@ -130,7 +130,7 @@ struct Transpose : Function<Transpose> {
 };
 
 // 2-d transpose (x.t()).
-struct T2 : Function<T2> {
+struct T2 : OpFunction<T2> {
   static constexpr const char* name = "TBackward0";
   static constexpr const char* formula = "y = x^T:  dx = dy^T";
   Tensor forward(const Tensor& x) {
@@ -143,7 +143,7 @@ struct T2 : Function<T2> {
 };
 
 // y = x with dims reordered:  dx = dy with the inverse order
-struct Permute : Function<Permute> {
+struct Permute : OpFunction<Permute> {
   static constexpr const char* name = "PermuteBackward0";
   static constexpr const char* formula =
       "y = x with dims reordered:  dx = dy with the inverse order";
@@ -167,7 +167,7 @@ struct Permute : Function<Permute> {
 };
 
 // y = x with a size-1 dim inserted:  dx = dy with it removed
-struct Unsqueeze : Function<Unsqueeze> {
+struct Unsqueeze : OpFunction<Unsqueeze> {
   static constexpr const char* name = "UnsqueezeBackward0";
   static constexpr const char* formula =
       "y = x with a size-1 dim inserted:  dx = dy with it removed";
@@ -184,7 +184,7 @@ struct Unsqueeze : Function<Unsqueeze> {
 };
 
 // y = x without size-1 dims (all, or one):  dx = dy reshaped back
-struct Squeeze : Function<Squeeze> {
+struct Squeeze : OpFunction<Squeeze> {
   static constexpr const char* name = "SqueezeBackward0";
   static constexpr const char* formula = "y = x without size-1 dims:  dx = dy reshaped back";
   Shape input_shape;
@@ -210,7 +210,7 @@ struct SqueezeDim : Squeeze {
 };
 
 // y = x repeated along size-1 (or new leading) dims with stride 0:  dx = dy summed back
-struct Expand : Function<Expand> {
+struct Expand : OpFunction<Expand> {
   static constexpr const char* name = "ExpandBackward0";
   static constexpr const char* formula =
       "y = x repeated along broadcast dims:  dx = dy summed back";
@@ -252,7 +252,7 @@ Tensor scatter_into_zeros(const Tensor& grad, const Shape& input_shape,
 }
 
 // y = x[..., i, ...] along dim:  dx = zeros with dy at index i
-struct Select : Function<Select> {
+struct Select : OpFunction<Select> {
   static constexpr const char* name = "SelectBackward0";
   static constexpr const char* formula = "y = x[..., i, ...]:  dx = zeros with dy at index i";
   Shape input_shape;
@@ -282,7 +282,7 @@ struct Select : Function<Select> {
 };
 
 // y = x[start:end:step] along dim:  dx = zeros with dy in that slice
-struct SliceOp : Function<SliceOp> {
+struct SliceOp : OpFunction<SliceOp> {
   static constexpr const char* name = "SliceBackward0";
   static constexpr const char* formula = "y = x[start:end:step]:  dx = zeros with dy in that slice";
   Shape input_shape;

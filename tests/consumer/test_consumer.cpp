@@ -25,6 +25,30 @@ TEST(Consumer, GradcheckOfAComposite) {
       [&](const std::vector<Tensor>& in) { return softmax(matmul(x, in[0]), -1).sum(0); }, {w});
 }
 
+// A user's own op: a custom Function (libtorch's spelling), its backward checked by gradcheck.
+struct ScaledTanh : autograd::Function<ScaledTanh> {
+  static constexpr const char* formula = "y = k tanh(x):  dy/dx = k (1 - tanh(x)^2)";
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, double k) {
+    Tensor t = tanh(x);
+    ctx->save_for_backward({t});
+    ctx->saved_data["k"] = k;
+    return t * k;
+  }
+  static autograd::tensor_list backward(autograd::AutogradContext* ctx,
+                                        autograd::tensor_list grad_outputs) {
+    Tensor t = ctx->get_saved_variables()[0];
+    const double k = ctx->saved_data["k"].toDouble();
+    return {grad_outputs[0] * k * (1.0 - t * t), Tensor()};
+  }
+};
+
+TEST(Consumer, GradcheckOfACustomFunction) {
+  Tensor x = rand({3, 2}, TensorOptions().dtype(kFloat64).requires_grad(true));
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return ScaledTanh::apply(in[0], 1.5); },
+                   {x});
+  EXPECT_EQ(ScaledTanh::apply(x, 2.0).grad_fn()->name(), "ScaledTanhBackward");
+}
+
 // ember::testing, not testing:: (GoogleTest's) once `using namespace ember;` is in effect.
 TEST(Consumer, AssertCloseReports) {
   try {

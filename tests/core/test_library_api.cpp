@@ -311,7 +311,7 @@ TEST(GTestMacros, FailuresShowTheReport) {
 }
 
 // A backward that is wrong by a factor 2: y = x^2 with dy/dx = 4x.
-struct WrongSquare : autograd::Function<WrongSquare> {
+struct WrongSquare : autograd::OpFunction<WrongSquare> {
   static constexpr const char* name = "WrongSquareBackward";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});

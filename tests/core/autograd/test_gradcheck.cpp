@@ -825,7 +825,7 @@ TEST(GradcheckTable, EveryCaseHasPyTorchGradients) {
 // ---- gradcheck checks itself: custom ops with wrong backwards must fail ----
 
 // y = x, with a wrong backward: it claims dy/dx = 2.
-struct WrongIdentity : autograd::Function<WrongIdentity> {
+struct WrongIdentity : autograd::OpFunction<WrongIdentity> {
   static constexpr const char* name = "WrongIdentityBackward";
   Tensor forward(const Tensor& x) { return x.clone(); }
   std::vector<Tensor> backward(const Tensor& grad) { return {2.0 * grad}; }
@@ -833,7 +833,7 @@ struct WrongIdentity : autograd::Function<WrongIdentity> {
 Tensor wrong_identity(const Tensor& x) { return autograd::apply<WrongIdentity>(x); }
 
 // y = x^3 with the right backward: dy/dx = 3 x^2.
-struct Cube : autograd::Function<Cube> {
+struct Cube : autograd::OpFunction<Cube> {
   static constexpr const char* name = "CubeBackward";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});
@@ -848,7 +848,7 @@ Tensor cube(const Tensor& x) { return autograd::apply<Cube>(x); }
 
 // y = x, with a backward that adds a tiny constant: its Jacobian is within tolerance, but a
 // zero grad_output does not give a zero gradient.
-struct LeakyIdentity : autograd::Function<LeakyIdentity> {
+struct LeakyIdentity : autograd::OpFunction<LeakyIdentity> {
   static constexpr const char* name = "LeakyIdentityBackward";
   Tensor forward(const Tensor& x) { return x.clone(); }
   std::vector<Tensor> backward(const Tensor& grad) { return {grad + 1e-12}; }
@@ -856,7 +856,7 @@ struct LeakyIdentity : autograd::Function<LeakyIdentity> {
 
 // y = x, with a backward that changes a little every time it runs (like a nondeterministic
 // atomic-add kernel): within tolerance, but not reentrant.
-struct DriftingIdentity : autograd::Function<DriftingIdentity> {
+struct DriftingIdentity : autograd::OpFunction<DriftingIdentity> {
   static constexpr const char* name = "DriftingIdentityBackward";
   static inline int calls = 0;
   Tensor forward(const Tensor& x) { return x.clone(); }

@@ -93,7 +93,7 @@ TEST(HigherOrder, WithoutCreateGraphNothingHasAGraph) {
 
 // An op whose backward is a raw kernel with no double backward (every op of Ember has one now,
 // the fused kernels included: tests/core/autograd/test_higher_order_fused.cpp).
-struct RawSquare : autograd::Function<RawSquare> {
+struct RawSquare : autograd::OpFunction<RawSquare> {
   static constexpr const char* name = "RawSquareBackward0";
   static constexpr bool twice_differentiable = false;
   Tensor forward(const Tensor& x) {
@@ -189,7 +189,7 @@ TEST(HigherOrder, VersionCounterGuardsTheRecordedGraph) {
 
 // x^3 whose backward is right to first order but treats one factor as a constant, so its
 // second derivative is 3x^2 -> 3x, not 6x.
-struct WrongCube : autograd::Function<WrongCube> {
+struct WrongCube : autograd::OpFunction<WrongCube> {
   static constexpr const char* name = "WrongCubeBackward";
   Tensor forward(const Tensor& x) {
     save_for_backward({x});

@@ -32,7 +32,7 @@ using test::expect_values;
 // ---- the dispatch, on ops of the test's own ----
 
 // y = x^2, dy/dx = 2x, with its formula only (in ops): it serves both kinds of backward.
-struct Square : autograd::Function<Square> {
+struct Square : autograd::OpFunction<Square> {
   static constexpr const char* name = "SquareBackward0";
   static constexpr const char* formula = "y = x^2:  dy/dx = 2 x";
   static inline int formula_calls = 0;
