@@ -231,6 +231,9 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
                             const Settings& s, const examples::WatchedExample& watched) {
   Training t;
   examples::Progress progress(last, s.print_every);
+  // --html: the gradient flow through the blocks, read by module hooks at every step.
+  std::optional<examples::GradientFlow> flow;
+  if (s.html) flow.emplace(model);
   model.train();
   examples::StepProfiler profiler(s.profile, start + 1, last);  // --profile
   for (int64_t step = start + 1; step <= last; ++step) {
@@ -239,7 +242,9 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
     manual_seed(s.seed * 7919 + static_cast<uint64_t>(step));
     auto [x, y] = random_batch(data.ids, rng, s.batch, s.context, 0, data.split);
     t.train_loss = examples::optimizer_step(calc_loss_batch(x, y, model), model.parameters(),
-                                            optimizer, schedule);
+                                            optimizer, schedule, [&] {
+                                              if (flow) flow->record(step);
+                                            });
     t.history.train_steps.push_back(static_cast<double>(step));
     t.history.train_loss.push_back(t.train_loss);
     if (step % s.print_every == 0 || step == last) {
@@ -260,6 +265,7 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
                     s.batch * s.context);
     if (auto table = profiler.after_step(step)) progress.note(*table);
   }
+  if (flow) t.report.gradient_flow = flow->history();
   return t;
 }
 

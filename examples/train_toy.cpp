@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_set>
@@ -140,7 +141,7 @@ std::string token_text(int64_t id) { return id == kSep ? ">" : std::to_string(id
 
 std::string digits_text(const int64_t* d, int64_t n) {
   std::string s;
-  for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + std::to_string(d[i]);
+  for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + token_text(d[i]);
   return s;
 }
 
@@ -254,11 +255,16 @@ Training train_model_simple(nn::GPTModel& model, ReverseTask& task, optim::Optim
   t.snapshots.push_back(watched.attention(model, 0));
   record(0);
   examples::StepProfiler profiler(s.profile, 1, s.steps);  // --profile
+  // --html: the gradient flow through the blocks, read by module hooks at every step.
+  std::optional<examples::GradientFlow> flow;
+  if (s.html) flow.emplace(model);
   for (int64_t step = 1; step <= s.steps; ++step) {
     profiler.before_step(step);
     auto [x, y] = task.batch(task.train_digits(s.batch));
     t.train_loss = examples::optimizer_step(calc_loss_batch(x, y, model), model.parameters(),
-                                            optimizer, schedule);
+                                            optimizer, schedule, [&] {
+                                              if (flow) flow->record(step);
+                                            });
     t.history.train_steps.push_back(static_cast<double>(step));
     t.history.train_loss.push_back(t.train_loss);
 
@@ -277,6 +283,7 @@ Training train_model_simple(nn::GPTModel& model, ReverseTask& task, optim::Optim
                     s.batch * 2 * n);
     if (auto table = profiler.after_step(step)) progress.note(*table);
   }
+  if (flow) t.report.gradient_flow = flow->history();
   return t;
 }
 

@@ -97,9 +97,9 @@ Tensor SelfAttentionV2::forward(const Tensor& x) {
   ForwardScope scope(*this);
 
   detail::check_defined(x, "SelfAttentionV2");
-  Tensor keys = W_key->forward(x);
-  Tensor queries = W_query->forward(x);
-  Tensor values = W_value->forward(x);
+  Tensor keys = (*W_key)(x);
+  Tensor queries = (*W_query)(x);
+  Tensor values = (*W_value)(x);
   Tensor attn_scores = matmul(queries, keys.t());
   Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
   return matmul(attn_weights, values);
@@ -123,16 +123,16 @@ Tensor CausalAttention::forward(const Tensor& x) {
 
   check_batch(x, W_query->in_features, mask.size(0), "CausalAttention");
   const int64_t num_tokens = x.size(1);
-  Tensor keys = W_key->forward(x);
-  Tensor queries = W_query->forward(x);
-  Tensor values = W_value->forward(x);
+  Tensor keys = (*W_key)(x);
+  Tensor queries = (*W_query)(x);
+  Tensor values = (*W_value)(x);
 
   Tensor attn_scores = matmul(queries, keys.transpose(1, 2));
   // In place, as the book: positions above the diagonal (the future) get -inf.
   attn_scores.masked_fill_(mask.to_bool().index({Slice(None, num_tokens), Slice(None, num_tokens)}),
                            -INFINITY);
   Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
-  attn_weights = dropout->forward(attn_weights);
+  attn_weights = (*dropout)(attn_weights);
 
   Tensor context_vec = matmul(attn_weights, values);
   if (keep_trace) {
@@ -163,7 +163,7 @@ Tensor MultiHeadAttentionWrapper::forward(const Tensor& x) {
 
   detail::check_defined(x, "MultiHeadAttentionWrapper");
   std::vector<Tensor> outputs;
-  for (const auto& head : *heads) outputs.push_back(head->forward(x));
+  for (const auto& head : *heads) outputs.push_back((*head)(x));
   return cat(outputs, -1);
 }
 
@@ -192,9 +192,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   check_batch(x, W_query->in_features, mask.size(0), "MultiHeadAttention");
   const int64_t b = x.size(0), num_tokens = x.size(1);
 
-  Tensor keys = W_key->forward(x);  // [b, num_tokens, d_out]
-  Tensor queries = W_query->forward(x);
-  Tensor values = W_value->forward(x);
+  Tensor keys = (*W_key)(x);  // [b, num_tokens, d_out]
+  Tensor queries = (*W_query)(x);
+  Tensor values = (*W_value)(x);
 
   // Split the last dim into heads: [b, num_tokens, num_heads, head_dim]...
   keys = keys.view({b, num_tokens, num_heads, head_dim});
@@ -205,12 +205,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   queries = queries.transpose(1, 2);
   values = values.transpose(1, 2);
 
-  if (fused_attention && !keep_trace && is_causal_mask(mask, num_tokens)) {
+  // (A hook on `dropout` must see attn_weights, so it takes the book's lines too.)
+  if (fused_attention && !keep_trace && !dropout->has_hooks() && is_causal_mask(mask, num_tokens)) {
     // The lines below in one op (same numbers, same dropout draws): causal_attention, whose
     // derivation is in core/ops/attention.cpp (its kernel in core/kernels/attention.cpp).
     Tensor context = causal_attention(queries, keys, values, dropout->p, dropout->is_training());
     Tensor context_vec = context.transpose(1, 2).contiguous().view({b, num_tokens, d_out});
-    return out_proj->forward(context_vec);
+    return (*out_proj)(context_vec);
   }
 
   // One [num_tokens, num_tokens] score matrix per (batch, head).
@@ -219,7 +220,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   attn_scores.masked_fill_(mask_bool, -INFINITY);
 
   Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);
-  attn_weights = dropout->forward(attn_weights);
+  attn_weights = (*dropout)(attn_weights);
 
   // [b, num_tokens, num_heads, head_dim], then heads merged back into d_out.
   Tensor context = matmul(attn_weights, values);
@@ -229,7 +230,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     trace = {keep(queries),     keep(keys),         keep(values),
              keep(attn_scores), keep(attn_weights), keep(context)};
   }
-  return out_proj->forward(context_vec);
+  return (*out_proj)(context_vec);
 }
 
 }  // namespace ember::nn

@@ -87,7 +87,7 @@ class MultiHeadAttention : public Module {
   AttentionTrace trace;
   // Scores, mask, softmax, dropout and the weighted sum in one fused op (causal_attention,
   // core/ops/attention.h): the same numbers, a fraction of the time and memory. Set to false
-  // to run the book's composite line by line (keep_trace and a modified mask do so too).
+  // to run the book's composite line by line (keep_trace, a modified mask and a hook on `dropout` do so too).
   bool fused_attention = true;
 };
 

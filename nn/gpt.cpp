@@ -74,7 +74,7 @@ FeedForward::FeedForward(const GPTConfig& cfg) {
 
 Tensor FeedForward::forward(const Tensor& x) {
   ForwardScope scope(*this);
-  return layers->forward(x);
+  return (*layers)(x);
 }
 
 // ---- TransformerBlock ----
@@ -95,16 +95,16 @@ Tensor TransformerBlock::forward(const Tensor& input) {
   detail::check_defined(input, "TransformerBlock");
   // Shortcut connection around the attention block.
   Tensor shortcut = input;
-  Tensor x = norm1->forward(input);
-  x = att->forward(x);  // [batch, num_tokens, emb_dim]
-  x = drop_shortcut->forward(x);
+  Tensor x = (*norm1)(input);
+  x = (*att)(x);  // [batch, num_tokens, emb_dim]
+  x = (*drop_shortcut)(x);
   x = x + shortcut;  // add the original input back
 
   // Shortcut connection around the feed-forward block.
   shortcut = x;
-  x = norm2->forward(x);
-  x = ff->forward(x);
-  x = drop_shortcut->forward(x);
+  x = (*norm2)(x);
+  x = (*ff)(x);
+  x = (*drop_shortcut)(x);
   x = x + shortcut;
   return x;
 }
@@ -143,13 +143,13 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
   check(seq_len >= 1 && seq_len <= cfg.context_length, "GPTModel: input has ", seq_len,
         " tokens, expected 1 to context_length = ", cfg.context_length, " (input shape ",
         in_idx.shape(), ")");
-  Tensor tok_embeds = tok_emb->forward(in_idx);           // [batch, seq_len, emb_dim]
-  Tensor pos_embeds = pos_emb->forward(arange(seq_len));  // [seq_len, emb_dim]
+  Tensor tok_embeds = (*tok_emb)(in_idx);           // [batch, seq_len, emb_dim]
+  Tensor pos_embeds = (*pos_emb)(arange(seq_len));  // [seq_len, emb_dim]
   Tensor x = tok_embeds + pos_embeds;
-  x = drop_emb->forward(x);
-  x = trf_blocks->forward(x);
-  x = final_norm->forward(x);
-  Tensor logits = out_head->forward(x);  // [batch, seq_len, vocab_size]
+  x = (*drop_emb)(x);
+  x = (*trf_blocks)(x);
+  x = (*final_norm)(x);
+  Tensor logits = (*out_head)(x);  // [batch, seq_len, vocab_size]
   return logits;
 }
 
@@ -176,7 +176,7 @@ Tensor crop(const Tensor& idx, int64_t context_size) {
 
 // The logits of the last position, [batch, vocab_size], from a model's [batch, n, vocab].
 Tensor last_logits(Module& model, const Tensor& idx_cond, const char* op) {
-  Tensor logits = model.forward(idx_cond);
+  Tensor logits = model(idx_cond);
   check(
       logits.dim() == 3 && logits.size(0) == idx_cond.size(0) && logits.size(1) == idx_cond.size(1),
       op, ": expected the model to return logits [batch, num_tokens, vocab_size] = [",

@@ -19,9 +19,11 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/base/error.h"
 #include "core/graph/profiler.h"
+#include "core/tensor/tensor.h"
 
 namespace ember::nn {
 
@@ -61,14 +63,25 @@ class ModuleHolder {
   }
 
   // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes (inside
-  // an nn::ForwardScope, for anomaly mode and the profiler).
+  // an nn::ForwardScope, for anomaly mode and the profiler). When every argument is a Tensor and
+  // forward returns one, the module's hooks run around it (nn/hooks.h).
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
     typename Dependent<ForwardScope, Args...>::type scope(*get());
+    if constexpr (sizeof...(Args) > 0 && (std::is_same_v<std::decay_t<Args>, Tensor> && ...) &&
+                  std::is_same_v<decltype(get()->forward(args...)), Tensor>) {
+      if (get()->has_hooks()) return call_hooked(std::index_sequence_for<Args...>{}, args...);
+    }
     return get()->forward(std::forward<Args>(args)...);
   }
 
  private:
+  template <std::size_t... I, typename... Args>
+  Tensor call_hooked(std::index_sequence<I...>, const Args&... args) const {
+    Impl* impl = get();
+    return impl->call_with_hooks(
+        {args...}, [impl](const std::vector<Tensor>& in) { return impl->forward(in[I]...); });
+  }
   // T, named through the call's template parameters so that it is looked up when the call is
   // instantiated (ForwardScope is complete by then).
   template <typename T, typename...>

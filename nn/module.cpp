@@ -83,7 +83,8 @@ Tensor Module::forward(const Tensor& /*x*/) {
 
 Tensor Module::operator()(const Tensor& x) {
   ForwardScope scope(*this);
-  return forward(x);
+  if (!has_hooks()) return forward(x);
+  return call_with_hooks({x}, [this](const TensorList& in) { return forward(in[0]); });
 }
 
 // ---- the call point of anomaly mode and the profiler ----

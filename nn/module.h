@@ -42,6 +42,7 @@
 #include "core/graph/profiler.h"
 #include "core/tensor/tensor.h"
 #include "nn/holder.h"
+#include "nn/hooks.h"
 
 namespace ember::nn {
 
@@ -79,7 +80,42 @@ class Module : public std::enable_shared_from_this<Module> {
   // The computation of the module on one input. Modules that take other arguments declare
   // their own forward (and operator()) instead; this one then throws, like PyTorch's.
   virtual Tensor forward(const Tensor& x);
+  // module(x), PyTorch's module.__call__: forward inside an nn::ForwardScope, with the module's
+  // hooks around it. Modules call their submodules this way, as the book's Python does.
   Tensor operator()(const Tensor& x);
+
+  // ---- hooks (nn/hooks.h: when each kind runs, what it sees, what it may return) ----
+  // Each takes a callable with the arguments of its kind (ForwardPreHook, ForwardHook,
+  // BackwardPreHook, BackwardHook) returning void or std::optional of the replacement.
+
+  template <typename F>
+  RemovableHandle register_forward_pre_hook(F hook) {
+    return add_hook(&hooks::HookTables::forward_pre,
+                    ForwardPreHook(hooks::returning_optional<TensorList>(std::move(hook))));
+  }
+  template <typename F>
+  RemovableHandle register_forward_hook(F hook) {
+    return add_hook(&hooks::HookTables::forward,
+                    ForwardHook(hooks::returning_optional<Tensor>(std::move(hook))));
+  }
+  // PyTorch 2.0's (1.13 has no backward pre-hooks): runs when grad_output is known.
+  template <typename F>
+  RemovableHandle register_full_backward_pre_hook(F hook) {
+    return add_hook(&hooks::HookTables::backward_pre,
+                    BackwardPreHook(hooks::returning_optional<TensorList>(std::move(hook))));
+  }
+  template <typename F>
+  RemovableHandle register_full_backward_hook(F hook) {
+    return add_hook(&hooks::HookTables::backward,
+                    BackwardHook(hooks::returning_optional<TensorList>(std::move(hook))));
+  }
+  bool has_hooks() const { return hooks_ != nullptr && !hooks_->empty(); }
+  // Runs forward(inputs) with this module's hooks around it: what operator() and a
+  // ModuleHolder's call do when the module has hooks.
+  Tensor call_with_hooks(TensorList inputs,
+                         const std::function<Tensor(const TensorList&)>& forward) {
+    return hooks::call_with_hooks(*this, *hooks_, std::move(inputs), forward);
+  }
 
   // ---- registering what the module owns ----
   // Names must be non-empty, hold no dot, and be new to this module (among its parameters,
@@ -216,8 +252,18 @@ class Module : public std::enable_shared_from_this<Module> {
   // What named_parameters() and named_buffers() list, from the table `table` of each module.
   NamedTensors named_tensors(Slots Module::*table, bool recurse) const;
 
+  template <typename Hook>
+  RemovableHandle add_hook(std::vector<std::pair<uint64_t, Hook>> hooks::HookTables::*table,
+                           Hook hook) {
+    if (!hooks_) hooks_ = std::make_shared<hooks::HookTables>();
+    const uint64_t id = hooks::next_hook_id();
+    ((*hooks_).*table).emplace_back(id, std::move(hook));
+    return RemovableHandle(hooks_, id);
+  }
+
   std::string type_name_;
   bool training_ = true;
+  std::shared_ptr<hooks::HookTables> hooks_;  // null until a hook is registered
   Slots parameters_;
   Slots buffers_;
   std::deque<Tensor> owned_tensors_;  // tensors registered by value (a deque: stable addresses)

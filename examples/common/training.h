@@ -60,11 +60,14 @@ inline std::function<double(int64_t)> warmup_cosine(int64_t total) {
 }
 
 // One training step on `loss`: gradients, clipped to norm 1, an optimizer step and a schedule
-// step. Returns the loss value.
+// step. `after_backward` (when given) runs between backward and clipping (the report's gradient
+// flow reads the gradients there). Returns the loss value.
 inline double optimizer_step(const Tensor& loss, const std::vector<Tensor>& parameters,
-                             optim::Optimizer& opt, optim::LRScheduler& schedule) {
+                             optim::Optimizer& opt, optim::LRScheduler& schedule,
+                             const std::function<void()>& after_backward = nullptr) {
   opt.zero_grad();
   loss.backward();
+  if (after_backward) after_backward();
   optim::clip_grad_norm_(parameters, 1.0);
   opt.step();
   schedule.step();

@@ -1,6 +1,7 @@
 // train_toy --html and train_chars --html: report.html written, its data the run's (one map set
 // per evaluation), and in headless Chromium its self-check moves the step slider across every
-// recorded step (tests/browser.h).
+// recorded step, finds the gradient-flow curves of every block and each chart's legend in its
+// curves' colours (tests/browser.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -71,7 +72,10 @@ TEST_F(TrainingReport, TrainToyWritesAReportWhoseSliderCoversEveryEvaluation) {
   // Evaluations at steps 0, 10, 20, 30: four snapshots of 2 layers x 2 heads, four samples.
   EXPECT_EQ(count(page_, "\"panels\":"), 4);
   EXPECT_EQ(count(page_, "\"title\":\"layer 1, head 1\""), 4);
-  expect_selftest("PASS 4 steps, 4 maps, 4 samples");
+  // The gradient flow: both blocks, read by their backward hooks at each of the 30 steps; in
+  // the browser, every curve drawn and every legend entry in its curve's colour.
+  EXPECT_EQ(count(page_, "\"blocks\":[\"trf_blocks.0\",\"trf_blocks.1\"]"), 1);
+  expect_selftest("PASS 4 steps, 4 maps, 4 samples, gradient flow of 2 blocks over 30 steps");
 }
 
 TEST_F(TrainingReport, TrainCharsWritesAReportWhoseSliderCoversEveryValidation) {
@@ -79,7 +83,7 @@ TEST_F(TrainingReport, TrainCharsWritesAReportWhoseSliderCoversEveryValidation) 
       run_with_html("ember_report_chars", EMBER_TRAIN_CHARS_BINARY,
                     "--steps 20 --print-every 10 --sample-every 10 --context 16"));
   // Validations at steps 10 and 20, 2 layers x 4 heads, samples at 10 and 20.
-  expect_selftest("PASS 2 steps, 8 maps, 2 samples");
+  expect_selftest("PASS 2 steps, 8 maps, 2 samples, gradient flow of 2 blocks over 20 steps");
 }
 
 }  // namespace

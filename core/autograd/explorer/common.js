@@ -77,6 +77,21 @@ function heatmap(values, rows, cols, opts) {
   return canvas;
 }
 
+// The colour scale of a heatmap of `values` (with `max`, else the largest magnitude): a bar from 0
+// (or -max when a value is negative) to max, with its ends' values and a title.
+function colourScale(values, max, title) {
+  let m = max || 0;
+  if (!max) for (const v of values) if (Number.isFinite(num(v))) m = Math.max(m, Math.abs(num(v)));
+  const signed = values.some((v) => num(v) < 0);
+  const stops = [];
+  for (let i = 0; i <= 10; ++i) stops.push(heatColor((signed ? -m : 0) + (i / 10) * (signed ? 2 * m : m), m));
+  return el('div', { class: 'lheat-scale' },
+            el('span', {}, fmt(signed ? -m : 0)),
+            el('span', { class: 'lheat-bar', style: `background: linear-gradient(to right, ${stops.join(', ')})` }),
+            el('span', {}, fmt(m)),
+            el('span', { class: 'muted' }, title || ''));
+}
+
 // A heatmap with its axes labelled: the row and column labels (tokens) as ticks (every k-th when
 // the cells are too small for all), the axes' names, and a colour scale from 0 (or -max) to max.
 // Options: those of heatmap, plus rowTitle, colTitle and scaleTitle.
@@ -101,16 +116,7 @@ function labelledHeatmap(values, rows, cols, opts) {
   box.append(ticks(o.rowLabels, rows, 'lheat-rows'));
   box.append(canvas);
   box.append(ticks(o.colLabels, cols, 'lheat-cols'));
-  let m = o.max || 0;
-  if (!o.max) for (const v of values) if (Number.isFinite(num(v))) m = Math.max(m, Math.abs(num(v)));
-  const signed = values.some((v) => num(v) < 0);
-  const stops = [];
-  for (let i = 0; i <= 10; ++i) stops.push(heatColor((signed ? -m : 0) + (i / 10) * (signed ? 2 * m : m), m));
-  box.append(el('div', { class: 'lheat-scale' },
-                el('span', {}, fmt(signed ? -m : 0)),
-                el('span', { class: 'lheat-bar', style: `background: linear-gradient(to right, ${stops.join(', ')})` }),
-                el('span', {}, fmt(m)),
-                el('span', { class: 'muted' }, o.scaleTitle || '')));
+  box.append(colourScale(values, o.max, o.scaleTitle));
   return box;
 }
 
@@ -140,7 +146,9 @@ function tensorView(t) {
   const slices = v.length / (rows * cols);
   const holder = el('div');
   const show = (k) => {
-    holder.replaceChildren(heatmap(v.slice(k * rows * cols, (k + 1) * rows * cols), rows, cols));
+    const slice = v.slice(k * rows * cols, (k + 1) * rows * cols);
+    holder.replaceChildren(el('div', { class: 'scroll' }, heatmap(slice, rows, cols)),
+                           colourScale(slice, 0, 'value'));
   };
   if (slices > 1) {
     const lead = shape.slice(0, -2);

@@ -175,6 +175,9 @@ function selftest() {
     if (n.label && !text.includes(n.label)) fails.push(`panel of node ${n.id} lacks its label`);
     if (!n.formula || !text.includes(n.formula)) fails.push(`panel of node ${n.id} (${n.name}) lacks its formula`);
     if (n.value && !panel.querySelector('.tensor')) fails.push(`panel of node ${n.id} shows no value`);
+    // Every heatmap of a value comes with its colour scale; nothing runs past the panel's edge.
+    if (panel.querySelectorAll('canvas.heat').length !== panel.querySelectorAll('.lheat-scale').length) fails.push(`panel of node ${n.id}: a heatmap without its colour scale`);
+    if (panel.scrollWidth > panel.clientWidth + 1) fails.push(`panel of node ${n.id} is wider than the panel (${panel.scrollWidth} > ${panel.clientWidth})`);
     if (!n.value && !text.includes(n.value_note || '?')) fails.push(`panel of node ${n.id} says nothing of its value`);
   }
   played = 0;
@@ -191,6 +194,7 @@ function selftest() {
     if (!sameTensor(seen.get(+id), data.leaf_grads[id])) fails.push(`leaf ${id} (${nodeTitle(nodes[id])}): replayed gradient differs from autograd::grad's`);
   }
   if (!data.gradients_note && !data.order.length) fails.push('no backward steps');
+  if (document.querySelectorAll('#legend .swatch').length !== 6) fails.push('the legend of the node colours is missing');
   writeResult(fails.length ? 'FAIL ' + fails.slice(0, 8).join('; ')
                            : `PASS ${nodes.length} nodes, ${data.order.length} steps, ${leaves.length} leaf gradients`);
 }

@@ -1,0 +1,330 @@
+// Module hooks (nn/hooks.h) against PyTorch 1.13's: every forward pre-hook, forward hook and full
+// backward hook call, in order, with what it was given, for Linear, the book's
+// MultiHeadAttention, a TransformerBlock, a module called twice and modules of two inputs
+// (tests/fixtures/hooks.txt, from scripts/fixtures/gen_hooks.py, whose docstring lists the
+// entries); hooks that replace values; removal; the backward pre-hooks of PyTorch 2.0.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ember.h"
+#include "nn/nn.h"
+#include "tests/fixtures.h"
+#include "tests/test_helpers.h"
+
+namespace ember::nn {
+namespace {
+
+const test::Fixture& hooks_fixture() { return test::fixture_file("hooks.txt"); }
+
+using test::error_of;
+using ::testing::HasSubstr;
+
+// What the recording hooks saw: "pre:att.W_key"-style events and, per event, its tuples.
+struct Recorder {
+  std::vector<std::string> events;
+  std::vector<std::map<std::string, TensorList>> tuples;
+  void add(const std::string& event, std::map<std::string, TensorList> seen) {
+    events.push_back(event);
+    tuples.push_back(std::move(seen));
+  }
+};
+
+// The generator's watch(): the three recording hooks on every module of named_modules().
+void watch(Module& model, Recorder& rec) {
+  for (const auto& [name, m] : model.named_modules()) {
+    const std::string label = name.empty() ? "-" : name;
+    m->register_forward_pre_hook([&rec, label](Module&, const TensorList& input) {
+      rec.add("pre:" + label, {{"input", input}});
+    });
+    m->register_forward_hook([&rec, label](Module&, const TensorList& input, const Tensor& out) {
+      rec.add("fwd:" + label, {{"input", input}, {"output", {out}}});
+    });
+    m->register_full_backward_hook(
+        [&rec, label](Module&, const TensorList& grad_input, const TensorList& grad_output) {
+          rec.add("bwd:" + label, {{"grad_input", grad_input}, {"grad_output", grad_output}});
+        });
+  }
+}
+
+// The recorded calls against the case's: the forward hooks in the same order, each module's
+// backward hooks in the same order, and each call's tuples with None in the same places and the
+// same values (to float rounding: Ember's kernels may sum in another order than PyTorch's).
+// Backward hooks of branches that do not depend on each other (attention's W_query, W_key and
+// W_value) may interleave differently: each engine picks its own order among ready nodes.
+void expect_same_calls(const Recorder& rec, const std::string& name) {
+  const test::Fixture& f = hooks_fixture();
+  const std::vector<std::string>& expected = f.keys(name + "/events");
+  // Each event as (event, its occurrence among equal events), and where PyTorch had it.
+  auto occurrences = [](const std::vector<std::string>& events) {
+    std::map<std::string, int> seen;
+    std::vector<std::pair<std::string, int>> out;
+    for (const std::string& e : events) out.emplace_back(e, seen[e]++);
+    return out;
+  };
+  const auto ours = occurrences(rec.events), theirs = occurrences(expected);
+  std::map<std::pair<std::string, int>, std::size_t> pytorch_index;
+  for (std::size_t j = 0; j < theirs.size(); ++j) pytorch_index[theirs[j]] = j;
+  ASSERT_EQ(rec.events.size(), expected.size()) << ::testing::PrintToString(rec.events);
+  auto is_backward = [](const std::string& e) { return e.rfind("bwd:", 0) == 0; };
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    SCOPED_TRACE(rec.events[i]);
+    ASSERT_TRUE(pytorch_index.count(ours[i])) << "PyTorch made no such call";
+    const std::size_t j = pytorch_index.at(ours[i]);
+    // Forward hooks: the same position. Backward: after every forward hook, in the module's own
+    // order (checked by the occurrence matched).
+    if (!is_backward(rec.events[i])) {
+      EXPECT_EQ(i, j) << ::testing::PrintToString(rec.events);
+    }
+    for (const auto& [key, values] : rec.tuples[i]) {
+      const std::string prefix = name + "/" + std::to_string(j) + "/" + key;
+      std::vector<int64_t> defined;
+      for (const Tensor& t : values) defined.push_back(t.defined() ? 1 : 0);
+      EXPECT_EQ(defined, f.ints(prefix + ".defined")) << prefix;
+      for (std::size_t k = 0; k < values.size(); ++k) {
+        if (values[k].defined()) {
+          f.expect_near(values[k], prefix + "." + std::to_string(k), 1e-5, 1e-6);
+        }
+      }
+    }
+  }
+  // The outermost module's backward hook is the last call, as in PyTorch.
+  EXPECT_EQ(rec.events.back(), expected.back());
+}
+
+// The rest of a case: output, gradients of the inputs and the parameters.
+void expect_same_results(Module& model, const Tensor& out, const TensorList& xs,
+                         const std::string& name) {
+  const test::Fixture& f = hooks_fixture();
+  f.expect_near(out, name + "/out", 1e-5, 1e-6);
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    const std::string key = name + "/x" + std::to_string(k) + ".grad";
+    EXPECT_EQ(xs[k].grad().defined(), f.has(key)) << key;
+    if (f.has(key)) f.expect_near(xs[k].grad(), key, 1e-5, 1e-6);
+  }
+  for (const auto& [param, p] : model.named_parameters()) {
+    f.expect_near(p.grad(), name + "/grad/" + param, 1e-5, 1e-6);
+  }
+}
+
+// The generator's run_case for a model of one input: inputs drawn after the model.
+template <typename Model>
+void run_case(const std::string& name, std::shared_ptr<Model> model, const Shape& shape,
+              bool requires_grad = true) {
+  SCOPED_TRACE(name);
+  Tensor x = rand(shape).requires_grad_(requires_grad);
+  Recorder rec;
+  watch(*model, rec);
+  Tensor out = (*model)(x);
+  Tensor w = rand(out.shape());
+  hooks_fixture().expect_exact(w, name + "/w");  // the same draws
+  (out * w).sum().backward();
+  expect_same_calls(rec, name);
+  expect_same_results(*model, out, {x}, name);
+}
+
+TEST(ModuleHooks, LinearOnDataCallsItsBackwardHookWithNoneForTheInput) {
+  manual_seed(123);
+  run_case("linear", std::make_shared<Linear>(3, 2), {4, 3}, /*requires_grad=*/false);
+}
+
+TEST(ModuleHooks, LinearOnAnInputThatRequiresGrad) {
+  manual_seed(123);
+  run_case("linear_x", std::make_shared<Linear>(3, 2), {4, 3});
+}
+
+TEST(ModuleHooks, MultiHeadAttentionAndItsProjections) {
+  manual_seed(123);
+  run_case("mha", std::make_shared<MultiHeadAttention>(3, 4, 6, 0.0, 2), {2, 5, 3});
+}
+
+TEST(ModuleHooks, TransformerBlockEveryModuleInOrderDropShortcutTwice) {
+  manual_seed(123);
+  run_case("block", std::make_shared<TransformerBlock>(GPTConfig{10, 6, 4, 2, 1, 0.0, false}),
+           {1, 3, 4});
+}
+
+class Twice : public Module {
+ public:
+  Twice() { lin = register_module("lin", std::make_shared<Linear>(3, 3)); }
+  Tensor forward(const Tensor& x) override { return (*lin)(relu((*lin)(x))); }
+  std::shared_ptr<Linear> lin;
+};
+
+TEST(ModuleHooks, AModuleCalledTwiceSeesEachCallsOwnGradients) {
+  manual_seed(123);
+  run_case("twice", std::make_shared<Twice>(), {4, 3});
+}
+
+class TwoInputsImpl : public Module {
+ public:
+  using Module::forward;
+  Tensor forward(const Tensor& a, const Tensor& b) { return a * 2 + b.sum(); }
+};
+EMBER_MODULE(TwoInputs);
+
+class UnusedInputImpl : public Module {
+ public:
+  using Module::forward;
+  Tensor forward(const Tensor& a, const Tensor& /*b*/) { return a * 3; }
+};
+EMBER_MODULE(UnusedInput);
+
+// The generator's run_case for a ModuleHolder of two inputs.
+template <typename Holder>
+void run_two_input_case(const std::string& name) {
+  SCOPED_TRACE(name);
+  manual_seed(123);
+  Holder model;
+  Tensor a = rand({2, 3}).requires_grad_(true);
+  Tensor b = rand({2, 3}).requires_grad_(true);
+  Recorder rec;
+  watch(*model, rec);
+  Tensor out = model(a, b);
+  Tensor w = rand(out.shape());
+  (out * w).sum().backward();
+  expect_same_calls(rec, name);
+  expect_same_results(*model, out, {a, b}, name);
+}
+
+TEST(ModuleHooks, SeveralInputsEachGetTheirGradInput) {
+  run_two_input_case<TwoInputs>("two_inputs");
+}
+
+TEST(ModuleHooks, AnUnusedInputGetsZerosAsInPyTorch) {
+  run_two_input_case<UnusedInput>("unused_input");
+}
+
+TEST(ModuleHooks, HooksReplaceInputOutputAndGradInput) {
+  manual_seed(123);
+  auto lin = std::make_shared<Linear>(3, 2);
+  Tensor x = rand({4, 3}).requires_grad_(true);
+  lin->register_forward_pre_hook(
+      [](Module&, const TensorList& input) { return std::optional<TensorList>({input[0] * 2}); });
+  lin->register_forward_hook(
+      [](Module&, const TensorList&, const Tensor& out) { return std::optional<Tensor>(out + 1); });
+  lin->register_full_backward_hook([](Module&, const TensorList& grad_input, const TensorList&) {
+    return std::optional<TensorList>({grad_input[0] * 0.5});
+  });
+  Tensor out = (*lin)(x);
+  Tensor w = rand(out.shape());
+  (out * w).sum().backward();
+  expect_same_results(*lin, out, {x}, "replace");
+}
+
+TEST(ModuleHooks, RemovedHooksNoLongerRun) {
+  auto lin = std::make_shared<Linear>(3, 2);
+  int calls = 0;
+  RemovableHandle pre =
+      lin->register_forward_pre_hook([&](Module&, const TensorList&) { ++calls; });
+  RemovableHandle fwd =
+      lin->register_forward_hook([&](Module&, const TensorList&, const Tensor&) { ++calls; });
+  RemovableHandle bwd = lin->register_full_backward_hook(
+      [&](Module&, const TensorList&, const TensorList&) { ++calls; });
+  (*lin)(rand({2, 3})).sum().backward();
+  EXPECT_EQ(calls, 3);
+  pre.remove();
+  fwd.remove();
+  bwd.remove();
+  bwd.remove();  // twice: nothing more to do
+  EXPECT_FALSE(lin->has_hooks());
+  (*lin)(rand({2, 3})).sum().backward();
+  EXPECT_EQ(calls, 3);
+}
+
+TEST(ModuleHooks, HooksLeaveTheGradientsBitForBit) {
+  // The backward hooks' identity nodes pass gradients on untouched.
+  auto run = [](bool hooked) {
+    manual_seed(123);
+    auto block = std::make_shared<TransformerBlock>(GPTConfig{10, 6, 8, 2, 1, 0.0, false});
+    Tensor x = rand({2, 4, 8}).requires_grad_(true);
+    if (hooked) {
+      for (const auto& [name, m] : block->named_modules()) {
+        m->register_full_backward_hook([](Module&, const TensorList&, const TensorList&) {});
+      }
+    }
+    (*block)(x).pow(2).sum().backward();
+    TensorList grads{x.grad()};
+    for (const Tensor& p : block->parameters()) grads.push_back(p.grad());
+    return grads;
+  };
+  const TensorList plain = run(false), hooked = run(true);
+  ASSERT_EQ(plain.size(), hooked.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(equal(plain[i], hooked[i])) << i;
+}
+
+TEST(ModuleHooks, BackwardPreHookSeesAndReplacesGradOutputAsPyTorch2) {
+  // PyTorch 2.0's register_full_backward_pre_hook (not in 1.13, so not in the fixture): it runs
+  // when grad_output is known, before the module's backward, and what it returns is what the
+  // module's backward (and its full backward hooks) get.
+  auto lin = std::make_shared<Linear>(3, 2);
+  Tensor x = rand({4, 3}).requires_grad_(true);
+  std::vector<std::string> order;
+  TensorList seen_grad_output;
+  lin->register_full_backward_pre_hook([&](Module&, const TensorList& grad_output) {
+    order.push_back("pre");
+    return std::optional<TensorList>({grad_output[0] * 3});
+  });
+  lin->register_full_backward_hook([&](Module&, const TensorList&, const TensorList& grad_output) {
+    order.push_back("bwd");
+    seen_grad_output = grad_output;
+  });
+  (*lin)(x).sum().backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"pre", "bwd"}));
+  EXPECT_TRUE(allclose(seen_grad_output[0], full({4, 2}, 3.0)));
+  // dL/dx = 3 * ones @ W
+  EXPECT_TRUE(allclose(x.grad(), matmul(full({4, 2}, 3.0), lin->weight.detach())));
+  EXPECT_TRUE(allclose(lin->bias.grad(), full({2}, 12.0)));
+}
+
+TEST(ModuleHooks, ReplacementsOfTheWrongLengthAreRefused) {
+  auto lin = std::make_shared<Linear>(3, 2);
+  lin->register_full_backward_hook([](Module&, const TensorList& gi, const TensorList&) {
+    return std::optional<TensorList>({gi[0], gi[0]});
+  });
+  Tensor x = rand({4, 3}).requires_grad_(true);
+  Tensor y = (*lin)(x);
+  EXPECT_EQ(error_of([&] { y.sum().backward(); }),
+            "Backward hook returned an invalid number of grad_input, got 2, but expected 1");
+  auto other = std::make_shared<Linear>(3, 2);
+  other->register_forward_pre_hook([](Module&, const TensorList& in) {
+    return std::optional<TensorList>({in[0], in[0]});
+  });
+  EXPECT_THAT(error_of([&] { (*other)(x); }),
+              HasSubstr("a forward pre-hook returned 2 inputs, but forward takes 1"));
+}
+
+class InPlaceImpl : public Module {
+ public:
+  Tensor forward(const Tensor& a) override {
+    Tensor inout = a;
+    return inout.mul_(2);
+  }
+};
+EMBER_MODULE(InPlace);
+
+TEST(ModuleHooks, AForwardModifyingItsInputInPlaceIsRefusedAsInPyTorch) {
+  InPlace m;
+  m->register_full_backward_hook([](Module&, const TensorList&, const TensorList&) {});
+  Tensor x = rand({3}).requires_grad_(true) * 1;
+  EXPECT_EQ(error_of([&] { m(x); }), hooks_fixture().text("inplace_error"));
+}
+
+TEST(ModuleHooks, HooksRunOnlyThroughTheCallNotForward) {
+  auto lin = std::make_shared<Linear>(3, 2);
+  int calls = 0;
+  lin->register_forward_hook([&](Module&, const TensorList&, const Tensor&) { ++calls; });
+  lin->forward(rand({2, 3}));  // as PyTorch's module.forward(x): no hooks
+  EXPECT_EQ(calls, 0);
+  (*lin)(rand({2, 3}));
+  ModuleHolder<Linear> held(lin);
+  held(rand({2, 3}));
+  EXPECT_EQ(calls, 2);
+}
+
+}  // namespace
+}  // namespace ember::nn
