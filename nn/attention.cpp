@@ -25,9 +25,10 @@ void check_batch(const Tensor& x, int64_t d_in, int64_t context_length, const ch
         " tokens but context_length is ", context_length, " (input shape ", x.shape(), ")");
 }
 
-// Is mask[:n, :n] the causal mask triu(ones(n, n), 1) (1 above the diagonal, 0 elsewhere)?
-bool is_causal_mask(const Tensor& mask, int64_t n) {
-  if (mask.dim() != 2 || mask.size(0) < n || mask.size(1) < n || !is_floating(mask.dtype())) {
+// Are rows [r0, r1) of mask[:, :n] those of the causal mask triu(ones(n, n), 1) (1 above the
+// diagonal, 0 elsewhere)? The rows a forward reads: all n of them, or a KV cache's new ones.
+bool is_causal_mask(const Tensor& mask, int64_t r0, int64_t r1, int64_t n) {
+  if (mask.dim() != 2 || mask.size(0) < r1 || mask.size(1) < n || !is_floating(mask.dtype())) {
     return false;
   }
   bool causal = true;
@@ -35,7 +36,7 @@ bool is_causal_mask(const Tensor& mask, int64_t n) {
     using T = decltype(tag);
     const T* m = mask.data_ptr<T>();
     const int64_t row_stride = mask.stride(0), column_stride = mask.stride(1);
-    for (int64_t i = 0; i < n && causal; ++i) {
+    for (int64_t i = r0; i < r1 && causal; ++i) {
       const T* row = m + i * row_stride;
       // n^2 values on every forward (1M at T = 1024): for contiguous rows two passes without
       // branches, which GCC vectorizes (OR-ing into an int; into a bool it does not).
@@ -235,7 +236,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
     ptr_current_pos = num_keys;
   }
 
-  if (fused_attention && !keep_trace && is_causal_mask(mask, num_keys)) {
+  if (fused_attention && !keep_trace && is_causal_mask(mask, start, num_keys, num_keys)) {
     // The lines below in one op (same numbers, same dropout draws): causal_attention, whose
     // derivation is in core/ops/attention.cpp (its kernel in core/kernels/attention.cpp).
     Tensor context = causal_attention(queries, keys, values, dropout->p, dropout->is_training());

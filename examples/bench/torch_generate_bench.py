@@ -23,27 +23,20 @@ os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = _threads
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-GPT_CONFIG_124M = {"vocab_size": 50257, "context_length": 1024, "emb_dim": 768, "n_heads": 12,
-                   "n_layers": 12, "drop_rate": 0.1, "qkv_bias": False}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "fixtures"))
+import gen_gpt  # noqa: E402
+from gen_gpt import GPT_CONFIG_124M, FeedForward, LayerNorm  # noqa: E402
+
 HELLO = [15496, 11, 314, 716]  # "Hello, I am"
 
 
-# ---- the bonus's code (gpt_with_kv_cache.py), its comments shortened ----
+# ---- the bonus's code (gpt_with_kv_cache.py): its new lines, on the chapter's classes as the
+# fixture generator has them (scripts/fixtures/gen_gpt.py; the same construction, so the same
+# weights from the same seed) ----
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(gen_gpt.MultiHeadAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1),
-                             persistent=False)
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         self.register_buffer("cache_k", None, persistent=False)
         self.register_buffer("cache_v", None, persistent=False)
         self.ptr_current_pos = 0
@@ -86,36 +79,6 @@ class MultiHeadAttention(nn.Module):
     def reset_cache(self):
         self.cache_k, self.cache_v = None, None
         self.ptr_current_pos = 0
-
-
-class LayerNorm(nn.Module):
-    def __init__(self, emb_dim):
-        super().__init__()
-        self.eps = 1e-5
-        self.scale = nn.Parameter(torch.ones(emb_dim))
-        self.shift = nn.Parameter(torch.zeros(emb_dim))
-
-    def forward(self, x):
-        mean = x.mean(dim=-1, keepdim=True)
-        var = x.var(dim=-1, keepdim=True, unbiased=False)
-        norm_x = (x - mean) / torch.sqrt(var + self.eps)
-        return self.scale * norm_x + self.shift
-
-
-class GELU(nn.Module):
-    def forward(self, x):
-        return 0.5 * x * (1 + torch.tanh(torch.sqrt(torch.tensor(2.0 / torch.pi)) *
-                                         (x + 0.044715 * torch.pow(x, 3))))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.layers = nn.Sequential(nn.Linear(cfg["emb_dim"], 4 * cfg["emb_dim"]), GELU(),
-                                    nn.Linear(4 * cfg["emb_dim"], cfg["emb_dim"]))
-
-    def forward(self, x):
-        return self.layers(x)
 
 
 class TransformerBlock(nn.Module):

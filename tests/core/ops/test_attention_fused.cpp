@@ -168,40 +168,45 @@ TEST(FusedAttention, Errors) {
 
 // ---- queries fewer than keys: a KV cache's new rows ----
 
+// make_inputs' tensors as heads: [b, h, T, d].
+Qkv as_heads(const Qkv& in) {
+  return {in.q.transpose(1, 2), in.k.transpose(1, 2), in.v.transpose(1, 2)};
+}
+
 // Rows [t, t + c) of the attention of a sequence of n_k = t + c tokens, computed from their
 // queries alone with all n_k keys and values.
-Tensor cached_rows(const Qkv& in, int64_t t, int64_t c) {
-  return causal_attention(in.q.narrow(2, t, c), in.k.narrow(2, 0, t + c), in.v.narrow(2, 0, t + c));
+Tensor cached_rows(const Qkv& heads, int64_t t, int64_t c) {
+  return causal_attention(heads.q.narrow(2, t, c), heads.k.narrow(2, 0, t + c),
+                          heads.v.narrow(2, 0, t + c));
 }
 
 TEST(FusedAttention, CachedRowsAreTheRowsOfTheWholeSequenceBitForBit) {
   NoGradGuard no_grad;
   for (int64_t n : {5, 8, 9, 60, 130}) {
-    const Qkv in = make_inputs(2, 3, n, 64, DType::Float32);
+    const Qkv in = as_heads(make_inputs(2, 3, n, 64, DType::Float32));
+    const Tensor whole = causal_attention(in.q, in.k, in.v);
     for (int64_t t = 0; t < n; t += (t < 10 ? 1 : 17)) {
       for (int64_t c : {int64_t{1}, int64_t{3}, int64_t{50}}) {
         if (t + c > n) continue;
         SCOPED_TRACE(::testing::Message() << "n=" << n << " t=" << t << " c=" << c);
         const int64_t n_k = t + c;
+        const std::vector<uint32_t> rows = test::bits_of(cached_rows(in, t, c));
         // The same rows of the attention over the first n_k tokens: always the same bits.
         const Tensor prefix = causal_attention(in.q.narrow(2, 0, n_k), in.k.narrow(2, 0, n_k),
                                                in.v.narrow(2, 0, n_k));
-        EXPECT_EQ(test::bits_of(cached_rows(in, t, c)), test::bits_of(prefix.narrow(2, t, c)));
+        EXPECT_EQ(rows, test::bits_of(prefix.narrow(2, t, c)));
         // And those of the whole sequence's attention, when both sequences have at least 8 tokens
         // or both fewer: the softmax adds a row's weights in eight lanes or in order (vec_lane_sum,
         // core/kernels/reduce_kernels.h, PyTorch's orders), chosen by the row's length.
-        if ((n_k >= 8) == (n >= 8)) {
-          const Tensor whole = causal_attention(in.q, in.k, in.v);
-          EXPECT_EQ(test::bits_of(cached_rows(in, t, c)), test::bits_of(whole.narrow(2, t, c)));
-        }
+        if ((n_k >= 8) == (n >= 8)) EXPECT_EQ(rows, test::bits_of(whole.narrow(2, t, c)));
       }
     }
   }
 }
 
 TEST(FusedAttention, CachedRowsAreForwardOnly) {
-  const Qkv in = make_inputs(1, 2, 6, 4, DType::Float32);
-  std::string m = error_of([&] { cached_rows(in, 4, 2); });  // q, k, v require grad
+  const Qkv in = as_heads(make_inputs(1, 2, 6, 4, DType::Float32));  // requiring grad
+  std::string m = error_of([&] { cached_rows(in, 4, 2); });
   EXPECT_NE(m.find("(6 and 2, a KV cache) it runs forward only"), std::string::npos) << m;
   NoGradGuard no_grad;
   m = error_of([&] { causal_attention(in.q.narrow(2, 4, 2), in.k, in.v, 0.1, true); });
