@@ -198,7 +198,9 @@ TEST(FusedAttention, CachedRowsAreTheRowsOfTheWholeSequenceBitForBit) {
         // And those of the whole sequence's attention, when both sequences have at least 8 tokens
         // or both fewer: the softmax adds a row's weights in eight lanes or in order (vec_lane_sum,
         // core/kernels/reduce_kernels.h, PyTorch's orders), chosen by the row's length.
-        if ((n_k >= 8) == (n >= 8)) EXPECT_EQ(rows, test::bits_of(whole.narrow(2, t, c)));
+        if ((n_k >= 8) == (n >= 8)) {
+          EXPECT_EQ(rows, test::bits_of(whole.narrow(2, t, c)));
+        }
       }
     }
   }
