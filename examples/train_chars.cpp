@@ -128,6 +128,7 @@ struct Settings : examples::TrainingFlags {
   double temperature = 0.8;
   int64_t top_k = 10;
   bool html = false;
+  bool kv_cache = true;
 
   void add_to(CLI::App& app) {
     app.add_option("text", text_file, "a text file (default: a corpus the program writes)");
@@ -142,6 +143,8 @@ struct Settings : examples::TrainingFlags {
     examples::non_negative_option(app, "--temperature", temperature,
                                   "sampling temperature (0: greedy)");
     examples::positive_option(app, "--top-k", top_k, "sample among the k likeliest characters");
+    app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
+                 "sample with the model's KV cache (the same text, faster; default on)");
     add_profile(app);
     app.add_flag("--html", html,
                  "also write report.html: loss curves, attention maps at every validation (a step "
@@ -203,7 +206,7 @@ std::string generate_and_print_sample(nn::GPTModel& model, const Vocabulary& voc
   Generator gen(s.seed + static_cast<uint64_t>(step));
   const Tensor token_ids =
       nn::generate(model, text_to_token_ids(start_context, vocab), 120, model.cfg.context_length,
-                   s.temperature, s.top_k, std::nullopt, &gen);
+                   s.temperature, s.top_k, std::nullopt, &gen, s.kv_cache);
   model.train();
   std::string decoded_text = token_ids_to_text(token_ids, vocab);
   std::replace(decoded_text.begin(), decoded_text.end(), '\n', ' ');

@@ -130,13 +130,15 @@ std::pair<double, double> evaluate_model(nn::GPTModel& model, const nn::DataLoad
 }
 
 // 50 greedy tokens after start_context, printed on one line (the book's compact format), through
-// the progress line.
+// the progress line. use_cache: with the model's KV cache (--kv-cache; the same tokens).
 void generate_and_print_sample(nn::GPTModel& model, const nn::GPT2Tokenizer& tokenizer,
-                               const std::string& start_context, examples::Progress& progress) {
+                               const std::string& start_context, examples::Progress& progress,
+                               bool use_cache) {
   model.eval();
   const int64_t context_size = model.pos_emb->weight.size(0);
   const Tensor encoded = text_to_token_ids(start_context, tokenizer);
-  const Tensor token_ids = generate_text_simple(model, encoded, 50, context_size);  // no graph
+  const Tensor token_ids =
+      generate_text_simple(model, encoded, 50, context_size, use_cache);  // no graph
   std::string decoded_text = token_ids_to_text(token_ids, tokenizer);
   std::replace(decoded_text.begin(), decoded_text.end(), '\n', ' ');
   progress.note(decoded_text);
@@ -159,6 +161,7 @@ struct Extras {
   int64_t stop_after_epoch = 0;  // --stop-after-epoch: end after this epoch (0: run them all)
   int64_t max_steps = 0;         // --max-steps: end before this step (0: no limit)
   bool print_losses = false;     // --print-losses: each step's and evaluation's losses in full
+  bool kv_cache = true;          // --kv-cache: samples generated with the model's KV cache
   std::function<void(const History&)> at_epoch_end;  // saves the checkpoint
 };
 
@@ -208,7 +211,8 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
       progress.update(h.global_step + 1, loss.item(), "epoch " + std::to_string(epoch + 1),
                       batch->input.numel());
     }
-    generate_and_print_sample(model, tokenizer, start_context, progress);  // after each epoch
+    generate_and_print_sample(model, tokenizer, start_context, progress,
+                              extras.kv_cache);  // after each epoch
     h.epochs_done = epoch + 1;
     extras.at_epoch_end(h);
   }
@@ -292,7 +296,7 @@ struct Settings {
   double temperature = 1.4;
   int64_t top_k = 25, max_new_tokens = 15;
   std::string weights, model_name = "gpt2-small (124M)", generate;
-  bool skip_initial = false, print_losses = false;
+  bool skip_initial = false, print_losses = false, kv_cache = true;
 
   void add_to(CLI::App& app) {
     using examples::option, examples::positive_option, examples::non_negative_option,
@@ -334,6 +338,8 @@ struct Settings {
                    "OpenAI's GPT-2 weights (model.safetensors): generate, no training");
     option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M");
     app.add_option("--generate", generate, "with --weights: the prompt");
+    app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
+                 "generate with the model's KV cache (the same tokens, faster; default on)");
   }
 
   std::optional<int64_t> top_k_or_all() const {
@@ -371,8 +377,9 @@ int generate_from_weights(const Settings& s, const nn::GPT2Tokenizer& tokenizer)
   model.eval();
   manual_seed(s.seed);
   const std::string prompt = s.generate.empty() ? s.start_context : s.generate;
-  const Tensor token_ids = generate(model, text_to_token_ids(prompt, tokenizer), s.max_new_tokens,
-                                    cfg.context_length, s.temperature, s.top_k_or_all());
+  const Tensor token_ids =
+      generate(model, text_to_token_ids(prompt, tokenizer), s.max_new_tokens, cfg.context_length,
+               s.temperature, s.top_k_or_all(), std::nullopt, nullptr, s.kv_cache);
   std::printf("Output text:\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
   return 0;
 }
@@ -413,7 +420,7 @@ int main(int argc, char** argv) {
       nn::GPTModel model(cfg);
       model.eval();
       const Tensor token_ids = generate_text_simple(
-          model, text_to_token_ids(s.start_context, tokenizer), 10, cfg.context_length);
+          model, text_to_token_ids(s.start_context, tokenizer), 10, cfg.context_length, s.kv_cache);
       std::printf("Output text:\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
       // Cell 71: its losses.
       manual_seed(s.seed);
@@ -438,7 +445,8 @@ int main(int argc, char** argv) {
     const auto save = [&](const History& h) {
       save_checkpoint(checkpoint_path, model, optimizer, h);
     };
-    const Extras extras{progress, start, s.stop_after_epoch, s.max_steps, s.print_losses, save};
+    const Extras extras{progress,   start, s.stop_after_epoch, s.max_steps, s.print_losses,
+                        s.kv_cache, save};
     examples::Stopwatch clock;
     const History h =
         train_model_simple(model, train_loader, val_loader, optimizer, s.epochs, s.eval_freq,
@@ -466,11 +474,12 @@ int main(int argc, char** argv) {
     // Cells 86 and 115: decoding with the trained model, greedy, then with temperature and top-k.
     model.eval();
     Tensor token_ids = generate_text_simple(model, text_to_token_ids(s.start_context, tokenizer),
-                                            25, cfg.context_length);
+                                            25, cfg.context_length, s.kv_cache);
     std::printf("Output text (greedy):\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
     manual_seed(s.seed);
     token_ids = generate(model, text_to_token_ids(s.start_context, tokenizer), s.max_new_tokens,
-                         cfg.context_length, s.temperature, s.top_k_or_all());
+                         cfg.context_length, s.temperature, s.top_k_or_all(), std::nullopt, nullptr,
+                         s.kv_cache);
     std::printf("Output text (temperature %s, top-k %lld):\n %s\n",
                 float_repr(s.temperature).c_str(), static_cast<long long>(s.top_k),
                 token_ids_to_text(token_ids, tokenizer).c_str());

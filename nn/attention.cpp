@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/grad_mode.h"
 #include "core/base/shape.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
@@ -25,9 +26,10 @@ void check_batch(const Tensor& x, int64_t d_in, int64_t context_length, const ch
         " tokens but context_length is ", context_length, " (input shape ", x.shape(), ")");
 }
 
-// Is mask[:n, :n] the causal mask triu(ones(n, n), 1) (1 above the diagonal, 0 elsewhere)?
-bool is_causal_mask(const Tensor& mask, int64_t n) {
-  if (mask.dim() != 2 || mask.size(0) < n || mask.size(1) < n || !is_floating(mask.dtype())) {
+// Are rows [r0, r1) of mask[:, :n] those of the causal mask triu(ones(n, n), 1) (1 above the
+// diagonal, 0 elsewhere)? The rows a forward reads: all n of them, or a KV cache's new ones.
+bool is_causal_mask(const Tensor& mask, int64_t r0, int64_t r1, int64_t n) {
+  if (mask.dim() != 2 || mask.size(0) < r1 || mask.size(1) < n || !is_floating(mask.dtype())) {
     return false;
   }
   bool causal = true;
@@ -35,7 +37,7 @@ bool is_causal_mask(const Tensor& mask, int64_t n) {
     using T = decltype(tag);
     const T* m = mask.data_ptr<T>();
     const int64_t row_stride = mask.stride(0), column_stride = mask.stride(1);
-    for (int64_t i = 0; i < n && causal; ++i) {
+    for (int64_t i = r0; i < r1 && causal; ++i) {
       const T* row = m + i * row_stride;
       // n^2 values on every forward (1M at T = 1024): for contiguous rows two passes without
       // branches, which GCC vectorizes (OR-ing into an int; into a bool it does not).
@@ -186,7 +188,15 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
   register_buffer("mask", &mask);
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& x) {
+Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, /*use_cache=*/false); }
+
+void MultiHeadAttention::reset_cache() {
+  cache_k = Tensor();
+  cache_v = Tensor();
+  ptr_current_pos = 0;
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
   ForwardScope scope(*this);
 
   check_batch(x, W_query->in_features, mask.size(0), "MultiHeadAttention");
@@ -205,8 +215,34 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   queries = queries.transpose(1, 2);
   values = values.transpose(1, 2);
 
+  // The new tokens' positions are [start, start + num_tokens); they see keys [0, num_keys).
+  int64_t start = 0, num_keys = num_tokens;
+  if (use_cache) {
+    const int64_t context_length = mask.size(0);
+    check(!GradMode::is_enabled(),
+          "MultiHeadAttention: use_cache is for inference; run it under NoGradGuard");
+    check(ptr_current_pos + num_tokens <= context_length, "MultiHeadAttention: the KV cache holds ",
+          ptr_current_pos, " tokens; ", num_tokens,
+          " more would pass context_length = ", context_length,
+          " (call reset_cache() to start again)");
+    if (!cache_k.defined() || cache_k.size(0) != b) {
+      check(ptr_current_pos == 0, "MultiHeadAttention: the KV cache holds a batch of ",
+            cache_k.defined() ? cache_k.size(0) : 0, ", got a batch of ", b);
+      cache_k = empty({b, num_heads, context_length, head_dim}, x.dtype());
+      cache_v = empty({b, num_heads, context_length, head_dim}, x.dtype());
+    }
+    start = ptr_current_pos;
+    num_keys = start + num_tokens;
+    cache_k.narrow(2, start, num_tokens).copy_(keys);
+    cache_v.narrow(2, start, num_tokens).copy_(values);
+    keys = cache_k.narrow(2, 0, num_keys);  // [b, num_heads, num_keys, head_dim]
+    values = cache_v.narrow(2, 0, num_keys);
+    ptr_current_pos = num_keys;
+  }
+
   // (A hook on `dropout` must see attn_weights, so it takes the book's lines too.)
-  if (fused_attention && !keep_trace && !dropout->has_hooks() && is_causal_mask(mask, num_tokens)) {
+  if (fused_attention && !keep_trace && !dropout->has_hooks() &&
+      is_causal_mask(mask, start, num_keys, num_keys)) {
     // The lines below in one op (same numbers, same dropout draws): causal_attention, whose
     // derivation is in core/ops/attention.cpp (its kernel in core/kernels/attention.cpp).
     Tensor context = causal_attention(queries, keys, values, dropout->p, dropout->is_training());
@@ -214,9 +250,10 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     return (*out_proj)(context_vec);
   }
 
-  // One [num_tokens, num_tokens] score matrix per (batch, head).
+  // One [num_tokens, num_keys] score matrix per (batch, head).
   Tensor attn_scores = matmul(queries, keys.transpose(2, 3));
-  Tensor mask_bool = mask.to_bool().index({Slice(None, num_tokens), Slice(None, num_tokens)});
+  Tensor mask_bool =
+      mask.to_bool().index({Slice(start, start + num_tokens), Slice(None, num_keys)});
   attn_scores.masked_fill_(mask_bool, -INFINITY);
 
   Tensor attn_weights = softmax(attn_scores / std::sqrt(static_cast<double>(keys.size(-1))), -1);

@@ -71,11 +71,18 @@ class MultiHeadAttentionWrapper : public Module {
 
 // 3.6.2, listing 3.5: one projection of width d_out split into num_heads heads of head_dim,
 // batched matmuls over (batch, head), then out_proj.
+//
+// With use_cache (chapter 4's bonus, ch04/03_kv-cache/gpt_with_kv_cache.py of the book's
+// repository) the keys and values of every token seen are kept, and a forward takes only the
+// new tokens: their queries attend to all cached keys (mask[pos : pos + new, :pos + new]).
+// Inference only (under NoGradGuard); reset_cache() forgets the tokens.
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
                      int64_t num_heads, bool qkv_bias = false);
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, bool use_cache);
+  void reset_cache();
 
   const int64_t d_out;
   const int64_t num_heads;
@@ -89,6 +96,10 @@ class MultiHeadAttention : public Module {
   // core/ops/attention.h): the same numbers, a fraction of the time and memory. Set to false
   // to run the book's composite line by line (keep_trace, a modified mask and a hook on `dropout` do so too).
   bool fused_attention = true;
+  // The KV cache: [b, num_heads, context_length, head_dim] each, rows [0, ptr_current_pos)
+  // filled (the book's cache_k, cache_v, ptr_current_pos; allocated once, not concatenated).
+  Tensor cache_k, cache_v;
+  int64_t ptr_current_pos = 0;
 };
 
 }  // namespace ember::nn

@@ -89,14 +89,17 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
   drop_shortcut = register_module("drop_shortcut", std::make_shared<Dropout>(cfg.drop_rate));
 }
 
-Tensor TransformerBlock::forward(const Tensor& input) {
+Tensor TransformerBlock::forward(const Tensor& input) { return forward(input, false); }
+
+Tensor TransformerBlock::forward(const Tensor& input, bool use_cache) {
   ForwardScope scope(*this);
 
   detail::check_defined(input, "TransformerBlock");
   // Shortcut connection around the attention block.
   Tensor shortcut = input;
   Tensor x = (*norm1)(input);
-  x = (*att)(x);  // [batch, num_tokens, emb_dim]
+  // With the KV cache, att's own forward(x, use_cache) (its hooks run only without the cache).
+  x = use_cache ? att->forward(x, true) : (*att)(x);  // [batch, num_tokens, emb_dim]
   x = (*drop_shortcut)(x);
   x = x + shortcut;  // add the original input back
 
@@ -132,9 +135,32 @@ GPTModel::GPTModel(const GPTConfig& cfg_) : cfg(cfg_) {
       register_module("out_head", std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false));
 }
 
-Tensor GPTModel::forward(const Tensor& in_idx) {
-  ForwardScope scope(*this);
+Tensor GPTModel::forward(const Tensor& in_idx) { return forward(in_idx, GPTForward{}); }
 
+namespace {
+
+// The attention's softmax adds the weights of a row of fewer than 8 keys in order, those of a
+// longer row in eight lanes (PyTorch's order: vec_lane_sum, core/kernels/reduce_kernels.h).
+// Without a cache every row of a sequence is as long as the sequence, so once it has 8 tokens
+// its first rows' weights are added in lanes, where the cache computed them in order.
+constexpr int64_t kSoftmaxLanes = 8;
+
+TransformerBlock& block_at(const Sequential& blocks, int64_t i) {
+  auto* block = dynamic_cast<TransformerBlock*>(blocks[i].get());
+  check(block != nullptr, "GPTModel: the KV cache needs TransformerBlocks in trf_blocks, got ",
+        blocks[i]->type_name(), " at ", i);
+  return *block;
+}
+
+}  // namespace
+
+void GPTModel::reset_kv_cache() {
+  for (int64_t i = 0; i < trf_blocks->size(); ++i) block_at(*trf_blocks, i).att->reset_cache();
+  current_pos = 0;
+  short_prefix_ = Tensor();
+}
+
+Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
   detail::check_defined(in_idx, "GPTModel");
   check(in_idx.dim() == 2 && in_idx.dtype() == DType::Int64,
         "GPTModel: expected token ids of dtype int64 and shape [batch, num_tokens], got ",
@@ -143,13 +169,44 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
   check(seq_len >= 1 && seq_len <= cfg.context_length, "GPTModel: input has ", seq_len,
         " tokens, expected 1 to context_length = ", cfg.context_length, " (input shape ",
         in_idx.shape(), ")");
-  Tensor tok_embeds = (*tok_emb)(in_idx);           // [batch, seq_len, emb_dim]
-  Tensor pos_embeds = (*pos_emb)(arange(seq_len));  // [seq_len, emb_dim]
+  int64_t start = 0;  // the position of in_idx's first token
+  if (options.use_cache) {
+    check(!GradMode::is_enabled(),
+          "GPTModel: use_cache is for inference; run it under NoGradGuard");
+    check(current_pos + seq_len <= cfg.context_length, "GPTModel: the KV cache holds ", current_pos,
+          " tokens; ", seq_len, " more would need positions up to ", current_pos + seq_len - 1,
+          ", past context_length = ", cfg.context_length, " (reset_kv_cache() starts again)");
+    // The sequence reaches 8 tokens (kSoftmaxLanes): its cached rows are computed again, once,
+    // with the new tokens, as the whole sequence computes them.
+    if (current_pos > 0 && current_pos < kSoftmaxLanes && current_pos + seq_len >= kSoftmaxLanes) {
+      const Tensor ids = cat({short_prefix_, in_idx}, 1);
+      reset_kv_cache();
+      const Tensor logits = forward(ids, options);
+      return options.last_token_only ? logits : logits.narrow(1, ids.size(1) - seq_len, seq_len);
+    }
+    if (current_pos + seq_len < kSoftmaxLanes) {
+      short_prefix_ = current_pos == 0 ? in_idx.clone() : cat({short_prefix_, in_idx}, 1);
+    } else {
+      short_prefix_ = Tensor();
+    }
+    start = current_pos;
+    current_pos += seq_len;
+  }
+
+  ForwardScope scope(*this);
+  Tensor tok_embeds = (*tok_emb)(in_idx);  // [batch, seq_len, emb_dim]
+  Tensor pos_embeds =
+      (*pos_emb)(arange(double(start), double(start + seq_len)));  // [seq_len, emb_dim]
   Tensor x = tok_embeds + pos_embeds;
   x = (*drop_emb)(x);
-  x = (*trf_blocks)(x);
+  if (options.use_cache) {
+    for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i).forward(x, true);
+  } else {
+    x = (*trf_blocks)(x);
+  }
+  if (options.last_token_only) x = x.narrow(1, seq_len - 1, 1);  // [batch, 1, emb_dim]
   x = (*final_norm)(x);
-  Tensor logits = (*out_head)(x);  // [batch, seq_len, vocab_size]
+  Tensor logits = (*out_head)(x);  // [batch, seq_len (or 1), vocab_size]
   return logits;
 }
 
@@ -184,15 +241,56 @@ Tensor last_logits(Module& model, const Tensor& idx_cond, const char* op) {
   return logits.select(1, -1);
 }
 
+// The next-token logits of a growing sequence, step after step: a GPTModel computes its last
+// position only, and with use_cache is fed only the ids its KV cache has not seen, while the
+// sequence fits in context_size (its window then starts at position 0, as the cache's does).
+class NextTokenLogits {
+ public:
+  NextTokenLogits(Module& model, int64_t context_size, bool use_cache, const char* op)
+      : model_(model),
+        gpt_(dynamic_cast<GPTModel*>(&model)),
+        context_size_(context_size),
+        use_cache_(use_cache),
+        op_(op) {
+    check(!use_cache || gpt_ != nullptr, op, ": use_cache needs a GPTModel");
+    if (use_cache_) gpt_->reset_kv_cache();
+  }
+  ~NextTokenLogits() {
+    if (use_cache_) gpt_->reset_kv_cache();  // gives the cache's memory back
+  }
+  NextTokenLogits(const NextTokenLogits&) = delete;
+  NextTokenLogits& operator=(const NextTokenLogits&) = delete;
+
+  // [batch, vocab_size] for idx [batch, n].
+  Tensor operator()(const Tensor& idx) {
+    const int64_t n = idx.size(1);
+    if (gpt_ == nullptr) return last_logits(model_, crop(idx, context_size_), op_);
+    if (use_cache_ && n <= context_size_) {
+      const Tensor fresh = idx.slice(1, fed_, n);  // the ids the cache has not seen
+      fed_ = n;
+      return gpt_->forward(fresh, {.use_cache = true, .last_token_only = true}).select(1, 0);
+    }
+    return gpt_->forward(crop(idx, context_size_), {.last_token_only = true}).select(1, 0);
+  }
+
+ private:
+  Module& model_;
+  GPTModel* gpt_;
+  const int64_t context_size_;
+  const bool use_cache_;
+  const char* op_;
+  int64_t fed_ = 0;  // ids of the sequence in the cache
+};
+
 }  // namespace
 
-Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens,
-                            int64_t context_size) {
+Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
+                            bool use_cache) {
   check_ids(idx, max_new_tokens, context_size, "generate_text_simple");
   NoGradGuard no_grad;
+  NextTokenLogits next_logits(model, context_size, use_cache, "generate_text_simple");
   for (int64_t step = 0; step < max_new_tokens; ++step) {
-    Tensor idx_cond = crop(idx, context_size);
-    Tensor logits = last_logits(model, idx_cond, "generate_text_simple");
+    Tensor logits = next_logits(idx);  // [batch, vocab_size]
     Tensor probas = softmax(logits, -1);
     Tensor idx_next = argmax(probas, -1, /*keepdim=*/true);  // [batch, 1]
     idx = cat({idx, idx_next}, 1);
@@ -202,14 +300,14 @@ Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens,
 
 Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
                 double temperature, std::optional<int64_t> top_k, std::optional<int64_t> eos_id,
-                Generator* gen) {
+                Generator* gen, bool use_cache) {
   check_ids(idx, max_new_tokens, context_size, "generate");
   check(temperature >= 0 && std::isfinite(temperature),
         "generate: temperature must be finite and >= 0, got ", temperature);
   NoGradGuard no_grad;
+  NextTokenLogits next_logits(model, context_size, use_cache, "generate");
   for (int64_t step = 0; step < max_new_tokens; ++step) {
-    Tensor idx_cond = crop(idx, context_size);
-    Tensor logits = last_logits(model, idx_cond, "generate");  // [batch, vocab_size]
+    Tensor logits = next_logits(idx);  // [batch, vocab_size]
     if (top_k) {
       check(*top_k >= 1 && *top_k <= logits.size(-1),
             "generate: top_k must be in [1, vocab_size = ", logits.size(-1), "], got ", *top_k);

@@ -88,6 +88,7 @@ class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, bool use_cache);  // att with its KV cache
 
   std::shared_ptr<MultiHeadAttention> att;
   std::shared_ptr<FeedForward> ff;
@@ -97,10 +98,28 @@ class TransformerBlock : public Module {
 
 // Listing 4.7. forward takes token ids (int64, [batch, num_tokens], num_tokens <=
 // context_length) and returns the logits [batch, num_tokens, vocab_size].
+//
+// Two options for generation (generate_text_simple and generate take both):
+// - use_cache: the KV cache of the book's chapter-4 bonus (gpt_with_kv_cache.py): in_idx holds
+//   only the tokens after those already cached, at positions current_pos onwards; every
+//   attention keeps its keys and values. Under NoGradGuard; reset_kv_cache() starts again. The
+//   logits are those of the whole sequence without the cache, bit for bit (the rows a cache
+//   holds do not change when later tokens arrive; the one exception, the attention's softmax
+//   rows of fewer than 8 keys, is recomputed once, see forward).
+// - last_token_only: final_norm and out_head on the last position only, logits [batch, 1,
+//   vocab_size]: the bits of that row of the full logits (every row of a product is computed
+//   alone: gemm.h), without the other rows' 50,257 logits each.
+struct GPTForward {
+  bool use_cache = false;
+  bool last_token_only = false;
+};
+
 class GPTModel : public Module {
  public:
   explicit GPTModel(const GPTConfig& cfg);
   Tensor forward(const Tensor& in_idx) override;
+  Tensor forward(const Tensor& in_idx, const GPTForward& options);
+  void reset_kv_cache();
 
   const GPTConfig cfg;
   std::shared_ptr<Embedding> tok_emb, pos_emb;
@@ -108,20 +127,30 @@ class GPTModel : public Module {
   std::shared_ptr<Sequential> trf_blocks;
   std::shared_ptr<GPTLayerNorm> final_norm;
   std::shared_ptr<Linear> out_head;
+  int64_t current_pos = 0;  // tokens in the KV cache (the book's current_pos)
+
+ private:
+  Tensor short_prefix_;  // the cached token ids while there are fewer than 8 (see forward)
 };
 
 // Listing 4.8: greedy decoding. idx holds token ids [batch, n]; appends max_new_tokens ids, each
 // the argmax of the model's next-token distribution given the last context_size ids. Runs under
-// NoGradGuard; returns [batch, n + max_new_tokens].
-Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens,
-                            int64_t context_size);
+// NoGradGuard; returns [batch, n + max_new_tokens]. For a GPTModel only the last position's
+// logits are computed (GPTForward::last_token_only: the same bits), and with use_cache its KV
+// cache feeds each new token alone (the book's generate_text_simple_cached) while the sequence
+// fits in context_size; past it, each step runs on the last context_size ids as without the
+// cache (their positions shift). The same ids either way.
+Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
+                            bool use_cache = false);
 
 // Chapter 5's generate: like generate_text_simple, but the logits may be limited to the top_k
 // largest of each row (the others set to -inf), divided by temperature and sampled with
 // multinomial (from `gen`, the default generator when null), PyTorch's draws for the same seed;
-// temperature 0 is greedy (argmax). Stops early when every batch row drew eos_id.
+// temperature 0 is greedy (argmax). Stops early when every batch row drew eos_id. use_cache as
+// in generate_text_simple (the model must be a GPTModel).
 Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
                 double temperature = 0.0, std::optional<int64_t> top_k = std::nullopt,
-                std::optional<int64_t> eos_id = std::nullopt, Generator* gen = nullptr);
+                std::optional<int64_t> eos_id = std::nullopt, Generator* gen = nullptr,
+                bool use_cache = false);
 
 }  // namespace ember::nn

@@ -2,7 +2,10 @@
 // apply, which adds into a leaf's .grad, is with the engine in core/autograd/engine.cpp.)
 #include "core/graph/function.h"
 
+#include <atomic>
 #include <mutex>
+
+#include "core/graph/graph_stats.h"
 
 namespace ember {
 
@@ -223,8 +226,11 @@ void check_differentiable(const std::string& op, std::vector<Tensor>& grads,
   }
 }
 
+std::atomic<int64_t> g_nodes_recorded{0};  // nodes_recorded() (graph_stats.h)
+
 void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVector<Tensor>& inputs,
              Tensor& output) {
+  g_nodes_recorded.fetch_add(1, std::memory_order_relaxed);
   node->next_functions.reserve(inputs.size());
   node->input_shapes.reserve(inputs.size());
   node->input_dtypes.reserve(inputs.size());
@@ -247,6 +253,9 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 }
 
 }  // namespace detail
+
+int64_t nodes_recorded() { return detail::g_nodes_recorded.load(std::memory_order_relaxed); }
+
 }  // namespace autograd
 
 // A hook on a leaf runs in its AccumulateGrad; on any other tensor, before its node runs.

@@ -108,8 +108,7 @@ int64_t panels_size(int64_t rows, int64_t cols) {
 // The scores tile S = Q[i0:i1] K[0:kv]^T (row stride kv), K^T packed once per head.
 template <typename T>
 void scores(const AttentionDims& d, const T* q, int64_t q_rs, const T* kt_packed, int64_t i0,
-            int64_t i1, T* s) {
-  const int64_t kv = i1;
+            int64_t i1, int64_t kv, T* s) {
   gemm_packed_b<T>(i1 - i0, kv, d.head_dim, q + i0 * q_rs, q_rs, 1, kt_packed, d.head_dim, s, kv,
                    false);
 }
@@ -120,46 +119,48 @@ template <typename T>
 void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<const T> k,
                               Heads<const T> v, const T* noise, T divisor, Heads<T> out, T* row_max,
                               T* row_inverse) {
-  const int64_t n = d.tokens, heads = d.batch * d.heads;
+  // n query rows at positions offset .. offset + n - 1, n_k keys (n_k == n without a cache).
+  const int64_t n = d.tokens, n_k = d.offset + d.tokens, heads = d.batch * d.heads;
   if (heads == 0 || n == 0 || d.head_dim == 0) return;  // nothing to compute or save
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads = static_cast<int>(
-      std::min<int64_t>(threads_for(double(heads) * n * n * d.head_dim), heads * blocks));
-  // One [kQueryBlock, T] tile per thread, allocated here (not inside the parallel region), and
+      std::min<int64_t>(threads_for(double(heads) * n * n_k * d.head_dim), heads * blocks));
+  // One [kQueryBlock, n_k] tile per thread, allocated here (not inside the parallel region), and
   // every head's K^T and V packed once for the products of all its blocks.
-  const Aligned<T> tiles(threads * kQueryBlock * n);  // each tile is written before it is read
-  const int64_t kt_size = panels_size<T>(d.head_dim, n), v_size = panels_size<T>(n, d.head_dim);
+  const Aligned<T> tiles(threads * kQueryBlock * n_k);  // each tile is written before it is read
+  const int64_t kt_size = panels_size<T>(d.head_dim, n_k), v_size = panels_size<T>(n_k, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
   parallel_for(heads, threads, [&](int64_t bh, int) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
     T* kt = packed.get() + bh * (kt_size + v_size);
-    pack_b_panels<T>(d.head_dim, n, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, T]
-    pack_b_panels<T>(n, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [T, d]
+    pack_b_panels<T>(d.head_dim, n_k, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, n_k]
+    pack_b_panels<T>(n_k, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [n_k, d]
   });
 
   parallel_for<Schedule::kDynamic>(heads * blocks, threads, [&](int64_t task, int thread) {
     const int64_t bh = task / blocks, b = bh / d.heads, h = bh % d.heads;
     const int64_t block = blocks - 1 - task % blocks;  // the widest tiles first
-    const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
-    T* s = tiles.get() + thread * kQueryBlock * n;
+    const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
+    const int64_t kv = d.offset + i1;  // keys the block's last row sees
+    T* s = tiles.get() + thread * kQueryBlock * n_k;
 
     const T* kt = packed.get() + bh * (kt_size + v_size);
-    scores(d, q.at(b, h), q.row_stride, kt, i0, i1, s);
+    scores(d, q.at(b, h), q.row_stride, kt, i0, i1, kv, s);
     for (int64_t i = i0; i < i1; ++i) {
       T* x = s + (i - i0) * kv;
-      const int64_t valid = i + 1;  // keys 0..i; the rest is masked
-      // A_ij = S_ij / divisor, m_i, e_ij, s_i over the full row of n, W_ij; zeros past i
+      const int64_t valid = d.offset + i + 1;  // keys 0 .. offset + i; the rest is masked
+      // A_ij = S_ij / divisor, m_i, e_ij, s_i over the full row of n_k, W_ij; zeros past valid
       // (softmax_row: the steps of softmax_row_steps, reduce_kernels.h, in one call)
       T max, inverse;
-      softmax_row(x, divisor, valid, n, kv, &max, &inverse);
+      softmax_row(x, divisor, valid, n_k, kv, &max, &inverse);
       if (noise != nullptr) {
-        const T* nrow = noise + (bh * n + i) * n;
+        const T* nrow = noise + (bh * n + i) * n_k;
         for (int64_t j = 0; j < valid; ++j) x[j] = x[j] * nrow[j];
       }
       row_max[bh * n + i] = max;
       row_inverse[bh * n + i] = inverse;
     }
-    gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n,
+    gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n_k,
                      out.at(b, h) + i0 * out.row_stride, out.row_stride, false);
   });
 }
@@ -212,7 +213,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
       const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
       const int64_t rows = i1 - i0;
       // W (recomputed) and, with dropout, W~ (without, W~ is W itself).
-      scores(d, qh, q.row_stride, kt_p, i0, i1, w);
+      scores(d, qh, q.row_stride, kt_p, i0, i1, kv, w);
       for (int64_t i = i0; i < i1; ++i) {
         T* wr = w + (i - i0) * kv;
         const int64_t valid = i + 1;

@@ -30,8 +30,14 @@ struct Heads {
   T* at(int64_t b, int64_t h) const { return data + b * batch_stride + h * head_stride; }
 };
 
+// tokens counts the query rows. With a KV cache (offset > 0) the queries are the newest rows of
+// a longer sequence: query row i is position offset + i and sees keys 0 .. offset + i, and K and
+// V hold offset + tokens rows. Each row is computed exactly as the same row of the whole
+// sequence's attention (rows of at least 8 keys; see vec_lane_sum for the shorter ones).
+// The backward takes offset 0 only.
 struct AttentionDims {
   int64_t batch, heads, tokens, head_dim;
+  int64_t offset = 0;
 };
 
 // O = attention(Q, K, V). Saves, per row i of every head, the row's max m_i of A and the inverse

@@ -34,6 +34,7 @@
 
 #include <cmath>
 
+#include "core/base/grad_mode.h"
 #include "core/graph/function.h"
 #include "core/kernels/attention.h"
 #include "core/ops/elementwise.h"
@@ -72,8 +73,9 @@ kernels::Heads<T> mutable_heads_of(Tensor& t) {
   return {t.data_ptr<T>(), t.stride(0), t.stride(1), t.stride(2)};
 }
 
-kernels::AttentionDims dims_of(const Tensor& q) {
-  return {q.size(0), q.size(1), q.size(2), q.size(3)};
+// q's rows are the last of k's (a KV cache's new rows) when k has more.
+kernels::AttentionDims dims_of(const Tensor& q, const Tensor& k) {
+  return {q.size(0), q.size(1), q.size(2), q.size(3), k.size(2) - q.size(2)};
 }
 
 struct CausalAttention : autograd::OpFunction<CausalAttention> {
@@ -98,7 +100,7 @@ struct CausalAttention : autograd::OpFunction<CausalAttention> {
       using T = decltype(tag);
       const T divisor = static_cast<T>(std::sqrt(static_cast<double>(q.size(3))));
       kernels::causal_attention_forward<T>(
-          dims_of(q), heads_of<T>(q), heads_of<T>(k), heads_of<T>(v),
+          dims_of(q, k), heads_of<T>(q), heads_of<T>(k), heads_of<T>(v),
           noise.defined() ? noise.data_ptr<T>() : nullptr, divisor, mutable_heads_of<T>(out),
           row_max.data_ptr<T>(), row_inverse.data_ptr<T>());
     });
@@ -133,7 +135,7 @@ struct CausalAttention : autograd::OpFunction<CausalAttention> {
       using T = decltype(tag);
       const T divisor = static_cast<T>(std::sqrt(static_cast<double>(q.size(3))));
       kernels::causal_attention_backward<T>(
-          dims_of(q), heads_of<T>(q), heads_of<T>(k), heads_of<T>(v),
+          dims_of(q, k), heads_of<T>(q), heads_of<T>(k), heads_of<T>(v),
           noise.defined() ? noise.data_ptr<T>() : nullptr, divisor, row_max.data_ptr<T>(),
           row_inverse.data_ptr<T>(), heads_of<T>(g), mutable_heads_of<T>(dq),
           mutable_heads_of<T>(dk), mutable_heads_of<T>(dv));
@@ -150,14 +152,21 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
         "causal_attention: called with an undefined tensor");
   check(q.dim() == 4,
         "causal_attention: expected q of shape [batch, heads, tokens, head_dim], got ", q.shape());
-  check(k.shape() == q.shape() && v.shape() == q.shape(),
-        "causal_attention: expected q, k and v of one shape, got ", q.shape(), ", ", k.shape(),
-        " and ", v.shape());
+  check(v.shape() == k.shape() && k.dim() == 4 && k.size(0) == q.size(0) &&
+            k.size(1) == q.size(1) && k.size(2) >= q.size(2) && k.size(3) == q.size(3),
+        "causal_attention: expected q, k and v of one shape (or k and v of more tokens than q: a ",
+        "KV cache), got ", q.shape(), ", ", k.shape(), " and ", v.shape());
   check(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
         "causal_attention: expected q, k and v of one floating point dtype, got ",
         dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()));
   check(dropout_p >= 0 && dropout_p <= 1,
         "causal_attention: dropout probability has to be between 0 and 1, but got ", dropout_p);
+  const bool cached = k.size(2) > q.size(2);
+  check(!cached || !((training && dropout_p > 0) ||
+                     (GradMode::is_enabled() &&
+                      (q.requires_grad() || k.requires_grad() || v.requires_grad()))),
+        "causal_attention: with more keys than queries (", k.size(2), " and ", q.size(2),
+        ", a KV cache) it runs forward only: no dropout, no gradient");
   Noise noise;
   if (training && dropout_p > 0 && q.size(0) * q.size(1) * q.size(2) > 0) {  // as dropout
     noise.t =

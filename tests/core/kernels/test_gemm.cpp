@@ -317,6 +317,52 @@ TEST(Gemm, IsaIsNamed) {
   EXPECT_TRUE(isa == "avx2" || isa == "avx512" || isa == "portable") << isa;
 }
 
+// Every C[i, j] is its own fma chain (gemm.h), so a row of a product does not depend on the
+// rows around it: A[i0:i0 + m] @ B is rows i0 .. i0 + m - 1 of A @ B bit for bit, whichever path
+// each takes (tiny, skinny with its tail rows, blocked; 1 or 2 threads). Generation relies on it:
+// the last position's logits alone (GPTForward::last_token_only) and a KV cache's new rows. The
+// shapes are the GPT's linear layers (B = W^T: columns contiguous) and plain B.
+TEST(Gemm, ARowOfAProductDoesNotDependOnTheRowsAroundIt) {
+  ThreadsGuard guard;
+  struct Dims {
+    int64_t M, N, K;
+  };
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Dims s : {Dims{100, 2304, 768}, Dims{50, 3072, 768}, Dims{50, 768, 3072},
+                         Dims{30, 3001, 768}, Dims{17, 768, 768}, Dims{9, 64, 7}}) {
+      for (bool b_t : {true, false}) {
+        const std::vector<float> a = random_values<float>(s.M * s.K, 1),
+                                 b = random_values<float>(s.K * s.N, 2);
+        const int64_t ldb_row = b_t ? 1 : s.N, ldb_col = b_t ? s.K : 1;
+        const std::vector<float> bias = random_values<float>(s.N, 3);
+        std::vector<float> whole(s.M * s.N), whole_bias(s.M * s.N);
+        kernels::gemm<float>(s.M, s.N, s.K, a.data(), s.K, 1, b.data(), ldb_row, ldb_col,
+                             whole.data(), s.N, false);
+        kernels::gemm_bias<float>(s.M, s.N, s.K, a.data(), s.K, 1, b.data(), ldb_row, ldb_col,
+                                  bias.data(), 1, whole_bias.data(), s.N);
+        for (int64_t m : {1, 2, 8, 9, 12, 13, 16, 17, 48}) {
+          for (int64_t i0 : {int64_t{0}, s.M - m, s.M / 3}) {
+            if (i0 < 0 || i0 + m > s.M) continue;
+            SCOPED_TRACE(::testing::Message()
+                         << "threads=" << threads << " M=" << s.M << " N=" << s.N << " K=" << s.K
+                         << " b_t=" << b_t << " rows " << i0 << "+" << m);
+            std::vector<float> rows(m * s.N);
+            kernels::gemm<float>(m, s.N, s.K, a.data() + i0 * s.K, s.K, 1, b.data(), ldb_row,
+                                 ldb_col, rows.data(), s.N, false);
+            ASSERT_EQ(std::memcmp(rows.data(), whole.data() + i0 * s.N, sizeof(float) * m * s.N),
+                      0);
+            kernels::gemm_bias<float>(m, s.N, s.K, a.data() + i0 * s.K, s.K, 1, b.data(), ldb_row,
+                                      ldb_col, bias.data(), 1, rows.data(), s.N);
+            ASSERT_EQ(
+                std::memcmp(rows.data(), whole_bias.data() + i0 * s.N, sizeof(float) * m * s.N), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(NumThreads, SetAndGet) {
   ThreadsGuard guard;
   set_num_threads(1);

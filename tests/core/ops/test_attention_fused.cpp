@@ -11,6 +11,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/base/generator.h"
+#include "core/base/grad_mode.h"
 #include "core/base/parallel.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
@@ -163,6 +164,57 @@ TEST(FusedAttention, Errors) {
   EXPECT_NE(m.find("float64"), std::string::npos) << m;
   m = error_of([&] { causal_attention(q, k, k, 1.5, true); });
   EXPECT_NE(m.find("1.5"), std::string::npos) << m;
+}
+
+// ---- queries fewer than keys: a KV cache's new rows ----
+
+// make_inputs' tensors as heads: [b, h, T, d].
+Qkv as_heads(const Qkv& in) {
+  return {in.q.transpose(1, 2), in.k.transpose(1, 2), in.v.transpose(1, 2)};
+}
+
+// Rows [t, t + c) of the attention of a sequence of n_k = t + c tokens, computed from their
+// queries alone with all n_k keys and values.
+Tensor cached_rows(const Qkv& heads, int64_t t, int64_t c) {
+  return causal_attention(heads.q.narrow(2, t, c), heads.k.narrow(2, 0, t + c),
+                          heads.v.narrow(2, 0, t + c));
+}
+
+TEST(FusedAttention, CachedRowsAreTheRowsOfTheWholeSequenceBitForBit) {
+  NoGradGuard no_grad;
+  for (int64_t n : {5, 8, 9, 60, 130}) {
+    const Qkv in = as_heads(make_inputs(2, 3, n, 64, DType::Float32));
+    const Tensor whole = causal_attention(in.q, in.k, in.v);
+    for (int64_t t = 0; t < n; t += (t < 10 ? 1 : 17)) {
+      for (int64_t c : {int64_t{1}, int64_t{3}, int64_t{50}}) {
+        if (t + c > n) continue;
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " t=" << t << " c=" << c);
+        const int64_t n_k = t + c;
+        const std::vector<uint32_t> rows = test::bits_of(cached_rows(in, t, c));
+        // The same rows of the attention over the first n_k tokens: always the same bits.
+        const Tensor prefix = causal_attention(in.q.narrow(2, 0, n_k), in.k.narrow(2, 0, n_k),
+                                               in.v.narrow(2, 0, n_k));
+        EXPECT_EQ(rows, test::bits_of(prefix.narrow(2, t, c)));
+        // And those of the whole sequence's attention, when both sequences have at least 8 tokens
+        // or both fewer: the softmax adds a row's weights in eight lanes or in order (vec_lane_sum,
+        // core/kernels/reduce_kernels.h, PyTorch's orders), chosen by the row's length.
+        if ((n_k >= 8) == (n >= 8)) {
+          EXPECT_EQ(rows, test::bits_of(whole.narrow(2, t, c)));
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedAttention, CachedRowsAreForwardOnly) {
+  const Qkv in = as_heads(make_inputs(1, 2, 6, 4, DType::Float32));  // requiring grad
+  std::string m = error_of([&] { cached_rows(in, 4, 2); });
+  EXPECT_NE(m.find("(6 and 2, a KV cache) it runs forward only"), std::string::npos) << m;
+  NoGradGuard no_grad;
+  m = error_of([&] { causal_attention(in.q.narrow(2, 4, 2), in.k, in.v, 0.1, true); });
+  EXPECT_NE(m.find("forward only"), std::string::npos) << m;
+  m = error_of([&] { causal_attention(in.q, in.k.narrow(2, 0, 5), in.v.narrow(2, 0, 5)); });
+  EXPECT_NE(m.find("KV cache"), std::string::npos) << m;  // fewer keys than queries
 }
 
 }  // namespace

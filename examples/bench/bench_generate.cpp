@@ -1,0 +1,168 @@
+// bench_generate: greedy generation with chapter 4's GPT_CONFIG_124M, with and without the KV
+// cache, as the book's bonus (ch04/03_kv-cache/gpt_with_kv_cache.py) times it: "Hello, I am",
+// 200 new tokens, random weights from manual_seed(123) (or OpenAI's with --weights).
+// examples/bench/torch_generate_bench.py times the bonus's PyTorch code the same way.
+//
+// Generating one token with the cache reads every weight once (the blocks' matrices and the
+// output head; of the embeddings only a row each) for a few FLOPs per weight: it is bound by
+// memory, not by arithmetic. So its yardstick is the memory-bandwidth floor: the time to read
+// those weights once at the read bandwidth this program measures (a streaming read of a buffer
+// far larger than the caches, by as many threads as generation uses). floor_share is the cached
+// generation's tokens/s over that floor's.
+//
+//   bench_generate [--threads 1] [--new-tokens 200] [--reps 3] [--weights model.safetensors]
+//                  [--no-uncached]
+// One JSON line: tokens/s with and without the cache (new tokens over the whole call, the prompt
+// included; medians of --reps, one run without the cache), the bandwidth, the floor, the ids.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/ember.h"
+#include "examples/common/bench_util.h"
+#include "nn/gpt.h"
+#include "nn/gpt_weights.h"
+
+namespace {
+
+using ember::bench::median;
+using ember::bench::peak_rss_mb;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+// XOR of words [begin, end), eight independent chains (so loads, not a dependency, set the pace).
+uint64_t read_words(const uint64_t* begin, const uint64_t* end) {
+  uint64_t acc[8] = {};
+  const uint64_t* p = begin;
+  for (; p + 8 <= end; p += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] ^= p[j];
+  }
+  for (; p < end; ++p) acc[0] ^= *p;
+  uint64_t total = 0;
+  for (uint64_t a : acc) total ^= a;
+  return total;
+}
+
+// The read bandwidth in bytes/s: the best of `passes` reads of a 1 GiB buffer, split among
+// `threads` threads (each reading its own contiguous part).
+double read_bandwidth(int threads, int passes) {
+  const std::size_t words = (std::size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(words);
+  for (std::size_t i = 0; i < words; ++i) buffer[i] = i * 0x9E3779B97F4A7C15ull;  // pages in
+  double best = 0.0;
+  uint64_t sink = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    std::vector<uint64_t> parts(static_cast<std::size_t>(threads));
+    const auto t = clock_type::now();
+    std::vector<std::thread> workers;
+    for (int i = 0; i < threads; ++i) {
+      workers.emplace_back([&, i] {
+        const std::size_t lo = words * i / threads, hi = words * (i + 1) / threads;
+        parts[static_cast<std::size_t>(i)] = read_words(buffer.data() + lo, buffer.data() + hi);
+      });
+    }
+    for (auto& w : workers) w.join();
+    const double s = seconds_since(t);
+    for (uint64_t part : parts) sink ^= part;
+    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
+  }
+  if (sink == 42) std::printf(" ");  // keeps the reads
+  return best;
+}
+
+// The bytes one cached token reads: every parameter, but one row of each embedding table.
+double weight_bytes_per_token(const ember::nn::GPTModel& model) {
+  double elements = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool table = name == "tok_emb.weight" || name == "pos_emb.weight";
+    elements += static_cast<double>(table ? p.size(1) : p.numel());
+  }
+  return elements * sizeof(float);
+}
+
+std::string ids_text(const ember::Tensor& ids) {
+  std::string out;
+  for (int64_t id : ids.to_vector<int64_t>()) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 3;
+  int64_t new_tokens = 200;
+  bool uncached = true;
+  std::string weights;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--no-uncached") {
+      uncached = false;
+    } else if (arg == "--threads" && has_value) {
+      threads = std::max(1, std::stoi(argv[++i]));
+    } else if (arg == "--reps" && has_value) {
+      reps = std::max(1, std::stoi(argv[++i]));
+    } else if (arg == "--new-tokens" && has_value) {
+      new_tokens = std::max<int64_t>(1, std::stoll(argv[++i]));
+    } else if (arg == "--weights" && has_value) {
+      weights = argv[++i];
+    } else {
+      std::fprintf(stderr, "bench_generate: unknown option %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  using namespace ember;
+  try {
+    set_num_threads(threads);
+    const double bandwidth = read_bandwidth(threads, 5);
+
+    manual_seed(123);
+    nn::GPTModel model(nn::GPT_CONFIG_124M);
+    if (!weights.empty()) nn::load_gpt2_weights(model, weights);
+    model.eval();
+    const double bytes = weight_bytes_per_token(model);
+    const Tensor hello = tensor({{15496, 11, 314, 716}}, DType::Int64);  // "Hello, I am"
+    const int64_t context = model.cfg.context_length;
+
+    nn::generate_text_simple(model, hello, 8, context, /*use_cache=*/true);  // warm-up
+    std::vector<double> cached_times;
+    Tensor cached_ids;
+    for (int rep = 0; rep < reps; ++rep) {
+      const auto t = clock_type::now();
+      cached_ids = nn::generate_text_simple(model, hello, new_tokens, context, true);
+      cached_times.push_back(seconds_since(t));
+    }
+    const double cached_tok_s = static_cast<double>(new_tokens) / median(cached_times);
+
+    double uncached_tok_s = 0.0;
+    bool same_ids = true;
+    if (uncached) {
+      const auto t = clock_type::now();
+      const Tensor ids = nn::generate_text_simple(model, hello, new_tokens, context, false);
+      uncached_tok_s = static_cast<double>(new_tokens) / seconds_since(t);
+      same_ids = ids.to_vector<int64_t>() == cached_ids.to_vector<int64_t>();
+    }
+    const double floor_tok_s = bandwidth / bytes;
+    std::printf(
+        "{\"impl\": \"ember\", \"threads\": %d, \"new_tokens\": %lld, \"cached_tok_s\": %.2f, "
+        "\"uncached_tok_s\": %.3f, \"read_gbs\": %.2f, \"weight_mb_per_token\": %.1f, "
+        "\"floor_tok_s\": %.2f, \"floor_share\": %.3f, \"same_ids\": %s, \"generated\": [%s], "
+        "\"peak_rss_mb\": %.1f}\n",
+        threads, static_cast<long long>(new_tokens), cached_tok_s, uncached_tok_s, bandwidth / 1e9,
+        bytes / 1e6, floor_tok_s, cached_tok_s / floor_tok_s, same_ids ? "true" : "false",
+        ids_text(cached_ids).c_str(), peak_rss_mb());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_generate: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

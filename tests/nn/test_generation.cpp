@@ -1,0 +1,209 @@
+// Generation at the GEMM rate (nn/gpt.h): an evaluation forward builds no graph and reuses its
+// buffers; the last position's logits alone (GPTForward::last_token_only) and the KV cache
+// (GPTForward::use_cache, the book's chapter-4 bonus) give the bits of the whole forward.
+//
+// The token ids are the book's prompts under GPT-2's tokenizer: "Every effort moves you" =
+// 6109 3626 6100 345, "Hello, I am" = 15496 11 314 716.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/allocator.h"
+#include "core/base/grad_mode.h"
+#include "core/graph/graph_stats.h"
+#include "core/ops/reduce.h"
+#include "core/ops/shape.h"
+#include "core/tensor/random.h"
+#include "nn/gpt.h"
+#include "tests/test_helpers.h"
+
+namespace ember::nn {
+namespace {
+
+using test::bits_of;
+using test::expect_error;
+
+const std::vector<int64_t> kEveryEffort = {6109, 3626, 6100, 345};
+const std::vector<int64_t> kHelloIAm = {15496, 11, 314, 716};
+
+// GPT-2's vocabulary and head size (64) with fewer, narrower layers, so that a test runs in
+// moments: context 128 takes the attention kernel past its 48-row blocks.
+GPTConfig small_config() {
+  return GPTConfig{.vocab_size = 50257,
+                   .context_length = 128,
+                   .emb_dim = 128,
+                   .n_heads = 2,
+                   .n_layers = 2,
+                   .drop_rate = 0.1,
+                   .qkv_bias = false};
+}
+
+std::shared_ptr<GPTModel> small_model() {
+  manual_seed(123);
+  auto model = std::make_shared<GPTModel>(small_config());
+  model->eval();
+  return model;
+}
+
+Tensor ids_of(const std::vector<int64_t>& ids) {
+  return from_vector(std::vector<double>(ids.begin(), ids.end()),
+                     {1, static_cast<int64_t>(ids.size())}, DType::Int64);
+}
+
+// A prompt of n ids spread over the vocabulary (a fixed linear congruential sequence).
+std::vector<int64_t> long_prompt(int64_t n) {
+  std::vector<int64_t> ids;
+  uint64_t x = 7;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    ids.push_back(static_cast<int64_t>((x >> 33) % 50257));
+  }
+  return ids;
+}
+
+// ---- an evaluation forward ----
+
+TEST(EvalForward, BuildsNoGraph) {
+  auto model = small_model();
+  const Tensor ids = ids_of(kEveryEffort);
+  const int64_t before = autograd::nodes_recorded();
+  {
+    NoGradGuard no_grad;
+    const Tensor logits = model->forward(ids);
+    EXPECT_EQ(autograd::nodes_recorded(), before);  // no node, so nothing saved for backward
+    EXPECT_FALSE(logits.requires_grad());
+    EXPECT_EQ(logits.grad_fn(), nullptr);
+    model->forward(ids, {.use_cache = true, .last_token_only = true});
+    generate_text_simple(*model, ids, 3, 128, true);
+    EXPECT_EQ(autograd::nodes_recorded(), before);
+  }
+  // The counter counts: the same forward with gradients on records the graph.
+  const Tensor logits = model->forward(ids);
+  EXPECT_GT(autograd::nodes_recorded(), before + 20);
+}
+
+TEST(EvalForward, ReusesItsBuffersPassAfterPass) {
+  auto model = small_model();
+  const Tensor ids = ids_of(long_prompt(100)).view({2, 50});
+  NoGradGuard no_grad;
+  for (int pass = 0; pass < 2; ++pass) model->forward(ids);  // the allocator's cache warms up
+  const MemoryStats warm = memory_stats();
+  for (int pass = 0; pass < 5; ++pass) model->forward(ids);
+  const MemoryStats after = memory_stats();
+  EXPECT_EQ(after.mapped_in_use, warm.mapped_in_use);
+  EXPECT_EQ(after.mapped_in_use + after.mapped_kept, warm.mapped_in_use + warm.mapped_kept);
+  EXPECT_EQ(after.mapped_peak, warm.mapped_peak);
+}
+
+// ---- the last position only ----
+
+TEST(LastTokenOnly, IsTheLastRowOfTheFullLogitsBitForBit) {
+  auto model = small_model();
+  NoGradGuard no_grad;
+  for (int64_t n : {1, 4, 7, 8, 9, 48, 49, 100, 128}) {
+    const Tensor ids = ids_of(long_prompt(n));
+    const Tensor full = model->forward(ids);
+    const Tensor last = model->forward(ids, {.last_token_only = true});
+    ASSERT_EQ(last.shape(), (Shape{1, 1, 50257}));
+    EXPECT_EQ(bits_of(last), bits_of(full.narrow(1, n - 1, 1))) << "n = " << n;
+  }
+}
+
+// ---- the KV cache ----
+
+// Feeds prompt then `steps` greedy tokens through the cache, comparing at every step the cached
+// logits with the uncached forward over the whole sequence (every position, bit for bit).
+void expect_cache_matches(GPTModel& model, const std::vector<int64_t>& prompt, int64_t steps) {
+  NoGradGuard no_grad;
+  model.reset_kv_cache();
+  Tensor idx = ids_of(prompt);
+  Tensor cached = model.forward(idx, {.use_cache = true});  // the prompt's positions
+  for (int64_t step = 0;; ++step) {
+    const Tensor full = model.forward(idx);
+    const int64_t n = idx.size(1), fresh = cached.size(1);
+    ASSERT_EQ(bits_of(cached), bits_of(full.narrow(1, n - fresh, fresh)))
+        << "step " << step << ", " << n << " tokens";
+    if (step == steps) break;
+    const Tensor next = argmax(full.select(1, -1), -1, /*keepdim=*/true);
+    idx = cat({idx, next}, 1);
+    cached = model.forward(next, {.use_cache = true});
+  }
+  EXPECT_EQ(model.current_pos, idx.size(1));
+}
+
+TEST(KVCache, LogitsEqualTheUncachedOnesAtEveryStep) {
+  auto model = small_model();
+  expect_cache_matches(*model, kEveryEffort, 12);  // across 8 tokens (see GPTModel::forward)
+  expect_cache_matches(*model, kHelloIAm, 12);
+  expect_cache_matches(*model, {kHelloIAm[0]}, 10);    // from a single token
+  expect_cache_matches(*model, long_prompt(118), 10);  // up to context_length (128)
+}
+
+TEST(KVCache, TheBooksCompositeAttentionToo) {
+  auto model = small_model();
+  for (int64_t i = 0; i < model->trf_blocks->size(); ++i) {
+    std::dynamic_pointer_cast<TransformerBlock>((*model->trf_blocks)[i])->att->fused_attention =
+        false;
+  }
+  expect_cache_matches(*model, kEveryEffort, 10);
+  expect_cache_matches(*model, long_prompt(60), 5);
+}
+
+TEST(KVCache, SeveralNewTokensAtOnce) {
+  auto model = small_model();
+  const Tensor ids = ids_of(long_prompt(30));
+  NoGradGuard no_grad;
+  model->reset_kv_cache();
+  int64_t pos = 0;
+  for (int64_t chunk : {3, 2, 9, 16}) {  // 3 + 2 < 8, then across 8, then long chunks
+    const Tensor cached = model->forward(ids.narrow(1, pos, chunk), {.use_cache = true});
+    pos += chunk;
+    const Tensor full = model->forward(ids.narrow(1, 0, pos));  // the sequence so far
+    EXPECT_EQ(bits_of(cached), bits_of(full.narrow(1, pos - chunk, chunk))) << pos << " tokens";
+  }
+}
+
+TEST(KVCache, RefusesToRunPastContextLength) {
+  auto model = small_model();
+  NoGradGuard no_grad;
+  model->forward(ids_of(long_prompt(120)), {.use_cache = true});
+  model->forward(ids_of(long_prompt(8)), {.use_cache = true});  // positions 120..127: full
+  expect_error([&] { model->forward(ids_of({1}), {.use_cache = true}); },
+               "the KV cache holds 128 tokens; 1 more would need positions up to 128, past "
+               "context_length = 128");
+  model->reset_kv_cache();
+  EXPECT_EQ(model->current_pos, 0);
+  model->forward(ids_of({1}), {.use_cache = true});  // room again
+  EXPECT_EQ(model->current_pos, 1);
+}
+
+TEST(KVCache, IsForInferenceOnly) {
+  auto model = small_model();
+  expect_error([&] { model->forward(ids_of(kHelloIAm), {.use_cache = true}); },
+               "use_cache is for inference; run it under NoGradGuard");
+}
+
+TEST(KVCache, GenerateGivesTheSameTokens) {
+  auto model = small_model();
+  for (const auto& prompt : {kEveryEffort, kHelloIAm}) {
+    const Tensor plain = generate_text_simple(*model, ids_of(prompt), 20, 128);
+    const Tensor cached = generate_text_simple(*model, ids_of(prompt), 20, 128, true);
+    EXPECT_EQ(cached.to_vector<int64_t>(), plain.to_vector<int64_t>());
+  }
+  // Past context_size the window slides and the cache steps aside: still the same tokens.
+  const Tensor plain = generate_text_simple(*model, ids_of(kHelloIAm), 12, 10);
+  const Tensor cached = generate_text_simple(*model, ids_of(kHelloIAm), 12, 10, true);
+  EXPECT_EQ(cached.to_vector<int64_t>(), plain.to_vector<int64_t>());
+  // Sampling with temperature and top-k, from the same seed.
+  Generator g1(123), g2(123);
+  const Tensor sampled = generate(*model, ids_of(kEveryEffort), 15, 128, 1.4, 25, {}, &g1);
+  const Tensor sampled_cached =
+      generate(*model, ids_of(kEveryEffort), 15, 128, 1.4, 25, {}, &g2, true);
+  EXPECT_EQ(sampled_cached.to_vector<int64_t>(), sampled.to_vector<int64_t>());
+  EXPECT_EQ(model->current_pos, 0);  // generate gives the cache back
+}
+
+}  // namespace
+}  // namespace ember::nn
