@@ -130,7 +130,7 @@ using State = std::shared_ptr<BackwardHookState>;
 
 // The inputs' side: one node that receives every grad_input (through the token) and calls the
 // hooks. Its forward makes the token.
-struct JoinInputs : autograd::Function<JoinInputs> {
+struct JoinInputs : autograd::OpFunction<JoinInputs> {
   static constexpr const char* name = "BackwardHookFunctionBackward";
   static constexpr const char* formula =
       "identity on the module's inputs: dx_i/dx_i = 1; calls the module's backward hooks with "
@@ -144,7 +144,7 @@ struct JoinInputs : autograd::Function<JoinInputs> {
 };
 
 // One input: the module sees x' (x's storage); the gradient reaching x' is kept for JoinInputs.
-struct InputHook : autograd::Function<InputHook> {
+struct InputHook : autograd::OpFunction<InputHook> {
   static constexpr const char* name = "BackwardHookFunctionBackward";
   static constexpr const char* formula = "identity on a module input: dx'/dx = 1";
   static constexpr bool has_constant_gradients = true;  // the token's zero
@@ -162,7 +162,7 @@ struct InputHook : autograd::Function<InputHook> {
 };
 
 // The output: the gradient reaching y' is grad_output.
-struct OutputHook : autograd::Function<OutputHook> {
+struct OutputHook : autograd::OpFunction<OutputHook> {
   static constexpr const char* name = "BackwardHookFunctionBackward";
   static constexpr const char* formula = "identity on the module's output: dy'/dy = 1";
   State state;
