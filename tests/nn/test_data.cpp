@@ -170,12 +170,13 @@ TEST(Data, SizesAtTheLimits) {
     EXPECT_EQ(DataLoader(ds, batch, false, true).size(), whole) << batch;
   }
   // A pass with a batch of INT64_MAX: one batch of all 16 windows; with drop_last none.
-  auto pass = DataLoader(ds, kMax, false, false).iter();
+  const DataLoader all_at_once(ds, kMax, false, false), none(ds, kMax, false, true);
+  auto pass = all_at_once.iter();  // a pass reads its loader: the loader must outlive it
   const auto batch = pass.next();
   ASSERT_TRUE(batch.has_value());
   EXPECT_EQ(batch->input.shape(), (Shape{16, 4}));
   EXPECT_FALSE(pass.next().has_value());
-  EXPECT_FALSE(DataLoader(ds, kMax, false, true).iter().next().has_value());
+  EXPECT_FALSE(none.iter().next().has_value());
   for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMin}) {
     EXPECT_NE(test::error_of([&] {
                 DataLoader(ds, bad, false, false);
