@@ -30,12 +30,18 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--out", default="torch_ch05_out")
+    # A smaller model, as train_gpt's flags of the same names (a short run of the benchmark).
+    parser.add_argument("--emb-dim", type=int, default=book.GPT_CONFIG_124M["emb_dim"])
+    parser.add_argument("--layers", type=int, default=book.GPT_CONFIG_124M["n_layers"])
+    parser.add_argument("--heads", type=int, default=book.GPT_CONFIG_124M["n_heads"])
+    parser.add_argument("--context", type=int, default=book.GPT_CONFIG_124M["context_length"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     lines = []  # gen_ch05's fixture lines, printed as they come
     tokenizer = book.Encoder()
-    cfg = book.GPT_CONFIG_124M
+    cfg = dict(book.GPT_CONFIG_124M, emb_dim=args.emb_dim, n_layers=args.layers, n_heads=args.heads,
+               context_length=args.context)
     ctx = cfg["context_length"]
     prompt = "Every effort moves you"
 
