@@ -7,6 +7,8 @@
 //   for (...) { step(); if (examples::interrupted()) { save(); return examples::kInterruptedExit; } }
 #pragma once
 
+#include <signal.h>  // sigaction
+
 #include <csignal>
 
 namespace ember::examples {
@@ -17,7 +19,8 @@ namespace ember::examples {
 inline constexpr int kInterruptedExit = 128 + SIGINT;
 
 namespace detail {
-// Written by the signal handler: a lock-free atomic flag is all a handler may touch.
+// Written by the signal handler: a volatile sig_atomic_t is what a handler may safely write
+// (async-signal-safe); everything else (saving, printing) happens in the loop that reads it.
 inline volatile std::sig_atomic_t interrupt_requested = 0;
 inline void on_interrupt(int) { interrupt_requested = 1; }
 }  // namespace detail
