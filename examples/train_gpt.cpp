@@ -203,7 +203,7 @@ struct Extras {
   examples::Progress& progress;  // the book's prints, beside a progress line with an ETA
   History start;                 // where the loop starts: the book's zeros, or a checkpoint's
   int64_t stop_after_epoch = 0;  // --stop-after-epoch: end after this epoch (0: run them all)
-  int64_t max_steps = 0;         // --max-steps: end before this step (0: no limit)
+  int64_t max_steps = 0;         // --max-steps: save and end before this step (0: no limit)
   bool print_losses = false;     // --print-losses: each step's and evaluation's losses in full
   int64_t save_every = 0;        // --save-every: also save after every this many epochs
   std::function<void(const History&)> save;  // writes the checkpoint
@@ -239,7 +239,11 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
     model.train();
     for (auto pass = begin_epoch(train_loader, h); auto batch = pass.next();) {
       if (extras.max_steps > 0 && h.global_step + 1 >= extras.max_steps) {
+        // The run's end: saved as Ctrl-C saves. At an epoch's first batch, the generator is put
+        // back to the epoch's start (before the pass's draws): the checkpoint of an epoch's end.
+        if (h.batches_in_epoch == 0) examples::set_generator_state(h.epoch_rng);
         h.stopped = true;
+        extras.save(h);
         return h;
       }
       optimizer.zero_grad();  // reset the gradients of the previous batch
@@ -598,8 +602,13 @@ int main(int argc, char** argv) {
                   checkpoint_path.c_str());
       return examples::kInterruptedExit;
     }
-    if (h.stopped || h.epochs_done < s.epochs) {
-      // (after --max-steps, mid-epoch, nothing is saved: a checkpoint is an epoch's end)
+    if (h.stopped) {
+      std::printf("stopped after step %lld; wrote %s\n", static_cast<long long>(h.global_step),
+                  checkpoint_path.c_str());
+      print_job_line(cfg, s.batch * s.context, job_clock.seconds());
+      return 0;
+    }
+    if (h.epochs_done < s.epochs) {
       std::printf("stopped after epoch %lld; checkpoint %s\n",
                   static_cast<long long>(h.epochs_done), checkpoint_path.c_str());
       print_job_line(cfg, s.batch * s.context, job_clock.seconds());

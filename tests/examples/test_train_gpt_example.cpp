@@ -385,6 +385,40 @@ TEST(TrainGptExample, CtrlCSavesACheckpointThatResumesAsIfUninterrupted) {
   fs::remove_all(dir);
 }
 
+// --max-steps ends the run with a checkpoint, at an epoch's first batch (step 3: 3 batches an
+// epoch) or within an epoch (step 4); --resume from either gives the uninterrupted run's losses.
+TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
+  const fs::path dir = temp_dir("ember_train_gpt_max_steps");
+  const std::string common = "'" + kVerdict +
+                             "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 "
+                             "--train-ratio 0.05 --epochs 3 --eval-freq 2 --eval-iter 1 "
+                             "--skip-initial --print-losses --threads 1 ";
+  int code = -1;
+  const Printed whole = parse(run(common + "--out '" + (dir / "a").string() + "'", code));
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(whole.step_loss.size(), 9u);
+  for (const int stop : {3, 4}) {
+    SCOPED_TRACE(stop);
+    const std::string out = (dir / ("b" + std::to_string(stop))).string();
+    const std::string first =
+        run(common + "--max-steps " + std::to_string(stop) + " --out '" + out + "'", code);
+    ASSERT_EQ(code, 0) << first;
+    EXPECT_NE(first.find("stopped after step " + std::to_string(stop - 1)), std::string::npos)
+        << first;
+    const std::string rest =
+        run(common + "--out '" + out + "' --resume '" + out + "/checkpoint.safetensors'", code);
+    ASSERT_EQ(code, 0) << rest;
+    const Printed b = parse(first), c = parse(rest);
+    std::map<long, double> steps = b.step_loss;
+    steps.insert(c.step_loss.begin(), c.step_loss.end());
+    EXPECT_EQ(steps, whole.step_loss);
+    std::vector<std::string> joined = b.book_lines;
+    joined.insert(joined.end(), c.book_lines.begin(), c.book_lines.end());
+    EXPECT_EQ(joined, whole.book_lines);
+  }
+  fs::remove_all(dir);
+}
+
 // The checkpoint is written once, at the end, as the book saves (no "saved" line); --save-every 2
 // also writes it after epoch 2 (and 4), and then at the end.
 TEST(TrainGptExample, SaveEveryWritesAtItsEpochs) {
