@@ -377,21 +377,22 @@ History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Opt
 
 // ---- the program ----
 
-// Ember's single-precision GEMM rate in FLOP/s at this run's threads, measured now for half a
-// second (after the job: the machine as the job found it, outside the job's time) on the product
-// the model computes most, the feed-forward's first ([batch x context, d] x [d, 4d]).
+// Ember's single-precision GEMM rate in FLOP/s at this run's threads: the median call over half a
+// second, measured after the job (the machine as the job found it, outside the job's time) on
+// the product the model computes most, the feed-forward's first ([batch x context, d] x [d, 4d]).
 double gemm_rate(const nn::GPTConfig& cfg, int64_t rows) {
   NoGradGuard no_grad;
   const Tensor x = full({rows, cfg.emb_dim}, 0.5), w = full({cfg.emb_dim, 4 * cfg.emb_dim}, 0.25);
   matmul(x, w);  // the first call sizes the packing buffers
-  examples::Stopwatch clock;
-  int64_t calls = 0;
+  std::vector<double> seconds;
+  examples::Stopwatch total;
   do {
+    examples::Stopwatch call;
     matmul(x, w);
-    ++calls;
-  } while (clock.seconds() < 0.5);
+    seconds.push_back(call.seconds());
+  } while (total.seconds() < 0.5 || seconds.size() < 3);
   const auto d = static_cast<double>(cfg.emb_dim);
-  return static_cast<double>(calls) * 2 * static_cast<double>(rows) * d * 4 * d / clock.seconds();
+  return 2 * static_cast<double>(rows) * d * 4 * d / bench::median(seconds);
 }
 
 // The job's line: its products (job_flops) over its wall time, as a share of the GEMM rate, and
