@@ -85,14 +85,10 @@ TEST(TrainCharsExample, CtrlCSavesAndResumesAndSaveEverySaves) {
   int code = -1;
   const std::string whole = run(common + "--out '" + (dir.path() / "whole").string() + "'", code);
   ASSERT_EQ(code, 0) << whole;
-  const std::string log = (dir.path() / "first.txt").string();
-  const std::string script =
+  const std::string first = ember::testing_examples::run_interrupted(
       "'" + std::string(EMBER_TRAIN_CHARS_BINARY) + "' " + common + "--out '" +
-      (dir.path() / "parts").string() + "' > '" + log +
-      "' 2>&1 & pid=$!; until grep -q '^step 3 train loss' '" + log +
-      "' || ! kill -0 $pid 2>/dev/null; do sleep 0.01; done; kill -INT $pid; wait $pid; " +
-      "echo \"exit status $?\"; cat '" + log + "'";
-  const std::string first = ember::testing_examples::run_command(script, code);
+          (dir.path() / "parts").string() + "'",
+      "step 3 train loss", (dir.path() / "first.txt").string(), code);
   ASSERT_EQ(code, 0) << first;
   EXPECT_NE(first.find("exit status 130"), std::string::npos) << first;
   EXPECT_NE(first.find("interrupted (Ctrl-C) after step"), std::string::npos) << first;

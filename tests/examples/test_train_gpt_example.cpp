@@ -352,13 +352,10 @@ TEST(TrainGptExample, CtrlCSavesACheckpointThatResumesAsIfUninterrupted) {
       run(common + "--max-steps 40 --out '" + (dir / "a").string() + "'", code);
   ASSERT_EQ(code, 0) << whole;
   // The program in the background, interrupted by the shell once it prints step 3.
-  const std::string log = (dir / "first.txt").string();
-  const std::string script =
-      "'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' " + common + "--out '" + (dir / "b").string() +
-      "' > '" + log + "' 2>&1 & pid=$!; until grep -q '^step 3 loss' '" + log +
-      "' || ! kill -0 $pid 2>/dev/null; do sleep 0.01; done; kill -INT $pid; wait $pid; " +
-      "echo \"exit status $?\"; cat '" + log + "'";
-  const std::string first = ember::testing_examples::run_command(script, code);
+  const std::string first =
+      ember::testing_examples::run_interrupted("'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' " +
+                                                   common + "--out '" + (dir / "b").string() + "'",
+                                               "step 3 loss", (dir / "first.txt").string(), code);
   ASSERT_EQ(code, 0) << first;
   EXPECT_NE(first.find("exit status 130"), std::string::npos) << first;
   EXPECT_NE(first.find("interrupted (Ctrl-C) after step"), std::string::npos) << first;
