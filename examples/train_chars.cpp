@@ -6,6 +6,10 @@
 //   build/release/bin/train_chars --steps 800 --stop-at 400 --out /tmp/c   # interrupted at 400
 //   build/release/bin/train_chars --steps 800 --out /tmp/c --resume /tmp/c/checkpoint.safetensors
 //
+// The checkpoint is written at the end (or at --stop-at), also every --save-every steps, and on
+// Ctrl-C after the step under way (the program then exits with status 130; a second Ctrl-C ends
+// it at once: examples/common/interrupt.h).
+//
 // --resume continues from a checkpoint (model, AdamW state, schedule, step) and prints the same
 // losses as an uninterrupted run: each step's batch and dropout masks are drawn from generators
 // seeded by (seed, step), so they do not depend on where the run started. (--steps sets the
@@ -23,6 +27,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -34,6 +39,7 @@
 #include "core/ember.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/flags.h"
+#include "examples/common/interrupt.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
@@ -123,6 +129,7 @@ struct Settings : examples::TrainingFlags {
   std::string text_file;
   std::string resume;
   int64_t stop_at = 0;
+  int64_t save_every = 0;
   int64_t context = 32;
   int64_t sample_every = 200;
   double temperature = 0.8;
@@ -136,6 +143,10 @@ struct Settings : examples::TrainingFlags {
                           "directory for loss.svg and the checkpoint");
     app.add_option("--resume", resume, "continue from this checkpoint");
     app.add_option("--stop-at", stop_at, "stop (and save) after this step, as if interrupted")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--save-every", save_every,
+                   "also save the checkpoint every N steps (it is saved at the end, and on Ctrl-C "
+                   "after the step under way)")
         ->check(CLI::PositiveNumber);
     examples::range_option(app, "--context", context, 4, 256, "characters per sequence");
     examples::positive_option(app, "--sample-every", sample_every, "steps between samples");
@@ -216,23 +227,29 @@ std::string generate_and_print_sample(nn::GPTModel& model, const Vocabulary& voc
 }
 
 // What the loop leaves: the loss curves, the last step's and the last validation's losses, and
-// (--html) the report's attention maps and samples.
+// (--html) the report's attention maps and samples; the step it ended after (before `last` when
+// Ctrl-C stopped it).
 struct Training {
   examples::LossHistory history;
   double train_loss = 0, val_loss = 0;
   examples::TrainingReport report;
+  int64_t step = 0;
+  bool interrupted = false;
 };
 
 // The book's train_model_simple, by steps: steps start + 1 to last (start: the step a resumed
 // run continues after, else 0), each on a random batch of the training text (batch and dropout
 // masks drawn from generators seeded by (seed, step)) and an AdamW step with warmup and cosine
 // decay; a validation every --print-every steps and a sample every --sample-every steps (and both
-// at the last). `watched` is the report's example.
+// at the last); `save` (the checkpoint at a step) every --save-every steps. Ctrl-C ends it after
+// the step under way. `watched` is the report's example.
 Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabulary& vocab,
                             optim::Optimizer& optimizer, optim::LRScheduler& schedule,
                             int64_t start, int64_t last, const std::string& start_context,
-                            const Settings& s, const examples::WatchedExample& watched) {
+                            const Settings& s, const examples::WatchedExample& watched,
+                            const std::function<void(int64_t)>& save) {
   Training t;
+  t.step = start;
   examples::Progress progress(last, s.print_every);
   // --html: the gradient flow through the blocks, read by module hooks at every step.
   std::optional<examples::GradientFlow> flow;
@@ -267,6 +284,15 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
     progress.update(step, t.train_loss, "validation " + svg::num(t.val_loss, 4),
                     s.batch * s.context);
     if (auto table = profiler.after_step(step)) progress.note(*table);
+    t.step = step;
+    if (examples::interrupted()) {
+      t.interrupted = true;
+      break;
+    }
+    if (s.save_every > 0 && step % s.save_every == 0 && step != last) {
+      save(step);
+      progress.note("saved the checkpoint at step " + std::to_string(step));
+    }
   }
   if (flow) t.report.gradient_flow = flow->history();
   return t;
@@ -334,16 +360,25 @@ int main(int argc, char** argv) {
   const examples::WatchedExample watched{from_vector(window, {1, s.context}), labels};
 
   const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
+  const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
+  const auto save = [&](int64_t step) {
+    examples::save_checkpoint(checkpoint_path, model, optimizer, &schedule, step);
+  };
+  examples::catch_interrupt();  // Ctrl-C: finish the step, save, stop
   examples::Stopwatch clock;
   Training t = train_model_simple(model, data, vocab, optimizer, schedule, start, last,
-                                  text.substr(0, 1), s, watched);
+                                  text.substr(0, 1), s, watched, save);
   const double seconds = clock.seconds();
 
   const std::string loss_path = s.out + "/loss.svg";
   svg::write_file(loss_path, t.history.svg("train_chars: character-level loss per step"));
-  const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
-  examples::save_checkpoint(checkpoint_path, model, optimizer, &schedule, last);
+  save(t.step);
   std::printf("wrote %s, %s\n", loss_path.c_str(), checkpoint_path.c_str());
+  if (t.interrupted) {
+    std::printf("interrupted (Ctrl-C) after step %lld: --resume %s continues the run\n",
+                static_cast<long long>(t.step), checkpoint_path.c_str());
+    return examples::kInterruptedExit;
+  }
   if (s.html) {
     t.report.title = "train_chars: a character-level GPT";
     t.report.subtitle = "attention rows: query characters, columns: key characters";

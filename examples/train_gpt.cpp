@@ -20,6 +20,13 @@
 // and writes loss.svg (cell 79: train and validation loss against epochs, tokens seen along the
 // top) and checkpoint.safetensors (cell 123: model and AdamW state, plus the epoch, the history
 // and the generator's state, so --resume continues with the same lines as an uninterrupted run).
+// The checkpoint is written once, at the end, as the book saves; --save-every N also after every
+// N epochs; Ctrl-C finishes the step under way, saves (within the epoch: --resume continues with
+// the epoch's next batch) and exits with status 130 (examples/common/interrupt.h); a second
+// Ctrl-C ends the program at once. After the checkpoint, before the final samples, a line sums up
+// the job: the products' FLOPs of the book's run (the untrained text, the initial losses, the
+// training steps, evaluations and samples), their rate as a share of Ember's GEMM rate measured
+// then, and memory (ember::memory_stats: peak, cached, in use; and the peak resident set).
 //
 // The book's functions come first, with its names and arguments (less `device`), in its order
 // where C++ allows (evaluate_model and generate_and_print_sample before train_model_simple, which
@@ -46,8 +53,10 @@
 
 #include "core/base/parallel.h"
 #include "core/ember.h"
+#include "examples/common/bench_util.h"
 #include "examples/common/checkpoint.h"
 #include "examples/common/flags.h"
+#include "examples/common/interrupt.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/data.h"
@@ -96,9 +105,42 @@ std::string token_ids_to_text(const Tensor& token_ids, const nn::GPT2Tokenizer& 
   return tokenizer.decode(token_ids.contiguous().to_vector<int64_t>());
 }
 
+// ---- what the whole job computes (Ember's addition, for the final line) ----
+
+// The FLOPs of GPTModel's products in a forward pass over `batch` sequences of `tokens` (2 per
+// multiply-add): in each block the query, key, value and output projections (4 d x d) and the
+// feed-forward's two (d x 4d, 4d x d), attention's scores and weighted values (tokens x tokens x d
+// each, the masked half included, as the book's code computes it), then the output head (d x
+// vocabulary). A training step's backward pass computes twice the forward's.
+double forward_flops(const nn::GPTConfig& cfg, int64_t batch, int64_t tokens) {
+  const double b = static_cast<double>(batch), t = static_cast<double>(tokens),
+               d = static_cast<double>(cfg.emb_dim), v = static_cast<double>(cfg.vocab_size);
+  const double block = 2 * b * t * 12 * d * d + 2 * 2 * b * t * t * d;
+  return static_cast<double>(cfg.n_layers) * block + 2 * b * t * d * v;
+}
+
+// The products' FLOPs of the job so far: the book's code's for the same run (whatever Ember
+// would skip still counts), so that the figure compares with PyTorch's run of the same job.
+double job_flops = 0;
+
+// A forward pass over a batch of token ids, and its backward when a graph is being built.
+void count_pass(const nn::GPTConfig& cfg, const Tensor& input_batch) {
+  const double passes = GradMode::is_enabled() ? 3 : 1;
+  job_flops += passes * forward_flops(cfg, input_batch.size(0), input_batch.size(1));
+}
+
+// The forward passes that generate `new_tokens` after `prompt` tokens, one per token over the
+// tokens so far (cropped to the context).
+void count_generation(const nn::GPTConfig& cfg, int64_t prompt, int64_t new_tokens) {
+  for (int64_t i = 0; i < new_tokens; ++i) {
+    job_flops += forward_flops(cfg, 1, std::min(prompt + i, cfg.context_length));
+  }
+}
+
 // Section 5.1.3: the cross entropy of one batch's next-token predictions, and its mean over the
 // first num_batches batches of a loader (all of them by default).
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
+  count_pass(model.cfg, input_batch);  // (Ember's addition)
   const Tensor logits = model.forward(input_batch);
   return F::cross_entropy(logits.flatten(0, 1), target_batch.flatten());
 }
@@ -139,6 +181,7 @@ void generate_and_print_sample(nn::GPTModel& model, const nn::GPT2Tokenizer& tok
   const Tensor encoded = text_to_token_ids(start_context, tokenizer);
   const Tensor token_ids =
       generate_text_simple(model, encoded, 50, context_size, use_cache);  // no graph
+  count_generation(model.cfg, encoded.size(1), 50);
   std::string decoded_text = token_ids_to_text(token_ids, tokenizer);
   std::replace(decoded_text.begin(), decoded_text.end(), '\n', ' ');
   progress.note(decoded_text);
@@ -150,8 +193,11 @@ void generate_and_print_sample(nn::GPTModel& model, const nn::GPT2Tokenizer& tok
 struct History {
   std::vector<double> train_losses, val_losses, track_tokens_seen;
   int64_t tokens_seen = 0, global_step = -1;
-  int64_t epochs_done = 0;  // epochs finished (a checkpoint is saved after each)
-  bool stopped = false;     // --max-steps ended the run within an epoch
+  int64_t epochs_done = 0;       // epochs finished
+  int64_t batches_in_epoch = 0;  // batches of the next epoch done (a checkpoint saved by Ctrl-C)
+  Tensor epoch_rng;              // the generator's state at that epoch's start (its shuffle)
+  bool stopped = false;          // --max-steps ended the run within an epoch
+  bool interrupted = false;      // Ctrl-C ended the run (after saving)
 };
 
 // What Ember adds to the book's loop; none of it changes a line the book prints.
@@ -159,11 +205,28 @@ struct Extras {
   examples::Progress& progress;  // the book's prints, beside a progress line with an ETA
   History start;                 // where the loop starts: the book's zeros, or a checkpoint's
   int64_t stop_after_epoch = 0;  // --stop-after-epoch: end after this epoch (0: run them all)
-  int64_t max_steps = 0;         // --max-steps: end before this step (0: no limit)
+  int64_t max_steps = 0;         // --max-steps: save and end before this step (0: no limit)
   bool print_losses = false;     // --print-losses: each step's and evaluation's losses in full
   bool kv_cache = true;          // --kv-cache: samples generated with the model's KV cache
-  std::function<void(const History&)> at_epoch_end;  // saves the checkpoint
+  int64_t save_every = 0;        // --save-every: also save after every this many epochs
+  std::function<void(const History&)> save;  // writes the checkpoint
 };
+
+// The epoch's pass over the train loader. A run resumed within an epoch (a checkpoint of Ctrl-C)
+// draws the epoch's shuffle again from the generator's state at the epoch's start, passes the
+// batches done before, then puts the generator back where the checkpoint left it.
+nn::DataLoader::Pass begin_epoch(const nn::DataLoader& train_loader, History& h) {
+  if (h.batches_in_epoch == 0) {
+    h.epoch_rng = examples::generator_state();
+    return train_loader.iter();
+  }
+  const Tensor now = examples::generator_state();
+  examples::set_generator_state(h.epoch_rng);
+  auto pass = train_loader.iter();
+  for (int64_t i = 0; i < h.batches_in_epoch; ++i) pass.next();
+  examples::set_generator_state(now);
+  return pass;
+}
 
 // Listing 5.3: the training loop.
 History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_loader,
@@ -177,9 +240,13 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
       extras.stop_after_epoch > 0 ? std::min(extras.stop_after_epoch, num_epochs) : num_epochs;
   for (int64_t epoch = h.epochs_done; epoch < last_epoch; ++epoch) {
     model.train();
-    for (auto pass = train_loader.iter(); auto batch = pass.next();) {
+    for (auto pass = begin_epoch(train_loader, h); auto batch = pass.next();) {
       if (extras.max_steps > 0 && h.global_step + 1 >= extras.max_steps) {
+        // The run's end: saved as Ctrl-C saves. At an epoch's first batch, the generator is put
+        // back to the epoch's start (before the pass's draws): the checkpoint of an epoch's end.
+        if (h.batches_in_epoch == 0) examples::set_generator_state(h.epoch_rng);
         h.stopped = true;
+        extras.save(h);
         return h;
       }
       optimizer.zero_grad();  // reset the gradients of the previous batch
@@ -210,11 +277,27 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
       }
       progress.update(h.global_step + 1, loss.item(), "epoch " + std::to_string(epoch + 1),
                       batch->input.numel());
+      h.batches_in_epoch += 1;
+      if (examples::interrupted()) {  // Ctrl-C: the step is done; save it and stop
+        h.interrupted = true;
+        extras.save(h);
+        return h;
+      }
     }
     generate_and_print_sample(model, tokenizer, start_context, progress,
                               extras.kv_cache);  // after each epoch
     h.epochs_done = epoch + 1;
-    extras.at_epoch_end(h);
+    h.batches_in_epoch = 0;
+    // The checkpoint: at the end, as the book saves (and after --stop-after-epoch), after every
+    // --save-every epochs, and when Ctrl-C came during the sample.
+    h.interrupted = examples::interrupted();
+    if (h.epochs_done == last_epoch || h.interrupted) {
+      extras.save(h);  // main says so
+    } else if (extras.save_every > 0 && h.epochs_done % extras.save_every == 0) {
+      extras.save(h);
+      progress.note("saved the checkpoint after epoch " + std::to_string(h.epochs_done));
+    }
+    if (h.interrupted) return h;
   }
   return h;
 }
@@ -248,16 +331,22 @@ std::vector<double> epochs_seen(int64_t num_epochs, std::size_t count) {
 // ---- 5.4 Saving and loading: the checkpoint, and continuing from it ----
 
 // The model and the AdamW state, and beside them what train_model_simple continues from: the
-// generator's state (the next epoch's shuffle and dropout), the lists and the counters.
+// generator's state (the next epoch's shuffle and dropout), the lists and the counters. Saved
+// within an epoch (Ctrl-C), also the batches of the epoch done and the generator's state at its
+// start.
 void save_checkpoint(const std::string& path, const nn::GPTModel& model,
                      const optim::Optimizer& optimizer, const History& h) {
-  examples::save_checkpoint(
-      path, model, optimizer, nullptr, h.global_step + 1,
-      {{"train_gpt.rng", examples::generator_state()},
-       {"train_gpt.history",
-        examples::lists_tensor({&h.train_losses, &h.val_losses, &h.track_tokens_seen})},
-       {"train_gpt.counters",
-        from_vector(std::vector<int64_t>{h.tokens_seen, h.global_step, h.epochs_done}, {3})}});
+  std::vector<int64_t> counters{h.tokens_seen, h.global_step, h.epochs_done};
+  NamedTensorList own{{"train_gpt.rng", examples::generator_state()},
+                      {"train_gpt.history", examples::lists_tensor({&h.train_losses, &h.val_losses,
+                                                                    &h.track_tokens_seen})}};
+  if (h.batches_in_epoch > 0) {
+    counters.push_back(h.batches_in_epoch);
+    own.emplace_back("train_gpt.epoch_rng", h.epoch_rng);
+  }
+  own.emplace_back("train_gpt.counters",
+                   from_vector(counters, {static_cast<int64_t>(counters.size())}));
+  examples::save_checkpoint(path, model, optimizer, nullptr, h.global_step + 1, own);
 }
 
 // Restores what save_checkpoint wrote, and says so.
@@ -274,13 +363,58 @@ History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Opt
   if (auto counters = c.own.find("train_gpt.counters"); counters != c.own.end()) {
     const auto v = counters->second.contiguous().to_vector<int64_t>();
     h.tokens_seen = v.at(0), h.global_step = v.at(1), h.epochs_done = v.at(2);
+    if (v.size() > 3) h.batches_in_epoch = v.at(3);
   }
-  std::printf("resumed from %s after epoch %lld (step %lld)\n", path.c_str(),
-              static_cast<long long>(h.epochs_done), static_cast<long long>(h.global_step));
+  if (auto rng = c.own.find("train_gpt.epoch_rng"); rng != c.own.end()) h.epoch_rng = rng->second;
+  check(h.batches_in_epoch == 0 || h.epoch_rng.defined(), "train_gpt: the checkpoint ", path,
+        " stops within an epoch but has no train_gpt.epoch_rng");
+  if (h.batches_in_epoch > 0) {
+    std::printf("resumed from %s in epoch %lld after batch %lld (step %lld)\n", path.c_str(),
+                static_cast<long long>(h.epochs_done + 1),
+                static_cast<long long>(h.batches_in_epoch), static_cast<long long>(h.global_step));
+  } else {
+    std::printf("resumed from %s after epoch %lld (step %lld)\n", path.c_str(),
+                static_cast<long long>(h.epochs_done), static_cast<long long>(h.global_step));
+  }
   return h;
 }
 
 // ---- the program ----
+
+// Ember's single-precision GEMM rate in FLOP/s at this run's threads: the median call over half a
+// second, measured after the job (the machine as the job found it, outside the job's time) on
+// the product the model computes most, the feed-forward's first ([batch x context, d] x [d, 4d]).
+double gemm_rate(const nn::GPTConfig& cfg, int64_t rows) {
+  NoGradGuard no_grad;
+  const Tensor x = full({rows, cfg.emb_dim}, 0.5), w = full({cfg.emb_dim, 4 * cfg.emb_dim}, 0.25);
+  matmul(x, w);  // the first call sizes the packing buffers
+  std::vector<double> seconds;
+  examples::Stopwatch total;
+  do {
+    examples::Stopwatch call;
+    matmul(x, w);
+    seconds.push_back(call.seconds());
+  } while (total.seconds() < 0.5 || seconds.size() < 3);
+  const auto d = static_cast<double>(cfg.emb_dim);
+  return 2 * static_cast<double>(rows) * d * 4 * d / bench::median(seconds);
+}
+
+// The job's line: its products (job_flops) over its wall time, as a share of the GEMM rate, and
+// the memory of its tensors (ember::memory_stats: the most held at once, what the allocator keeps
+// for reuse, what tensors hold now) beside the process's peak resident set. Printed once the
+// training job is done and saved, before the final samples (cells 86 and 115, about 0.5% of the
+// run's products, left out), so that the program's last lines stay the book's.
+void print_job_line(const nn::GPTConfig& cfg, int64_t rows, double seconds) {
+  const double rate = gemm_rate(cfg, rows), achieved = job_flops / seconds;
+  const MemoryStats m = memory_stats();
+  const double gb = 1e9;
+  std::printf(
+      "train_gpt: job %.2f TFLOP of products in %.1f s: %.1f GFLOP/s, %.0f%% of the GEMM rate "
+      "(%.1f GFLOP/s) | memory: peak %.2f GB, cached %.2f GB, in use %.2f GB; peak RSS %.2f GB\n",
+      job_flops / 1e12, seconds, achieved / 1e9, 100 * achieved / rate, rate / 1e9,
+      static_cast<double>(m.mapped_peak) / gb, static_cast<double>(m.mapped_kept) / gb,
+      static_cast<double>(m.mapped_in_use) / gb, bench::peak_rss_mb() * 1024 * 1024 / gb);
+}
 
 // The flags: the book's settings (GPT_CONFIG_124M with a context of 256, the loaders', AdamW's,
 // train_model_simple's) and Ember's.
@@ -290,7 +424,7 @@ struct Settings {
   int64_t epochs = 10, batch = 2, context = 256, eval_freq = 5, eval_iter = 5;
   int64_t emb_dim = 768, n_layers = 12, n_heads = 12;
   double lr = 0.0004, weight_decay = 0.1, train_ratio = 0.90, drop_rate = 0.1;
-  int64_t max_steps = 0, stop_after_epoch = 0, print_every = 10;
+  int64_t max_steps = 0, stop_after_epoch = 0, save_every = 0, print_every = 10;
   int threads = 1;
   std::string out = "train_gpt_out", resume, start_context = "Every effort moves you";
   double temperature = 1.4;
@@ -319,6 +453,10 @@ struct Settings {
         ->check(CLI::PositiveNumber);
     app.add_option("--stop-after-epoch", stop_after_epoch,
                    "save and stop after this epoch, as if interrupted")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--save-every", save_every,
+                   "also save the checkpoint after every N epochs (it is saved at the end, and "
+                   "on Ctrl-C after the step under way)")
         ->check(CLI::PositiveNumber);
     app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
@@ -393,6 +531,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    examples::Stopwatch job_clock;  // the whole job, for the final line
     set_num_threads(s.threads);
     const nn::GPT2Tokenizer tokenizer;
     if (!s.weights.empty()) return generate_from_weights(s, tokenizer);
@@ -419,8 +558,10 @@ int main(int argc, char** argv) {
       manual_seed(s.seed);
       nn::GPTModel model(cfg);
       model.eval();
-      const Tensor token_ids = generate_text_simple(
-          model, text_to_token_ids(s.start_context, tokenizer), 10, cfg.context_length, s.kv_cache);
+      const Tensor prompt = text_to_token_ids(s.start_context, tokenizer);
+      const Tensor token_ids =
+          generate_text_simple(model, prompt, 10, cfg.context_length, s.kv_cache);
+      count_generation(cfg, prompt.size(1), 10);
       std::printf("Output text:\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
       // Cell 71: its losses.
       manual_seed(s.seed);
@@ -432,8 +573,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
 
-    // Cell 77: training (Ember's additions: the progress line, --resume, the checkpoint after
-    // each epoch, --stop-after-epoch, --max-steps, --print-losses).
+    // Cell 77: training (Ember's additions: the progress line, --resume, --save-every, the
+    // checkpoint on Ctrl-C, --stop-after-epoch, --max-steps, --print-losses).
     manual_seed(s.seed);
     nn::GPTModel model(cfg);
     optim::AdamW optimizer(model.parameters(),
@@ -445,8 +586,9 @@ int main(int argc, char** argv) {
     const auto save = [&](const History& h) {
       save_checkpoint(checkpoint_path, model, optimizer, h);
     };
-    const Extras extras{progress,   start, s.stop_after_epoch, s.max_steps, s.print_losses,
-                        s.kv_cache, save};
+    const Extras extras{progress,       start,      s.stop_after_epoch, s.max_steps,
+                        s.print_losses, s.kv_cache, s.save_every,       save};
+    examples::catch_interrupt();  // Ctrl-C: finish the step, save, stop
     examples::Stopwatch clock;
     const History h =
         train_model_simple(model, train_loader, val_loader, optimizer, s.epochs, s.eval_freq,
@@ -463,23 +605,38 @@ int main(int argc, char** argv) {
                   s.out + "/loss.svg");
       std::printf("wrote %s/loss.svg\n", s.out.c_str());
     }
-    if (h.stopped || h.epochs_done < s.epochs) {
-      // (after --max-steps, mid-epoch, nothing is saved: a checkpoint is an epoch's end)
+    if (h.interrupted) {
+      std::printf("interrupted (Ctrl-C) after step %lld: wrote %s; --resume %s continues the run\n",
+                  static_cast<long long>(h.global_step), checkpoint_path.c_str(),
+                  checkpoint_path.c_str());
+      return examples::kInterruptedExit;
+    }
+    if (h.stopped) {
+      std::printf("stopped after step %lld; wrote %s\n", static_cast<long long>(h.global_step),
+                  checkpoint_path.c_str());
+      print_job_line(cfg, s.batch * s.context, job_clock.seconds());
+      return 0;
+    }
+    if (h.epochs_done < s.epochs) {
       std::printf("stopped after epoch %lld; checkpoint %s\n",
                   static_cast<long long>(h.epochs_done), checkpoint_path.c_str());
+      print_job_line(cfg, s.batch * s.context, job_clock.seconds());
       return 0;
     }
     std::printf("wrote %s\n", checkpoint_path.c_str());
+    print_job_line(cfg, s.batch * s.context, job_clock.seconds());
 
     // Cells 86 and 115: decoding with the trained model, greedy, then with temperature and top-k.
     model.eval();
     Tensor token_ids = generate_text_simple(model, text_to_token_ids(s.start_context, tokenizer),
                                             25, cfg.context_length, s.kv_cache);
+
     std::printf("Output text (greedy):\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
     manual_seed(s.seed);
     token_ids = generate(model, text_to_token_ids(s.start_context, tokenizer), s.max_new_tokens,
                          cfg.context_length, s.temperature, s.top_k_or_all(), std::nullopt, nullptr,
                          s.kv_cache);
+
     std::printf("Output text (temperature %s, top-k %lld):\n %s\n",
                 float_repr(s.temperature).c_str(), static_cast<long long>(s.top_k),
                 token_ids_to_text(token_ids, tokenizer).c_str());

@@ -57,7 +57,7 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
                      const std::map<std::string, std::string>& metadata) {
   NamedTensorList tensors;
   for (const auto& [name, t] : model_state) tensors.emplace_back(kModel + name, t);
-  const OptimizerStateDict state = optimizer.state_dict();
+  const OptimizerStateDict state = optimizer.state_dict_shared();  // streamed, not copied
   for (const auto& [index, entries] : state.state) {
     for (const auto& [key, t] : entries) {
       tensors.emplace_back(kState + std::to_string(index) + "." + key, t);

@@ -117,7 +117,10 @@ void Optimizer::for_each_param(
   }
 }
 
-OptimizerStateDict Optimizer::state_dict() const {
+OptimizerStateDict Optimizer::state_dict() const { return state_dict(/*copy=*/true); }
+OptimizerStateDict Optimizer::state_dict_shared() const { return state_dict(/*copy=*/false); }
+
+OptimizerStateDict Optimizer::state_dict(bool copy) const {
   OptimizerStateDict out;
   int64_t index = 0;
   for (const ParamGroup& g : groups_) {
@@ -127,9 +130,9 @@ OptimizerStateDict Optimizer::state_dict() const {
     for (const Tensor& p : g.params) {
       auto it = state_.find(p.impl());
       if (it != state_.end() && !it->second.empty()) {
-        ParamState copy;
-        for (const auto& [key, t] : it->second) copy[key] = t.detach().clone();
-        out.state[index] = std::move(copy);
+        ParamState state;
+        for (const auto& [key, t] : it->second) state[key] = copy ? t.detach().clone() : t.detach();
+        out.state[index] = std::move(state);
       }
       group.params.push_back(index++);
     }

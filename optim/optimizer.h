@@ -115,7 +115,11 @@ class Optimizer {
   // The state of one parameter (empty before its first step).
   const ParamState& state(const Tensor& param) const;
 
+  // The options and the state, its tensors copied (a later step leaves them as they are).
   OptimizerStateDict state_dict() const;
+  // The same with the state's tensors shared, not copied: they change with the next step. What a
+  // save writes straight to its file (optim::save_checkpoint) without a second copy of the state.
+  OptimizerStateDict state_dict_shared() const;
   // Restores state_dict() of an optimizer of the same kind over parameters of the same shapes,
   // group by group; throws (changing nothing) when they do not fit: a group or parameter count,
   // an option out of range, a state key missing or unknown, a state tensor of another shape or
@@ -137,6 +141,8 @@ class Optimizer {
   virtual std::vector<std::string> known_state() const = 0;
   // The one group of a list of parameters (the list-taking constructors): empty is an error.
   static std::vector<ParamGroup> single_group(std::vector<Tensor> params, const char* optimizer);
+  // state_dict() (copy) or state_dict_shared().
+  OptimizerStateDict state_dict(bool copy) const;
 
   std::vector<ParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;

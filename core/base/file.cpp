@@ -1,5 +1,5 @@
 // Writing a file whole or not at all: the one writer under every file Ember saves (safetensors,
-// checkpoints, pages, pictures).
+// checkpoints, pages, pictures), streamed or from one string.
 #include "core/base/file.h"
 
 #include <fcntl.h>
@@ -37,51 +37,77 @@ bool write_all(int fd, const char* bytes, std::size_t size) {
 
 }  // namespace
 
-void detail::write_file(const std::string& path, std::string_view bytes, const char* op) {
+detail::AtomicFile::AtomicFile(const std::string& path, const char* op)
+    : path_(path), target_(path), op_(op) {
   // An existing file that is not a regular one (a device such as /dev/null, a pipe) is written in
   // place; anything else goes to a new file beside the target, renamed over it only once every
   // byte is written, flushed to the disk and closed without error: a full disk or a crash never
   // leaves a half-written file where a good one was.
   struct stat st {};
-  const bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  check(!special || !S_ISDIR(st.st_mode), op, ": cannot write '", path, "': it is a directory");
-  std::string target = path;
-  if (!special) {
+  special_ = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  check(!special_ || !S_ISDIR(st.st_mode), op, ": cannot write '", path, "': it is a directory");
+  if (!special_) {
     // Through a symbolic link: replace the file it names, not the link.
     std::error_code ec;
     const auto resolved = std::filesystem::weakly_canonical(path, ec);
-    if (!ec) target = resolved.string();
+    if (!ec) target_ = resolved.string();
   }
   static std::atomic<uint64_t> counter{0};
-  const std::string temp = special ? path
-                                   : target + ".tmp-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter.fetch_add(1));
-  const int fd = special ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
-                         : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    fail(op, ": cannot open '", special ? path : temp, "' for writing: ", errno_text(errno));
-  }
-  auto give_up = [&](const char* what, int error) {
-    if (!special) ::unlink(temp.c_str());
-    fail(op, ": ", what, " '", path, "' failed: ", errno_text(error),
-         special ? "" : " (the file was not replaced)");
-  };
-  if (!write_all(fd, bytes.data(), bytes.size())) {
-    const int error = errno;
-    ::close(fd);
-    give_up("writing", error);
-  }
+  temp_ = special_ ? path
+                   : target_ + ".tmp-" + std::to_string(::getpid()) + "-" +
+                         std::to_string(counter.fetch_add(1));
+  fd_ = special_ ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
+                 : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail(op, ": cannot open '", temp_, "' for writing: ", errno_text(errno));
+}
+
+detail::AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;  // committed, or given up
+  ::close(fd_);
+  if (!special_) ::unlink(temp_.c_str());
+}
+
+void detail::AtomicFile::give_up(const char* what, int error) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!special_) ::unlink(temp_.c_str());
+  fail(op_, ": ", what, " '", path_, "' failed: ", errno_text(error),
+       special_ ? "" : " (the file was not replaced)");
+}
+
+void detail::AtomicFile::write(std::string_view bytes) {
+  check(fd_ >= 0, op_, ": '", path_, "' is already committed");
+  if (!write_all(fd_, bytes.data(), bytes.size())) give_up("writing", errno);
+}
+
+void detail::AtomicFile::commit() {
+  check(fd_ >= 0, op_, ": '", path_, "' is already committed");
   // fsync: the data must be on the disk before the rename makes it the file (devices and pipes
   // may not support it: EINVAL / EROFS there mean nothing to flush).
-  if (::fsync(fd) != 0 && !(special && (errno == EINVAL || errno == EROFS))) {
-    const int error = errno;
-    ::close(fd);
-    give_up("flushing", error);
+  if (::fsync(fd_) != 0 && !(special_ && (errno == EINVAL || errno == EROFS))) {
+    give_up("flushing", errno);
   }
+  const int fd = fd_;
+  fd_ = -1;  // closed below, whatever close says
   if (::close(fd) != 0) give_up("closing", errno);
-  if (!special && ::rename(temp.c_str(), target.c_str()) != 0) {
-    give_up("renaming the new file over", errno);
-  }
+  if (special_) return;
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) give_up("renaming the new file over", errno);
+  // The rename is an entry of the directory: flushed too, or a crash could bring back the old
+  // file (a file system that cannot flush a directory says EINVAL: nothing to do there).
+  const std::string dir = std::filesystem::path(target_).parent_path().string();
+  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) fail(op_, ": cannot open the directory of '", path_, "': ", errno_text(errno));
+  const bool flushed = ::fsync(dir_fd) == 0 || errno == EINVAL;
+  const int error = errno;
+  ::close(dir_fd);
+  check(flushed, op_, ": flushing the directory of '", path_, "' failed: ", errno_text(error),
+        " (the new file is in place)");
+}
+
+void detail::write_file(const std::string& path, std::string_view bytes, const char* op) {
+  AtomicFile file(path, op);
+  file.write(bytes);
+  file.commit();
 }
 
 }  // namespace ember

@@ -6,9 +6,32 @@
 
 namespace ember::detail {
 
-// `bytes` to `path` through a temporary file beside it, fsync and rename (an existing device or
-// pipe is written in place); every failure is an ember::Error starting with `op`, and leaves a
-// file that was at `path` as it was. Under save_safetensors, checkpoints, pages and pictures.
+// A file written through a temporary file beside `path`: write() appends bytes as they come (a
+// checkpoint streams its tensors, never holding a second copy of them), commit() flushes the data
+// to the disk (fsync), renames the temporary file over `path` and flushes the directory, so that
+// the new name survives a crash. Every failure is an ember::Error starting with `op` and leaves a
+// file that was at `path` as it was; a file not committed (an exception on the way) is removed by
+// the destructor. An existing device or pipe (/dev/null) is written in place.
+class AtomicFile {
+ public:
+  AtomicFile(const std::string& path, const char* op);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::string_view bytes);
+  void commit();
+
+ private:
+  [[noreturn]] void give_up(const char* what, int error);
+  std::string path_, target_, temp_;  // as given, with links resolved, the file being written
+  const char* op_;
+  bool special_ = false;  // a device or a pipe, written in place
+  int fd_ = -1;
+};
+
+// `bytes` to `path` whole or not at all (an AtomicFile). Under save_safetensors, pages and
+// pictures.
 void write_file(const std::string& path, std::string_view bytes, const char* op);
 
 }  // namespace ember::detail

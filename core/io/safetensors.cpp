@@ -192,10 +192,10 @@ uint64_t checked_u64(const json& v, const std::string& what) {
   return v.get<uint64_t>();
 }
 
-}  // namespace
-
-std::string serialize_safetensors(const NamedTensorList& tensors,
-                                  const std::map<std::string, std::string>& metadata) {
+// The file's first bytes: the header's size (8 bytes) and the header, its JSON padded with spaces
+// so that the data starts 8-byte aligned; every name, dtype and the header's size checked.
+std::string header_bytes(const NamedTensorList& tensors,
+                         const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   // Metadata alone over the header limit: refused before it is checked and dumped (the exact
   // header size is checked below).
@@ -214,7 +214,6 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> names;
   uint64_t offset = 0;
-  std::vector<Tensor> contiguous;
   for (const auto& [name, t] : tensors) {
     check(!name.empty() && name != "__metadata__", "save_safetensors: invalid tensor name '", name,
           "'");
@@ -227,7 +226,6 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
-    contiguous.push_back(t.detach().contiguous());
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
@@ -239,12 +237,32 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
   const uint64_t n = text.size();
   std::memcpy(out.data(), &n, 8);
   out += text;
-  out.reserve(out.size() + offset);
-  for (const Tensor& t : contiguous) {
+  return out;
+}
+
+// Gives `sink` the file's data: each tensor's bytes in turn, straight from its storage (a tensor
+// that is not contiguous is copied alone, one at a time).
+template <typename Sink>
+void write_data(const NamedTensorList& tensors, Sink&& sink) {
+  for (const auto& [name, tensor] : tensors) {
+    const Tensor t = tensor.detach().contiguous();
     const auto* p = reinterpret_cast<const char*>(t.storage()->data()) +
                     t.offset() * static_cast<int64_t>(dtype_size(t.dtype()));
-    out.append(p, static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+    sink(std::string_view(p, static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype())));
   }
+}
+
+}  // namespace
+
+std::string serialize_safetensors(const NamedTensorList& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+  std::string out = header_bytes(tensors, metadata);
+  std::size_t data_size = 0;
+  for (const auto& [name, t] : tensors) {
+    data_size += static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
+  }
+  out.reserve(out.size() + data_size);
+  write_data(tensors, [&](std::string_view bytes) { out.append(bytes); });
   return out;
 }
 
@@ -451,7 +469,13 @@ struct FdCloser {
 
 void save_safetensors(const NamedTensorList& tensors, const std::string& path,
                       const std::map<std::string, std::string>& metadata) {
-  detail::write_file(path, serialize_safetensors(tensors, metadata), "save_safetensors");
+  // Streamed: the header, then each tensor's bytes from its own storage, so that saving a model
+  // and its optimizer's state never holds a second copy of them (serialize_safetensors would).
+  const std::string header = header_bytes(tensors, metadata);  // checked before the file is made
+  detail::AtomicFile file(path, "save_safetensors");
+  file.write(header);
+  write_data(tensors, [&](std::string_view bytes) { file.write(bytes); });
+  file.commit();
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

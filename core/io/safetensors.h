@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/file.h"  // detail::write_file, which save_safetensors uses
+#include "core/base/file.h"  // detail::AtomicFile, which save_safetensors writes through
 #include "core/tensor/tensor.h"
 
 namespace ember {
@@ -43,10 +43,12 @@ std::string serialize_safetensors(const NamedTensorList& tensors,
                                   const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size);
 
-// Writing: the file is written beside `path` under a temporary name, flushed (fsync), closed and
-// renamed over `path`, every step checked: a full disk ("No space left on device") is an
-// ember::Error and leaves a file that was at `path` as it was. Reading checks the header (size,
-// JSON) before reading the data.
+// Writing: the file is written beside `path` under a temporary name, the header first and then
+// each tensor's bytes straight from its storage (no second copy of the tensors in memory), flushed
+// (fsync), closed and renamed over `path` (and the directory flushed), every step checked: a full
+// disk ("No space left on device") is an ember::Error and leaves a file that was at `path` as it
+// was. The file's bytes are serialize_safetensors'. Reading checks the header (size, JSON) before
+// reading the data.
 void save_safetensors(const NamedTensorList& tensors, const std::string& path,
                       const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile load_safetensors(const std::string& path);

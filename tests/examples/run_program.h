@@ -1,6 +1,7 @@
 // Shared by the tests that run the example programs: run_command runs a shell command (an example
 // program and its flags) and returns what it printed on stdout and stderr together, `exit_code`
-// being its exit status, or -1 if it did not exit normally; run_in runs a program in a directory;
+// being its exit status, or -1 if it did not exit normally; run_interrupted the same, stopped by
+// Ctrl-C once it prints a given line; run_in runs a program in a directory;
 // TempDir is a fresh temporary directory, removed with everything in it at the end of its scope.
 #pragma once
 
@@ -26,6 +27,20 @@ inline std::string run_command(const std::string& command, int& exit_code) {
   const int status = pclose(pipe);
   exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return output;
+}
+
+// Runs `command` (a program and its flags) in the background with its output going to the file
+// `log`, sends it SIGINT (Ctrl-C) once a line of that output starts with `line_start`, waits for
+// it, and returns the output followed by "exit status N" (the program's); `exit_code` is the
+// shell's.
+inline std::string run_interrupted(const std::string& command, const std::string& line_start,
+                                   const std::string& log, int& exit_code) {
+  return run_command(command + " > '" + log + "' 2>&1 & pid=$!; until grep -q '^" + line_start +
+                         "' '" + log +
+                         "' || ! kill -0 $pid 2>/dev/null; do sleep 0.01; done; kill -INT $pid; "
+                         "wait $pid; echo \"exit status $?\"; cat '" +
+                         log + "'",
+                     exit_code);
 }
 
 struct ProgramRun {

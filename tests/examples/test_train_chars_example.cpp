@@ -1,5 +1,6 @@
 // examples/train_chars, run briefly on its default corpus: the loss falls, and a run interrupted
-// at step 6 and resumed from its checkpoint prints the same losses as an uninterrupted run.
+// at step 6 (--stop-at, or Ctrl-C) and resumed from its checkpoint prints the same losses as an
+// uninterrupted run; --save-every saves at its steps.
 #include "tests/examples/run_program.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,51 @@ TEST(TrainCharsExample, LossFallsAndResumeGivesTheSameLosses) {
   EXPECT_TRUE(fs::exists(dir / "whole" / "loss.svg"));
   std::error_code ignored;
   fs::remove_all(dir, ignored);
+}
+
+// Ctrl-C (SIGINT once step 3 is printed) finishes the step under way, saves and exits with 130;
+// --resume continues with the same losses as an uninterrupted run. --save-every 5 of 12 steps
+// saves at steps 5 and 10 (and at the end).
+TEST(TrainCharsExample, CtrlCSavesAndResumesAndSaveEverySaves) {
+  ember::testing_examples::TempDir dir("ember_train_chars_sigint");
+  const std::string common =
+      "--steps 400 --print-every 1 --sample-every 400 --context 16 --batch 8 --threads 1 ";
+  int code = -1;
+  const std::string whole = run(common + "--out '" + (dir.path() / "whole").string() + "'", code);
+  ASSERT_EQ(code, 0) << whole;
+  const std::string first = ember::testing_examples::run_interrupted(
+      "'" + std::string(EMBER_TRAIN_CHARS_BINARY) + "' " + common + "--out '" +
+          (dir.path() / "parts").string() + "'",
+      "step 3 train loss", (dir.path() / "first.txt").string(), code);
+  ASSERT_EQ(code, 0) << first;
+  EXPECT_NE(first.find("exit status 130"), std::string::npos) << first;
+  EXPECT_NE(first.find("interrupted (Ctrl-C) after step"), std::string::npos) << first;
+  const std::string second =
+      run(common + "--out '" + (dir.path() / "parts").string() + "' --resume '" +
+              (dir.path() / "parts" / "checkpoint.safetensors").string() + "'",
+          code);
+  ASSERT_EQ(code, 0) << second;
+  const std::vector<std::string> uninterrupted = loss_lines(whole);
+  ASSERT_EQ(uninterrupted.size(), 400u) << whole;
+  std::vector<std::string> resumed = loss_lines(first);
+  ASSERT_GE(resumed.size(), 3u);
+  ASSERT_LT(resumed.size(), 399u) << "the signal came after the run's end";
+  for (const std::string& line : loss_lines(second)) resumed.push_back(line);
+  EXPECT_EQ(resumed, uninterrupted);
+
+  const std::string every =
+      run("--steps 12 --save-every 5 --context 16 --batch 8 --threads 1 --out '" +
+              (dir.path() / "every").string() + "'",
+          code);
+  ASSERT_EQ(code, 0) << every;
+  std::vector<std::string> saved;
+  std::istringstream in(every);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("saved the checkpoint", 0) == 0) saved.push_back(line);
+  }
+  EXPECT_EQ(saved, (std::vector<std::string>{"saved the checkpoint at step 5",
+                                             "saved the checkpoint at step 10"}));
+  EXPECT_EQ(whole.find("saved the checkpoint"), std::string::npos) << whole;
 }
 
 }  // namespace

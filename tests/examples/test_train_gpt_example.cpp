@@ -7,7 +7,7 @@
 //    top-k samples) the same way, and against the book's printed log: TrainGptBookRun, with the
 //    ctest label `long` (minutes of CPU: `ctest --preset long`; the CI presets leave it out);
 //  - --stop-after-epoch then --resume prints the same lines as an uninterrupted run (a small
-//    model);
+//    model); so does Ctrl-C (a checkpoint within an epoch) then --resume; --save-every's saves;
 //  - bad input (a text too short for one window, weights that do not fit) is a message and exit
 //    code 2.
 #include "tests/examples/run_program.h"
@@ -334,6 +334,112 @@ TEST(TrainGptExample, ResumePrintsTheLinesOfAnUninterruptedRun) {
     return s.substr(s.find("Output text (temperature"));
   };
   EXPECT_EQ(tail(rest), tail(whole));
+  fs::remove_all(dir);
+}
+
+// Ctrl-C (SIGINT, sent once step 3 is printed) finishes the step under way, saves a checkpoint
+// within the epoch and exits with 130; --resume from it continues with the epoch's next batch:
+// the steps' and evaluations' losses of both parts are those of an uninterrupted run, bit for bit.
+TEST(TrainGptExample, CtrlCSavesACheckpointThatResumesAsIfUninterrupted) {
+  const fs::path dir = temp_dir("ember_train_gpt_sigint");
+  // 57 batches an epoch, 20 epochs: far more than the interrupted run can do before the signal.
+  const std::string common = "'" + kVerdict +
+                             "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 "
+                             "--train-ratio 0.9 --epochs 20 --eval-freq 2 --eval-iter 1 "
+                             "--skip-initial --print-losses --threads 1 ";
+  int code = -1;
+  const std::string whole =
+      run(common + "--max-steps 40 --out '" + (dir / "a").string() + "'", code);
+  ASSERT_EQ(code, 0) << whole;
+  // The program in the background, interrupted by the shell once it prints step 3.
+  const std::string first =
+      ember::testing_examples::run_interrupted("'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' " +
+                                                   common + "--out '" + (dir / "b").string() + "'",
+                                               "step 3 loss", (dir / "first.txt").string(), code);
+  ASSERT_EQ(code, 0) << first;
+  EXPECT_NE(first.find("exit status 130"), std::string::npos) << first;
+  EXPECT_NE(first.find("interrupted (Ctrl-C) after step"), std::string::npos) << first;
+  const std::string rest =
+      run(common + "--max-steps 40 --out '" + (dir / "b").string() + "' --resume '" +
+              (dir / "b" / "checkpoint.safetensors").string() + "'",
+          code);
+  ASSERT_EQ(code, 0) << rest;
+  EXPECT_NE(rest.find("resumed from"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("in epoch 1 after batch"), std::string::npos) << rest;  // within the epoch
+  const Printed a = parse(whole), b = parse(first), c = parse(rest);
+  ASSERT_GE(b.step_loss.size(), 4u);
+  ASSERT_LT(b.step_loss.rbegin()->first, 39) << "the signal came after the run's end";
+  std::map<long, double> steps = b.step_loss;
+  steps.insert(c.step_loss.begin(), c.step_loss.end());
+  EXPECT_EQ(steps, a.step_loss);
+  EXPECT_EQ(a.step_loss.size(), 40u);
+  std::map<long, std::pair<double, double>> evals = b.evals;
+  evals.insert(c.evals.begin(), c.evals.end());
+  EXPECT_EQ(evals, a.evals);
+  std::vector<std::string> joined = b.book_lines;
+  joined.insert(joined.end(), c.book_lines.begin(), c.book_lines.end());
+  EXPECT_EQ(joined, a.book_lines);
+  fs::remove_all(dir);
+}
+
+// --max-steps ends the run with a checkpoint, at an epoch's first batch (step 3: 3 batches an
+// epoch) or within an epoch (step 4); --resume from either gives the uninterrupted run's losses.
+TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
+  const fs::path dir = temp_dir("ember_train_gpt_max_steps");
+  const std::string common = "'" + kVerdict +
+                             "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 "
+                             "--train-ratio 0.05 --epochs 3 --eval-freq 2 --eval-iter 1 "
+                             "--skip-initial --print-losses --threads 1 ";
+  int code = -1;
+  const Printed whole = parse(run(common + "--out '" + (dir / "a").string() + "'", code));
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(whole.step_loss.size(), 9u);
+  for (const int stop : {3, 4}) {
+    SCOPED_TRACE(stop);
+    const std::string out = (dir / ("b" + std::to_string(stop))).string();
+    const std::string first =
+        run(common + "--max-steps " + std::to_string(stop) + " --out '" + out + "'", code);
+    ASSERT_EQ(code, 0) << first;
+    EXPECT_NE(first.find("stopped after step " + std::to_string(stop - 1)), std::string::npos)
+        << first;
+    const std::string rest =
+        run(common + "--out '" + out + "' --resume '" + out + "/checkpoint.safetensors'", code);
+    ASSERT_EQ(code, 0) << rest;
+    const Printed b = parse(first), c = parse(rest);
+    std::map<long, double> steps = b.step_loss;
+    steps.insert(c.step_loss.begin(), c.step_loss.end());
+    EXPECT_EQ(steps, whole.step_loss);
+    std::vector<std::string> joined = b.book_lines;
+    joined.insert(joined.end(), c.book_lines.begin(), c.book_lines.end());
+    EXPECT_EQ(joined, whole.book_lines);
+  }
+  fs::remove_all(dir);
+}
+
+// The checkpoint is written once, at the end, as the book saves (no "saved" line); --save-every 2
+// also writes it after epoch 2 (and 4), and then at the end.
+TEST(TrainGptExample, SaveEveryWritesAtItsEpochs) {
+  const fs::path dir = temp_dir("ember_train_gpt_save_every");
+  const std::string common = "'" + kVerdict +
+                             "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 "
+                             "--train-ratio 0.05 --epochs 5 --eval-freq 2 --eval-iter 1 "
+                             "--skip-initial --threads 1 --out '" +
+                             dir.string() + "' ";
+  const std::string checkpoint = (dir / "checkpoint.safetensors").string();
+  int code = -1;
+  const std::string plain = run(common, code);
+  ASSERT_EQ(code, 0) << plain;
+  EXPECT_EQ(plain.find("saved the checkpoint"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("wrote " + checkpoint), std::string::npos) << plain;
+  const std::string every = run(common + "--save-every 2", code);
+  ASSERT_EQ(code, 0) << every;
+  std::vector<std::string> saved;
+  for (const std::string& line : lines_of(every)) {
+    if (line.rfind("saved the checkpoint", 0) == 0) saved.push_back(line);
+  }
+  EXPECT_EQ(saved, (std::vector<std::string>{"saved the checkpoint after epoch 2",
+                                             "saved the checkpoint after epoch 4"}));
+  EXPECT_NE(every.find("wrote " + checkpoint), std::string::npos) << every;
   fs::remove_all(dir);
 }
 

@@ -289,6 +289,28 @@ TEST(Optim, StateDictResumeIsBitForBit) {
   }
 }
 
+// state_dict() copies the state (a later step leaves it as it was); state_dict_shared() hands
+// out the optimizer's own tensors (what a checkpoint streams to its file), the same values.
+TEST(Optim, StateDictCopiesAndStateDictSharedShares) {
+  Mlp m;
+  auto opt = make_optimizer("adam_amsgrad", m);
+  train(*opt, m, "adam_amsgrad", 2);
+  const OptimizerStateDict copied = opt->state_dict(), shared = opt->state_dict_shared();
+  ASSERT_EQ(copied.state.size(), shared.state.size());
+  ASSERT_FALSE(shared.state.empty());
+  for (const auto& [index, entries] : shared.state) {
+    const ParamState& own = opt->state(m.params()[static_cast<std::size_t>(index)]);
+    for (const auto& [key, t] : entries) {
+      SCOPED_TRACE(key);
+      EXPECT_EQ(t.storage(), own.at(key).storage());
+      EXPECT_NE(copied.state.at(index).at(key).storage(), own.at(key).storage());
+      EXPECT_TRUE(equal(copied.state.at(index).at(key), t));
+    }
+  }
+  EXPECT_EQ(copied.param_groups.size(), shared.param_groups.size());
+  EXPECT_EQ(copied.param_groups[0].options, shared.param_groups[0].options);
+}
+
 TEST(Optim, LoadStateDictRefusesMismatches) {
   Mlp m;
   Adam opt(m.params(), AdamOptions());

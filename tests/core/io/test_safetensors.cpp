@@ -79,6 +79,16 @@ TEST(Safetensors, WritesTheCommittedFile) {
   EXPECT_EQ(bytes, read_bytes(fixture_path("ember_written.safetensors")));
 }
 
+// save_safetensors streams (the header, then each tensor from its own storage, a transposed one
+// made contiguous alone): the file holds serialize_safetensors' bytes, and so the committed file's.
+TEST(Safetensors, SavedFileIsTheSerializedBytes) {
+  const std::map<std::string, std::string> metadata{{"epoch", "3"}, {"note", "written by Ember"}};
+  const std::string path = temp_path("streamed.safetensors");
+  save_safetensors(ember_written_tensors(), path, metadata);
+  EXPECT_EQ(read_bytes(path), serialize_safetensors(ember_written_tensors(), metadata));
+  EXPECT_EQ(read_bytes(path), read_bytes(fixture_path("ember_written.safetensors")));
+}
+
 TEST(Safetensors, ReadsPyTorchDtypes) {
   SafetensorsFile f = load_safetensors(fixture_path("dtypes_pytorch.safetensors"));
   EXPECT_EQ(f.metadata.at("what"), "dtypes");
