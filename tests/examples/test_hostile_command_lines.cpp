@@ -32,7 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using ember::testing_examples::TempDir;
 
-struct Run {
+struct Outcome {
   int exit_code = -1;  // -1: killed by a signal
   std::string out, err;
 };
@@ -49,12 +49,12 @@ void write(const fs::path& path, const std::string& bytes) {
 }
 
 // Runs `binary args` in `dir` with stdout and stderr kept apart.
-Run run(const fs::path& dir, const std::string& binary, const std::string& args) {
+Outcome run(const fs::path& dir, const std::string& binary, const std::string& args) {
   const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
   const std::string command = "cd '" + dir.string() + "' && '" + binary + "' " + args + " >'" +
                               out.string() + "' 2>'" + err.string() + "' </dev/null";
   const int status = std::system(command.c_str());
-  Run r;
+  Outcome r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);
   r.err = slurp(err);
@@ -62,7 +62,7 @@ Run run(const fs::path& dir, const std::string& binary, const std::string& args)
 }
 
 // What a run must never show: a sanitizer report or an uncaught exception's abort message.
-void expect_clean(const Run& r, const std::string& what) {
+void expect_clean(const Outcome& r, const std::string& what) {
   for (const char* bad : {"Sanitizer", "runtime error:", "terminate called", "Aborted"}) {
     EXPECT_EQ(r.err.find(bad), std::string::npos) << what << ": " << bad << "\n" << r.err;
   }
@@ -79,6 +79,20 @@ bool started_training(const std::string& out) {
   return false;
 }
 
+// `args` followed by each of `defaults` ("--flag value" pieces) whose flag `args` does not give
+// (CLI11 refuses a flag given twice).
+std::string with_defaults(const std::string& args, const std::vector<std::string>& defaults) {
+  std::string out = args;
+  for (const std::string& d : defaults) {
+    const std::string flag = d.substr(0, d.find(' '));
+    if ((" " + args + " ").find(" " + flag + " ") == std::string::npos &&
+        (" " + args).find(" " + flag + "=") == std::string::npos) {
+      out += " " + d;
+    }
+  }
+  return out;
+}
+
 struct Case {
   std::string args;
   int exit_code;         // 2: refused
@@ -91,7 +105,7 @@ void run_table(const fs::path& dir, const std::string& binary, const std::string
                const std::vector<Case>& table) {
   for (const Case& c : table) {
     const std::string what = program + " " + c.args;
-    const Run r = run(dir, binary, c.args);
+    const Outcome r = run(dir, binary, c.args);
     ASSERT_NE(r.exit_code, -1) << what << ": killed by a signal\n" << r.out << r.err;
     EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << r.out << r.err;
     expect_clean(r, what);
@@ -166,15 +180,16 @@ TEST(HostileCommandLines, TrainChars) {
   const fs::path dir = tmp.path();
   const HostileFiles files(dir);
   const std::string bin = EMBER_TRAIN_CHARS_BINARY;
-  const std::string small = " --context 4 --batch 2 --steps 2 --print-every 1 --sample-every 2 ";
+  const std::vector<std::string> small = {"--context 4",     "--batch 2",        "--steps 2",
+                                          "--print-every 1", "--sample-every 2", "--out resumed"};
 
   // A checkpoint to damage, and one to resume.
-  const Run made = run(dir, bin, small + "--out good");
+  const Outcome made = run(dir, bin, with_defaults("--out good", small));
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   const fs::path good = dir / "good" / "checkpoint.safetensors";
   damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
   // Another model's checkpoint: a wider context.
-  ASSERT_EQ(run(dir, bin, " --context 8 --batch 2 --steps 2 --out other").exit_code, 0);
+  ASSERT_EQ(run(dir, bin, with_defaults("--context 8 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
   // Texts: boundary lengths for --context 4 (at least 10 x 5 + 1 = 51 bytes), few distinct
   // bytes, invalid UTF-8.
@@ -186,7 +201,6 @@ TEST(HostileCommandLines, TrainChars) {
   write(dir / "invalid.txt", invalid);
 
   std::vector<Case> table = shared_flag_cases(dir);
-  for (Case& c : table) c.args = small + c.args;
   const std::vector<Case> own = {
       {"--context 3", 2, "--context: expected an integer in [4, 256]"},
       {"--context 100000", 2, "--context"},
@@ -225,9 +239,8 @@ TEST(HostileCommandLines, TrainChars) {
       {"--resume '" + good.string() + "' --steps 4 --stop-at 2", 2, "--stop-at"},
       {"--resume '" + good.string() + "' --steps 3", 0, "train_chars: steps 3-3"},
   };
-  for (const Case& c : own) {
-    table.push_back({small + c.args + " --out resumed", c.exit_code, c.fragment});
-  }
+  table.insert(table.end(), own.begin(), own.end());
+  for (Case& c : table) c.args = with_defaults(c.args, small);
   run_table(dir, bin, "train_chars", table);
 }
 
@@ -252,21 +265,27 @@ TEST(HostileCommandLines, TrainGpt) {
   for (int i = 0; i < 40; ++i) text += "Every effort moves you forward, step by step. ";
   write(dir / "text.txt", text);
   write(dir / "invalid.txt", text + "\xff\xfe\xc3(" + text);
-  const std::string small =
-      " text.txt --emb-dim 8 --layers 1 --heads 2 --context 8 --batch 2 --eval-freq 4 "
-      "--eval-iter 1 --skip-initial --max-new-tokens 2 ";
+  const std::vector<std::string> small = {"--emb-dim 8",   "--layers 1",        "--heads 2",
+                                          "--context 8",   "--batch 2",         "--eval-freq 4",
+                                          "--eval-iter 1", "--skip-initial",    "--epochs 1",
+                                          "--out resumed", "--max-new-tokens 2"};
 
-  const Run made = run(dir, bin, small + "--epochs 1 --out good");
+  const Outcome made = run(dir, bin, with_defaults("text.txt --out good", small));
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   const fs::path good = dir / "good" / "checkpoint.safetensors";
   damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
   with_counters(good, dir / "two_counters.safetensors", {100, 7});
   with_counters(good, dir / "step_max.safetensors", {100, INT64_MAX, 1});
   with_counters(good, dir / "negative.safetensors", {-5, 7, 1});
-  ASSERT_EQ(run(dir, bin, small + "--epochs 1 --emb-dim 16 --out other").exit_code, 0);
+  ASSERT_EQ(run(dir, bin, with_defaults("text.txt --emb-dim 16 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
 
   std::vector<Case> table = shared_flag_cases(dir);
+  for (Case& c : table) {  // train_gpt's steps are --max-steps
+    for (std::string* text : {&c.args, &c.fragment}) {
+      if (text->rfind("--steps", 0) == 0) text->insert(2, "max-");
+    }
+  }
   const std::vector<Case> own = {
       {"--epochs 9223372036854775807", 2, "--epochs: expected an integer in (0, 1000000]"},
       {"--epochs 0", 2, "--epochs"},
@@ -278,7 +297,7 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--temperature nan", 2, "--temperature: expected a finite number"},
       {"--top-k 50258", 2, "--top-k: expected an integer in [0, 50257]"},
       {"--max-new-tokens 0", 2, "--max-new-tokens"},
-      {"--heads 3", 2, "d_out must be divisible by"},
+      {"--heads 3", 2, "must be divisible by n_heads"},
       {"--context 100000000", 2, "--context"},
       {"--emb-dim 9223372036854775808", 2, "--emb-dim"},
       {"--max-steps 0", 2, "--max-steps"},
@@ -292,7 +311,7 @@ TEST(HostileCommandLines, TrainGpt) {
       {"empty.txt", 2, "not enough text"},
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
-      {"invalid.txt --epochs 1", 0, "wrote"},
+      {"invalid.txt", 2, "text is not valid UTF-8"},
       // Checkpoints.
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume"},
@@ -313,12 +332,10 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--resume '" + good.string() + "' --epochs 2 --max-steps 2", 2, "--max-steps"},
       {"--resume '" + good.string() + "' --epochs 2", 0, "resumed from"},
   };
-  for (Case& c : table) c.args = small + "--epochs 1 " + c.args;
-  for (const Case& c : own) {
-    // the text given as a case's first word replaces text.txt
-    std::string args = small;
-    if (c.args.rfind("--", 0) != 0) args.replace(args.find("text.txt"), 8, "");
-    table.push_back({args + c.args + " --out resumed", c.exit_code, c.fragment});
+  table.insert(table.end(), own.begin(), own.end());
+  for (Case& c : table) {
+    // A case that starts with a text names its own; the others train on text.txt.
+    c.args = with_defaults((c.args.rfind("--", 0) == 0 ? "text.txt " : "") + c.args, small);
   }
   run_table(dir, bin, "train_gpt", table);
 }
@@ -332,7 +349,7 @@ TEST(HostileCommandLines, TrainToy) {
   table.push_back({"--digits 17", 2, "--digits"});
   table.push_back({"--eval-every 0", 2, "--eval-every"});
   table.push_back({"--steps 2 --digits 2 --batch 2 --eval-every 1", 0, "train_toy: 2 steps"});
-  for (Case& c : table) c.args += " --out out";
+  for (Case& c : table) c.args = with_defaults(c.args, {"--out out"});
   run_table(dir, EMBER_TRAIN_TOY_BINARY, "train_toy", table);
 }
 
@@ -352,7 +369,7 @@ TEST(HostileCommandLines, StaleTemporaryFilesOfAKilledSaveAreRemoved) {
   TempDir tmp("ember_hostile_stale");
   const fs::path dir = tmp.path();
   const std::string bin = EMBER_TRAIN_CHARS_BINARY;
-  const std::string small = " --context 4 --batch 2 --steps 2 --sample-every 2 --out out";
+  const std::string small = "--context 4 --batch 2 --steps 2 --sample-every 2 --out out";
   ASSERT_EQ(run(dir, bin, small).exit_code, 0);
   const std::string checkpoint = slurp(dir / "out" / "checkpoint.safetensors");
   // A process that has ended: its pid is free.
@@ -372,7 +389,7 @@ TEST(HostileCommandLines, StaleTemporaryFilesOfAKilledSaveAreRemoved) {
   write(not_ember, "somebody else's file");
   write(other_name, checkpoint);
   write(bad_pattern, checkpoint);
-  const Run r = run(dir, bin, small);
+  const Outcome r = run(dir, bin, small);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(live_one));
