@@ -29,6 +29,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
+#include "examples/common/program.h"
 #include "examples/common/svg.h"
 #include "nn/attention.h"
 
@@ -182,7 +183,8 @@ void check_module(const std::string& name, std::shared_ptr<M> module,
 
 }  // namespace
 
-int main() {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run() {
   study(/*d_out=*/2, /*num_heads=*/2, "head_dim1");
   study(/*d_out=*/4, /*num_heads=*/2, "head_dim2");
 
@@ -205,4 +207,8 @@ int main() {
       [&](const std::vector<Tensor>& in) { return v1->forward(in[0]); }, inputs);
   std::cout << (result.ok ? "ok   " : "FAIL ") << "gradcheck SelfAttention_v1(3, 2)\n";
   return 0;
+}
+
+int main() {
+  return ember::examples::run_main("attention_backprop", [&] { return run(); });
 }

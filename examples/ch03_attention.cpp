@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ember.h"
+#include "examples/common/program.h"
 #include "nn/attention.h"
 
 using namespace ember;
@@ -20,7 +21,8 @@ void heading(const std::string& title) { std::cout << "\n## " << title << "\n\n"
 
 }  // namespace
 
-int main() {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run() {
   // cell [24]: the six tokens of "Your journey starts with one step", embedded in 3-d.
   Tensor inputs = tensor({{0.43, 0.15, 0.89},    // Your     (x^1)
                           {0.55, 0.87, 0.66},    // journey  (x^2)
@@ -262,4 +264,8 @@ int main() {
     if (p.requires_grad()) count += p.numel();
   std::cout << count << "\n";
   return 0;
+}
+
+int main() {
+  return ember::examples::run_main("ch03_attention", [&] { return run(); });
 }

@@ -8,10 +8,12 @@
 #include <iostream>
 
 #include "core/ember.h"
+#include "examples/common/program.h"
 
 using namespace ember;
 
-int main() {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run() {
   Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}).requires_grad_();
   Tensor w = tensor({0.5, -1.0, 2.0}).requires_grad_();
 
@@ -47,4 +49,8 @@ int main() {
   std::cout << "The graph, as Graphviz DOT (render with `dot -Tpng`):\n"
             << autograd::to_dot(loss) << "\n";
   return 0;
+}
+
+int main() {
+  return ember::examples::run_main("core_tour", [&] { return run(); });
 }

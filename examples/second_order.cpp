@@ -21,6 +21,7 @@
 // Usage: second_order [output directory for hessian_wq.svg (default: .)]
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "core/autograd/anomaly.h"
 #include "core/autograd/functional.h"
 #include "core/ember.h"
+#include "examples/common/program.h"
 #include "examples/common/svg.h"
 #include "nn/attention.h"
 #include "nn/container.h"
@@ -264,8 +266,11 @@ void anomaly() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   const std::string out_dir = argc > 1 ? argv[1] : ".";
+  check(std::filesystem::is_directory(out_dir), "'", out_dir,
+        "' is not a directory (the argument: where hessian_wq.svg goes)");
   int failed = 0;
   // Each part on its own: an error in one is printed, and the others still run.
   for (const auto& part : std::vector<std::function<void()>>{
@@ -279,4 +284,8 @@ int main(int argc, char** argv) {
     }
   }
   return failed == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("second_order", [&] { return run(argc, argv); });
 }

@@ -40,6 +40,7 @@
 #include "examples/common/checkpoint.h"
 #include "examples/common/flags.h"
 #include "examples/common/interrupt.h"
+#include "examples/common/program.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
@@ -142,12 +143,13 @@ struct Settings : examples::TrainingFlags {
     TrainingFlags::add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
                           "directory for loss.svg and the checkpoint");
     app.add_option("--resume", resume, "continue from this checkpoint");
-    app.add_option("--stop-at", stop_at, "stop (and save) after this step, as if interrupted")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--save-every", save_every,
-                   "also save the checkpoint every N steps (it is saved at the end, and on Ctrl-C "
-                   "after the step under way)")
-        ->check(CLI::PositiveNumber);
+    examples::positive_option(app, "--stop-at", stop_at,
+                              "stop (and save) after this step, as if interrupted",
+                              examples::kMaxSteps);
+    examples::positive_option(app, "--save-every", save_every,
+                              "also save the checkpoint every N steps (it is saved at the end, and "
+                              "on Ctrl-C after the step under way)",
+                              examples::kMaxSteps);
     examples::range_option(app, "--context", context, 4, 256, "characters per sequence");
     examples::positive_option(app, "--sample-every", sample_every, "steps between samples");
     add_print_every(app);
@@ -298,28 +300,35 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
   return t;
 }
 
+// Everything the settings need of the text, checked before any work: both parts of the text (the
+// first 90% for training, the rest for validation) hold more than one window of context + 1
+// characters (random_batch draws a start among them), the training part at least --batch of them,
+// and --top-k is at most the vocabulary.
+void check_settings(const Settings& s, const std::string& text) {
+  const auto n = static_cast<int64_t>(text.size());
+  const int64_t needed = 10 * (s.context + 1) + 1;  // so that ceil(n / 10) >= context + 2
+  check(n >= needed, "the text has ", n, " characters; at least ", needed,
+        " are needed for --context ", s.context);
+  const int64_t windows = n * 9 / 10 - s.context - 1;
+  check(s.batch <= windows, "--batch: expected at most the ", windows,
+        " windows of the training text, got ", s.batch);
+  const int64_t vocabulary = Vocabulary(text).size();
+  check(s.top_k <= vocabulary, "--top-k: expected at most the text's ", vocabulary,
+        " distinct characters, got ", s.top_k);
+  if (!s.resume.empty()) examples::check_input_file(s.resume, "--resume");
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_chars: a character-level GPT on any text file"};
   s.add_to(app);
-  CLI11_PARSE(app, argc, argv);
-  s.apply();
-  std::string text;
-  if (s.text_file.empty()) {
-    text = default_corpus();
-  } else if (std::optional<std::string> file = examples::read_file(s.text_file)) {
-    text = *file;
-  } else {
-    std::cerr << "train_chars: cannot read " << s.text_file << "\n";
-    return 2;
-  }
-  if (static_cast<int64_t>(text.size()) < 10 * (s.context + 1)) {
-    std::cerr << "train_chars: the text has " << text.size() << " characters; at least "
-              << 10 * (s.context + 1) << " are needed for --context " << s.context << "\n";
-    return 2;
-  }
+  if (auto code = examples::parse(app, argc, argv)) return *code;
+  const std::string text =
+      s.text_file.empty() ? default_corpus() : examples::read_text_file(s.text_file, "text");
+  check_settings(s, text);
   const Vocabulary vocab(text);
   Data data;
   data.ids = vocab.encode(text);
@@ -348,6 +357,9 @@ int main(int argc, char** argv) {
     start = examples::load_checkpoint(s.resume, model, optimizer, &schedule).step;
     std::printf("resumed from %s at step %lld\n", s.resume.c_str(), static_cast<long long>(start));
   }
+  const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
+  examples::check_resume_point(start, last, "step", "--steps, --stop-at");
+  s.apply("checkpoint.safetensors");
 
   // The report's (--html) watched example: the first window of the held-out text.
   const std::vector<int64_t> window(data.ids.begin() + data.split,
@@ -359,7 +371,6 @@ int main(int argc, char** argv) {
   }
   const examples::WatchedExample watched{from_vector(window, {1, s.context}), labels};
 
-  const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
   const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
   const auto save = [&](int64_t step) {
     examples::save_checkpoint(checkpoint_path, model, optimizer, &schedule, step);
@@ -411,4 +422,8 @@ int main(int argc, char** argv) {
       static_cast<long long>(start + 1), static_cast<long long>(last), seconds, t.train_loss,
       t.val_loss, s.out.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("train_chars", [&] { return run(argc, argv); });
 }

@@ -57,6 +57,7 @@
 #include "examples/common/checkpoint.h"
 #include "examples/common/flags.h"
 #include "examples/common/interrupt.h"
+#include "examples/common/program.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
 #include "nn/data.h"
@@ -362,8 +363,9 @@ History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Opt
   }
   if (auto counters = c.own.find("train_gpt.counters"); counters != c.own.end()) {
     const auto v = counters->second.contiguous().to_vector<int64_t>();
-    h.tokens_seen = v.at(0), h.global_step = v.at(1), h.epochs_done = v.at(2);
-    if (v.size() > 3) h.batches_in_epoch = v.at(3);
+    examples::check_counters(v, path, "train_gpt.counters");
+    h.tokens_seen = v[0], h.global_step = v[1], h.epochs_done = v[2];
+    if (v.size() > 3) h.batches_in_epoch = v[3];
   }
   if (auto rng = c.own.find("train_gpt.epoch_rng"); rng != c.own.end()) h.epoch_rng = rng->second;
   check(h.batches_in_epoch == 0 || h.epoch_rng.defined(), "train_gpt: the checkpoint ", path,
@@ -431,47 +433,49 @@ struct Settings {
   int64_t top_k = 25, max_new_tokens = 15;
   std::string weights, model_name = "gpt2-small (124M)", generate;
   bool skip_initial = false, print_losses = false, kv_cache = true;
+  static constexpr int64_t kMaxEpochs = 1000000;
 
   void add_to(CLI::App& app) {
     using examples::option, examples::positive_option, examples::non_negative_option,
         examples::range_option;
     option(app, "text", text_file, "the training text");
     option(app, "--seed", seed, "torch.manual_seed");
-    positive_option(app, "--epochs", epochs, "num_epochs");
-    positive_option(app, "--batch", batch, "batch_size");
-    positive_option(app, "--context", context, "context_length (also max_length and stride)");
-    positive_option(app, "--emb-dim", emb_dim, "emb_dim");
-    positive_option(app, "--layers", n_layers, "n_layers");
-    positive_option(app, "--heads", n_heads, "n_heads");
+    positive_option(app, "--epochs", epochs, "num_epochs", kMaxEpochs);
+    positive_option(app, "--batch", batch, "batch_size", examples::kMaxBatch);
+    positive_option(app, "--context", context, "context_length (also max_length and stride)",
+                    int64_t{1} << 17);
+    positive_option(app, "--emb-dim", emb_dim, "emb_dim", int64_t{1} << 16);
+    positive_option(app, "--layers", n_layers, "n_layers", int64_t{1024});
+    positive_option(app, "--heads", n_heads, "n_heads", int64_t{1024});
     range_option(app, "--drop-rate", drop_rate, 0.0, 0.99, "drop_rate");
     positive_option(app, "--lr", lr, "AdamW learning rate");
-    option(app, "--weight-decay", weight_decay, "AdamW weight decay");
+    non_negative_option(app, "--weight-decay", weight_decay, "AdamW weight decay");
     range_option(app, "--train-ratio", train_ratio, 0.0, 1.0, "share of the text for training");
     positive_option(app, "--eval-freq", eval_freq, "steps between evaluations");
     positive_option(app, "--eval-iter", eval_iter, "batches per evaluation");
-    app.add_option("--max-steps", max_steps, "stop after this many steps (a short run)")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--stop-after-epoch", stop_after_epoch,
-                   "save and stop after this epoch, as if interrupted")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--save-every", save_every,
-                   "also save the checkpoint after every N epochs (it is saved at the end, and "
-                   "on Ctrl-C after the step under way)")
-        ->check(CLI::PositiveNumber);
+    positive_option(app, "--max-steps", max_steps, "stop after this many steps (a short run)",
+                    examples::kMaxSteps);
+    positive_option(app, "--stop-after-epoch", stop_after_epoch,
+                    "save and stop after this epoch, as if interrupted", kMaxEpochs);
+    positive_option(app, "--save-every", save_every,
+                    "also save the checkpoint after every N epochs (it is saved at the end, and "
+                    "on Ctrl-C after the step under way)",
+                    kMaxEpochs);
     app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
         "--print-losses", print_losses,
         "print every step's loss and every evaluation's losses in full (for comparing runs)");
     app.add_flag("--skip-initial", skip_initial,
                  "skip the untrained model's text and initial losses");
-    positive_option(app, "--threads", threads, "threads for the kernels");
+    positive_option(app, "--threads", threads, "threads for the kernels", examples::kMaxThreads);
     option(app, "--out", out, "directory for loss.svg and checkpoint.safetensors");
     examples::print_every_option(app, print_every);
     non_negative_option(app, "--temperature", temperature,
                         "the final sample's temperature (0: greedy)");
-    non_negative_option(app, "--top-k", top_k, "the final sample's top-k (0: all tokens)");
+    non_negative_option(app, "--top-k", top_k, "the final sample's top-k (0: all tokens)",
+                        int64_t{50257});
     positive_option(app, "--max-new-tokens", max_new_tokens,
-                    "tokens the final sample (or --generate) adds");
+                    "tokens the final sample (or --generate) adds", int64_t{1} << 20);
     app.add_option("--weights", weights,
                    "OpenAI's GPT-2 weights (model.safetensors): generate, no training");
     option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M");
@@ -485,14 +489,14 @@ struct Settings {
   }
 };
 
-// The training text; an ember::Error when it cannot be read.
+// The training text (examples::read_text_file: at most 64 MiB); an ember::Error when it cannot
+// be read.
 std::string read_text(const std::string& path) {
-  std::optional<std::string> text = examples::read_file(path);
-  if (!text) {
+  if (!std::filesystem::exists(path)) {
     throw Error("train_gpt: cannot read " + path +
                 " (run from the repository root, or pass the text file)");
   }
-  return *text;
+  return examples::read_text_file(path, "text");
 }
 
 // text_data[:split_idx] with split_idx = int(train_ratio * len(text_data)), in characters
@@ -524,18 +528,23 @@ int generate_from_weights(const Settings& s, const nn::GPT2Tokenizer& tokenizer)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_gpt: chapter 5 of the book, pretraining GPT-2 (124M) on The Verdict"};
   s.add_to(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::parse(app, argc, argv)) return *code;
 
-  try {
+  {                                 // (what is thrown here ends in main's one line)
     examples::Stopwatch job_clock;  // the whole job, for the final line
-    set_num_threads(s.threads);
+    examples::set_threads(s.threads);
+    check(s.generate.empty() || !s.weights.empty(), "--generate: needs --weights");
     const nn::GPT2Tokenizer tokenizer;
-    if (!s.weights.empty()) return generate_from_weights(s, tokenizer);
-    std::filesystem::create_directories(s.out);
+    if (!s.weights.empty()) {
+      examples::check_input_file(s.weights, "--weights");
+      return generate_from_weights(s, tokenizer);
+    }
+    if (!s.resume.empty()) examples::check_input_file(s.resume, "--resume");
     const nn::GPTConfig cfg{50257, s.context, s.emb_dim, s.n_heads, s.n_layers, s.drop_rate, false};
 
     // Cells 53-61: the text, split for training and validation, and its loaders (train:
@@ -552,6 +561,10 @@ int main(int argc, char** argv) {
     const nn::DataLoader val_loader =
         create_dataloader_v1(text_data.substr(split_idx), tokenizer, s.batch, s.context, s.context,
                              /*shuffle=*/false, /*drop_last=*/false, "validation");
+    check(train_loader.size() > 0, "--batch: the training text has fewer than ", s.batch,
+          " windows of --context ", s.context, " tokens (the loader drops a partial batch)");
+    examples::make_output_directory(s.out);
+    examples::remove_stale_temporaries(s.out + "/checkpoint.safetensors");
 
     if (!s.skip_initial && s.resume.empty()) {
       // Cells 11 and 15: the untrained model's text.
@@ -580,7 +593,16 @@ int main(int argc, char** argv) {
     optim::AdamW optimizer(model.parameters(),
                            optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
     History start;  // the book's zeros, or where the checkpoint stopped
-    if (!s.resume.empty()) start = load_checkpoint(s.resume, model, optimizer);
+    if (!s.resume.empty()) {
+      start = load_checkpoint(s.resume, model, optimizer);
+      examples::check_resume_point(
+          start.epochs_done,
+          s.stop_after_epoch > 0 ? std::min(s.stop_after_epoch, s.epochs) : s.epochs, "epoch",
+          "--epochs, --stop-after-epoch");
+      if (s.max_steps > 0) {
+        examples::check_resume_point(start.global_step + 1, s.max_steps, "step", "--max-steps");
+      }
+    }
     const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
     examples::Progress progress(s.epochs * train_loader.size(), s.print_every);
     const auto save = [&](const History& h) {
@@ -640,9 +662,10 @@ int main(int argc, char** argv) {
     std::printf("Output text (temperature %s, top-k %lld):\n %s\n",
                 float_repr(s.temperature).c_str(), static_cast<long long>(s.top_k),
                 token_ids_to_text(token_ids, tokenizer).c_str());
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("train_gpt", [&] { return run(argc, argv); });
 }

@@ -32,6 +32,7 @@
 
 #include "core/ember.h"
 #include "examples/common/flags.h"
+#include "examples/common/program.h"
 #include "examples/common/report.h"
 #include "examples/common/svg.h"
 #include "examples/common/training.h"
@@ -289,11 +290,12 @@ Training train_model_simple(nn::GPTModel& model, ReverseTask& task, optim::Optim
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   Settings s;
   CLI::App app{"train_toy: a small GPT learns to reverse digits; watch its attention learn"};
   s.add_to(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::parse(app, argc, argv)) return *code;
   s.apply();
   const int64_t n = s.digits;
   ReverseTask task(n, s.seed);
@@ -410,4 +412,8 @@ int main(int argc, char** argv) {
       100 * result.token_accuracy, 100 * result.sequence_accuracy,
       static_cast<long long>(task.heldout_count()), s.out.c_str());
   return same ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("train_toy", [&] { return run(argc, argv); });
 }

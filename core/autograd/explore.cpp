@@ -126,9 +126,16 @@ class Recorder : public BackwardObserver {
   int64_t full_up_to_;
 };
 
+// A DOT string: valid UTF-8 (page::valid_utf8), quotes and backslashes escaped, and '&' written
+// as "&amp;": Graphviz reads entities in labels, so a name holding "&amp;" would otherwise show as
+// "&" in the graph but as "&amp;" in the side panel (which shows names as text).
 std::string dot_quote(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (char c : page::valid_utf8(s)) {
+    if (c == '&') {
+      out += "&amp;";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     if (c == '\n') {
       out += "\\n";
@@ -382,7 +389,48 @@ std::string assemble(const std::string& html, const std::map<std::string, std::s
   return out;
 }
 
-std::string escape_html(const std::string& text) {
+std::string valid_utf8(const std::string& text) {
+  std::string out;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char lead = byte(i);
+    // The sequence's length and the range of its second byte (which rules out overlong forms,
+    // surrogates and code points past U+10FFFF), from its lead byte.
+    std::size_t length = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) lo = 0xA0;
+      if (lead == 0xED) hi = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) lo = 0x90;
+      if (lead == 0xF4) hi = 0x8F;
+    }
+    std::size_t good = length > 0 ? 1 : 0;  // bytes of the sequence that are right so far
+    while (good > 0 && good < length && i + good < text.size()) {
+      const unsigned char c = byte(i + good);
+      if (c < (good == 1 ? lo : 0x80) || c > (good == 1 ? hi : 0xBF)) break;
+      ++good;
+    }
+    if (length > 0 && good == length) {
+      out.append(text, i, length);
+      i += length;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the longest start of a sequence that fails
+      i += std::max<std::size_t>(good, 1);
+    }
+  }
+  return out;
+}
+
+std::string escape_html(const std::string& raw) {
+  const std::string text = valid_utf8(raw);
   std::string out;
   for (char c : text) {
     switch (c) {

@@ -74,7 +74,11 @@ namespace page {
 std::string script_json(const std::string& json);
 // Replaces each {{KEY}} of `html` by parts[KEY], in one pass (inserted text is not scanned).
 std::string assemble(const std::string& html, const std::map<std::string, std::string>& parts);
-// Text escaped for HTML (& < > " ').
+// `text` with every byte sequence that is not UTF-8 (a stray continuation byte, a truncated or
+// overlong sequence, a surrogate, past U+10FFFF) replaced by U+FFFD, one per longest failing start
+// of a sequence. Every name a page or picture shows as text goes through it.
+std::string valid_utf8(const std::string& text);
+// Text made valid UTF-8 (valid_utf8) and escaped for HTML (& < > " ').
 std::string escape_html(const std::string& text);
 // A page made like explore's: `html`'s {{TITLE}} (escaped here), {{CSS}} (page.css), {{JS}}
 // (common.js, then `page_js`) and {{DATA}} (`data_json`, through script_json) filled in.

@@ -24,6 +24,7 @@
 
 #include "core/ember.h"
 #include "examples/common/bench_util.h"
+#include "examples/common/program.h"
 #include "nn/attention.h"
 
 namespace {
@@ -40,7 +41,8 @@ double cpu_ms() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   int threads = 1, reps = 5, calls = 1;
   bool composite = false;
   int64_t batch = 1, tokens = 1024, dim = 768, heads = 12;
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
     }
   }
   using namespace ember;
-  set_num_threads(threads);
+  examples::set_threads(threads);
   manual_seed(0);
   nn::MultiHeadAttention m(dim, dim, tokens, 0.0, heads);
   m.fused_attention = !composite;
@@ -101,4 +103,8 @@ int main(int argc, char** argv) {
       static_cast<long>(dim), static_cast<long>(heads), median(fwd), median(fwdbwd), peak_rss_mb(),
       median(fwd_cpu), median(fwdbwd_cpu));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("bench_attention", [&] { return run(argc, argv); });
 }

@@ -31,6 +31,7 @@
 #include "core/base/parallel.h"
 #include "core/kernels/gemm.h"
 #include "examples/common/bench_util.h"
+#include "examples/common/program.h"
 
 #ifdef EMBER_BENCH_WITH_OPENBLAS
 #include <cblas.h>
@@ -97,7 +98,7 @@ Result run(const Shape& s, int threads, int reps) {
   };
   openblas_set_num_threads(threads);
 #endif
-  ember::set_num_threads(threads);
+  ember::examples::set_threads(threads);
 
   // Enough calls per rep for ~20 ms of work at 100 GFLOP/s.
   const int calls = std::max(1, static_cast<int>(2e9 / flop));
@@ -117,7 +118,8 @@ Result run(const Shape& s, int threads, int reps) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
 #ifdef EMBER_BENCH_WITH_OPENBLAS
   if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
@@ -189,4 +191,8 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("bench_gemm", [&] { return run(argc, argv); });
 }

@@ -22,6 +22,7 @@
 
 #include "core/ember.h"
 #include "examples/common/bench_util.h"
+#include "examples/common/program.h"
 #include "nn/gpt.h"
 
 namespace {
@@ -35,7 +36,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   int threads = 1, reps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i];
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
   }
   using namespace ember;
   using clock = std::chrono::steady_clock;
-  set_num_threads(threads);
+  examples::set_threads(threads);
 
   std::vector<double> randn_times;
   for (int rep = 0; rep < reps; ++rep) {
@@ -102,4 +104,8 @@ int main(int argc, char** argv) {
       threads, median(construct), median(forward), median(generate), median(randn_times),
       generated.c_str(), peak_rss_mb());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("bench_gpt", [&] { return run(argc, argv); });
 }

@@ -50,6 +50,7 @@
 #include "core/ember.h"
 #include "core/kernels/gemm.h"
 #include "examples/common/bench_util.h"
+#include "examples/common/program.h"
 #include "examples/common/step_profiler.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
@@ -169,7 +170,8 @@ std::vector<double> reference_losses(const std::string& path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   std::string config_name = "small", reference;
   int threads = 1, steps = 6;
   bool profile = false;
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
   }
 
   using namespace ember;
-  set_num_threads(threads);
+  examples::set_threads(threads);
   manual_seed(123);
   nn::GPTModel model(c.model);
   model.train();
@@ -309,4 +311,8 @@ int main(int argc, char** argv) {
   out << "}";
   std::printf("%s\n", out.str().c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("bench_train", [&] { return run(argc, argv); });
 }

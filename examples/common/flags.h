@@ -3,40 +3,104 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
-#include <filesystem>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
 #include <string>
+#include <type_traits>
 
-#include "core/base/parallel.h"
+#include "examples/common/program.h"
 
 namespace ember::examples {
 
-// An option whose default --help shows.
+// `text` read as a T the way CLI11 reads it (strtoll / strtoull / strtod), but refusing what CLI11
+// would let through: an integer out of T's range (strtoll clamps it, strtoull wraps "-1"), NaN
+// and infinities.
+template <class T>
+bool parse_number(const std::string& text, T& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    const double v = std::strtod(text.c_str(), &end);
+    if (!std::isfinite(v)) return false;
+    value = static_cast<T>(v);
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (text.find('-') != std::string::npos) return false;
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+    if (v > std::numeric_limits<T>::max()) return false;
+    value = static_cast<T>(v);
+  } else {
+    const long long v = std::strtoll(text.c_str(), &end, 0);
+    if (v < std::numeric_limits<T>::lowest() || v > std::numeric_limits<T>::max()) return false;
+    value = static_cast<T>(v);
+  }
+  return errno != ERANGE && end == text.c_str() + text.size();
+}
+
+// A check that the flag's text is a finite T in [lo, hi] (`above_lo`: in (lo, hi]); its message
+// says what was expected.
+template <class T>
+CLI::Validator number_in(T lo, T hi, bool above_lo = false) {
+  std::ostringstream expected;
+  expected << "expected " << (std::is_floating_point_v<T> ? "a finite number" : "an integer");
+  if (std::is_integral_v<T> || hi != std::numeric_limits<T>::max()) {
+    expected << " in " << (above_lo ? "(" : "[") << +lo << ", " << +hi << "]";
+  } else if (lo != std::numeric_limits<T>::lowest()) {
+    expected << (above_lo ? " > " : " >= ") << lo;
+  }
+  return CLI::Validator(
+      [lo, hi, above_lo, expected = expected.str()](std::string& text) {
+        T v{};
+        if (parse_number(text, v) && (above_lo ? v > lo : v >= lo) && v <= hi) return std::string();
+        return expected + ", got '" + text + "'";
+      },
+      "");
+}
+
+// An option whose default --help shows; a number is checked by number_in (any finite value of
+// its type).
 template <class T>
 CLI::Option* option(CLI::App& app, const std::string& name, T& value, const std::string& help) {
-  return app.add_option(name, value, help)->capture_default_str();
+  CLI::Option* o = app.add_option(name, value, help)->capture_default_str();
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    o->check(number_in<T>(std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()));
+  }
+  return o;
 }
 
-// The same, for a number that must be positive.
-template <class T>
-CLI::Option* positive_option(CLI::App& app, const std::string& name, T& value,
-                             const std::string& help) {
-  return option(app, name, value, help)->check(CLI::PositiveNumber);
-}
-
-// The same, for a number that must not be negative.
-template <class T>
-CLI::Option* non_negative_option(CLI::App& app, const std::string& name, T& value,
-                                 const std::string& help) {
-  return option(app, name, value, help)->check(CLI::NonNegativeNumber);
-}
-
-// The same, for a number in [lo, hi].
+// An option for a number in [lo, hi].
 template <class T, class Bound>
 CLI::Option* range_option(CLI::App& app, const std::string& name, T& value, Bound lo, Bound hi,
                           const std::string& help) {
-  return option(app, name, value, help)->check(CLI::Range(lo, hi));
+  return app.add_option(name, value, help)
+      ->capture_default_str()
+      ->check(number_in<T>(static_cast<T>(lo), static_cast<T>(hi)));
 }
+
+// The same, for a number that must be positive (at most `hi`).
+template <class T>
+CLI::Option* positive_option(CLI::App& app, const std::string& name, T& value,
+                             const std::string& help, T hi = std::numeric_limits<T>::max()) {
+  return app.add_option(name, value, help)
+      ->capture_default_str()
+      ->check(number_in<T>(T{0}, hi, /*above_lo=*/true));
+}
+
+// The same, for a number that must not be negative (at most `hi`).
+template <class T>
+CLI::Option* non_negative_option(CLI::App& app, const std::string& name, T& value,
+                                 const std::string& help, T hi = std::numeric_limits<T>::max()) {
+  return range_option(app, name, value, T{0}, hi, help);
+}
+
+// Upper bounds of the training programs' counts: large enough for any run, small enough that
+// nothing computed from them overflows (steps x batch x context tokens, epochs x batches).
+inline constexpr int64_t kMaxSteps = 1000000000;
+inline constexpr int64_t kMaxBatch = 1 << 20;
 
 // --print-every, which every training program has.
 inline CLI::Option* print_every_option(CLI::App& app, int64_t& print_every) {
@@ -60,10 +124,11 @@ struct TrainingFlags {
   void add_to(CLI::App& app, const std::string& seed_help, const std::string& steps_help,
               const std::string& out_help) {
     option(app, "--seed", seed, seed_help);
-    positive_option(app, "--steps", steps, steps_help);
+    positive_option(app, "--steps", steps, steps_help, kMaxSteps);
     positive_option(app, "--lr", lr, "peak learning rate (AdamW, warmup then cosine decay)");
-    positive_option(app, "--batch", batch, "sequences per step");
-    positive_option(app, "--threads", threads, "threads for the kernels (ember::set_num_threads)");
+    positive_option(app, "--batch", batch, "sequences per step", kMaxBatch);
+    positive_option(app, "--threads", threads, "threads for the kernels (ember::set_num_threads)",
+                    kMaxThreads);
     option(app, "--out", out, out_help);
   }
 
@@ -77,10 +142,13 @@ struct TrainingFlags {
                  "time)");
   }
 
-  // After parsing: the kernels' threads, and the output directory made.
-  void apply() const {
-    set_num_threads(threads);
-    std::filesystem::create_directories(out);
+  // After parsing: the kernels' threads, and the output directory made (refused when it cannot
+  // be), with the temporary files of an interrupted save of `checkpoint` (a file name in it)
+  // removed.
+  void apply(const std::string& checkpoint = "") const {
+    set_threads(threads);
+    make_output_directory(out);
+    if (!checkpoint.empty()) remove_stale_temporaries(out + "/" + checkpoint);
   }
 };
 

@@ -1,7 +1,8 @@
 // What the training programs (examples/train_toy.cpp, examples/train_chars.cpp,
-// examples/train_gpt.cpp) share: reading the text, the model's description, the learning-rate
+// examples/train_gpt.cpp) share: the model's description, the learning-rate
 // schedule, one optimizer step, the progress line, a timer and the loss curve. Their flags are in
-// flags.h, their checkpoint in checkpoint.h. Not part of the library.
+// flags.h, their checkpoint in checkpoint.h, main's wrapper and the checks of files in program.h.
+// Not part of the library.
 #pragma once
 
 #include <unistd.h>
@@ -11,10 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <iterator>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,13 +23,6 @@
 #include "optim/optim.h"
 
 namespace ember::examples {
-
-// The whole file at `path` (bytes as they are), or nothing when it cannot be read.
-inline std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // "context 256, emb 768, 12 heads, 12 layers": the shape of a GPTModel, for the programs' first
 // line.

@@ -51,6 +51,17 @@ TEST(Svg, EscapeReplacesTheFiveXmlSpecials) {
             "&lt;b class=&quot;x&quot;&gt;Tom&#39;s &amp; co&lt;/b&gt; 1.5");
 }
 
+// A title with invalid UTF-8 (a file name) still makes valid XML: U+FFFD, escaped once.
+TEST(Svg, InvalidUtf8InATitleBecomesTheReplacementCharacter) {
+  EXPECT_EQ(escape("loss of text\xFF&.txt"), "loss of text\xEF\xBF\xBD&amp;.txt");
+  LineChart chart;
+  chart.title = "train_gpt: \xC3(\xFE.txt";
+  chart.series.push_back({"train", {0, 1}, {2, 1}});
+  const std::string text = line_chart(chart);
+  EXPECT_NE(text.find(">train_gpt: \xEF\xBF\xBD(\xEF\xBF\xBD.txt</text>"), std::string::npos);
+  EXPECT_EQ(ember::autograd::page::valid_utf8(text), text);
+}
+
 TEST(Svg, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_EQ(nice_ticks(0, 1, 6), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0}));
   EXPECT_EQ(nice_ticks(0, 950, 6), (std::vector<double>{0, 200, 400, 600, 800}));

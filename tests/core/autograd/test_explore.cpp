@@ -194,6 +194,46 @@ TEST(Explore, NamesAreEscaped) {
   std::filesystem::remove(path);
 }
 
+// Invalid UTF-8 becomes U+FFFD, one per longest failing start of a sequence; valid text (up to
+// U+10FFFF) is kept as it is.
+TEST(Explore, ValidUtf8ReplacesWhatIsNotUtf8) {
+  using autograd::page::valid_utf8;
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(valid_utf8("plain \xC3\xA9 \xE2\x82\xAC \xF4\x8F\xBF\xBF"),
+            "plain \xC3\xA9 \xE2\x82\xAC \xF4\x8F\xBF\xBF");
+  EXPECT_EQ(valid_utf8("a\xFFb"), "a" + fffd + "b");               // never a lead byte
+  EXPECT_EQ(valid_utf8("a\x80b"), "a" + fffd + "b");               // a stray continuation
+  EXPECT_EQ(valid_utf8("a\xE2\x82b"), "a" + fffd + "b");           // truncated: one U+FFFD
+  EXPECT_EQ(valid_utf8("a\xE2\x82"), "a" + fffd);                  // truncated at the end
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);                  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);       // a surrogate
+  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // past U+10FFFF
+  EXPECT_EQ(autograd::page::escape_html("\xFF<&amp;"), fffd + "&lt;&amp;amp;");
+}
+
+// A title or name with invalid UTF-8 reaches the page as U+FFFD; a name holding "&amp;" shows as
+// those five characters in the graph (Graphviz's SVG) as in the side panel (the JSON data).
+TEST(Explore, NamesAreValidUtf8AndEscapedOnceEverywhere) {
+  Tensor p = tensor({1.0, -2.0}).requires_grad_();
+  Tensor loss = (p * p).sum();
+  autograd::ExploreOptions o;
+  o.name("w&amp;b\xFF", p);
+  o.title = "title \xC3(";
+  const std::string path = temp_page("utf8");
+  autograd::explore(loss, path, o);
+  const std::string page = read(path);
+  EXPECT_EQ(autograd::page::valid_utf8(page), page);  // the whole page is valid UTF-8
+  EXPECT_NE(page.find("<title>title \xEF\xBF\xBD(</title>"), std::string::npos);
+  // In Graphviz's SVG text (inside the JSON data, which escapes '&' no further): shown as
+  // "w&amp;b\uFFFD", the text the panel shows from the data's "label".
+  EXPECT_NE(page.find("w&amp;amp;b\xEF\xBF\xBD"), std::string::npos);
+  EXPECT_NE(page.find("\"label\":\"w&amp;b\xEF\xBF\xBD\""), std::string::npos);
+  if (!test::chromium_path().empty()) {
+    EXPECT_EQ(test::run_selftest(path).substr(0, 4), "PASS");
+  }
+  std::filesystem::remove(path);
+}
+
 // The page in a real browser: its self-check clicks every node, plays the backward to the end
 // and compares the leaves' gradients with autograd::grad's.
 TEST(ExploreBrowser, TourPagePassesItsSelfCheck) {

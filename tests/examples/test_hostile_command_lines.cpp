@@ -1,0 +1,405 @@
+// The example programs against a hostile command line: for each program a table of bad flags,
+// bad files (missing, empty, a directory, /dev/zero, truncated, bit-flipped, another model's
+// checkpoint, hostile safetensors), bad texts (too short, boundary lengths, invalid UTF-8) and
+// interrupted runs, each with its exit code and a fragment of its message. A case fails on a
+// signal (an abort, SIGFPE), a sanitizer report, a refusal that is not one line
+// "<program>: <what>" on stderr, or a refused run that started training. Small settings: a few
+// seconds per program, also under ASan + UBSan.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/ember.h"
+#include "core/io/safetensors.h"
+#include "tests/examples/run_program.h"
+
+#if !defined(EMBER_TRAIN_CHARS_BINARY) || !defined(EMBER_TRAIN_GPT_BINARY) || \
+    !defined(EMBER_TRAIN_TOY_BINARY) || !defined(EMBER_SECOND_ORDER_BINARY)
+#error "the EMBER_*_BINARY paths of the example programs must be defined"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using ember::testing_examples::TempDir;
+
+struct Outcome {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Runs `binary args` in `dir` with stdout and stderr kept apart.
+Outcome run(const fs::path& dir, const std::string& binary, const std::string& args) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string command = "cd '" + dir.string() + "' && '" + binary + "' " + args + " >'" +
+                              out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const int status = std::system(command.c_str());
+  Outcome r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// What a run must never show: a sanitizer report or an uncaught exception's abort message.
+void expect_clean(const Outcome& r, const std::string& what) {
+  for (const char* bad : {"Sanitizer", "runtime error:", "terminate called", "Aborted"}) {
+    EXPECT_EQ(r.err.find(bad), std::string::npos) << what << ": " << bad << "\n" << r.err;
+  }
+}
+
+// Lines that only a run that trains prints.
+bool started_training(const std::string& out) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step ", 0) == 0 || line.rfind("Ep ", 0) == 0 || line.rfind("wrote ", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// `args` followed by each of `defaults` ("--flag value" pieces) whose flag `args` does not give
+// (CLI11 refuses a flag given twice).
+std::string with_defaults(const std::string& args, const std::vector<std::string>& defaults) {
+  std::string out = args;
+  for (const std::string& d : defaults) {
+    const std::string flag = d.substr(0, d.find(' '));
+    if ((" " + args + " ").find(" " + flag + " ") == std::string::npos &&
+        (" " + args).find(" " + flag + "=") == std::string::npos) {
+      out += " " + d;
+    }
+  }
+  return out;
+}
+
+struct Case {
+  std::string args;
+  int exit_code;         // 2: refused
+  std::string fragment;  // in stderr (refused) or stdout
+};
+
+// Runs each case of `table`; a refusal (exit code 2) must be one line "<program>: ..." on stderr
+// holding the fragment, with no training before it.
+void run_table(const fs::path& dir, const std::string& binary, const std::string& program,
+               const std::vector<Case>& table) {
+  for (const Case& c : table) {
+    const std::string what = program + " " + c.args;
+    const Outcome r = run(dir, binary, c.args);
+    ASSERT_NE(r.exit_code, -1) << what << ": killed by a signal\n" << r.out << r.err;
+    EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << r.out << r.err;
+    expect_clean(r, what);
+    if (c.exit_code == 2) {
+      EXPECT_EQ(r.err.rfind(program + ": ", 0), 0u) << what << "\n" << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\n" << r.err;
+      EXPECT_NE(r.err.find(c.fragment), std::string::npos) << what << "\n" << r.err;
+      EXPECT_FALSE(started_training(r.out)) << what << "\n" << r.out;
+    } else {
+      EXPECT_NE((r.out + r.err).find(c.fragment), std::string::npos) << what << "\n"
+                                                                     << r.out << r.err;
+    }
+  }
+}
+
+// The files every program is handed: an empty file, a directory, garbage and hostile safetensors.
+struct HostileFiles {
+  explicit HostileFiles(const fs::path& dir) : dir(dir) {
+    write(dir / "empty.txt", "");
+    fs::create_directories(dir / "a_directory");
+    write(dir / "garbage.safetensors", "this is not a safetensors file at all");
+    // A header length of 2^64 - 1.
+    write(dir / "huge_header.safetensors", std::string(8, '\xff') + "{}");
+    // A header whose tensor claims bytes past the end of the file.
+    const std::string header =
+        R"({"model.tok_emb.weight":{"dtype":"F32","shape":[1000000,1000],"data_offsets":[0,4000000000]}})";
+    std::string length(8, '\0');
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    write(dir / "past_the_end.safetensors", length + header + "abcd");
+    write(dir / "a_file", "x");
+  }
+  fs::path dir;
+};
+
+// A copy of `file` cut to half its length, and one with a bit of its header flipped.
+void damaged_copies(const fs::path& file, const fs::path& truncated, const fs::path& flipped) {
+  std::string bytes = slurp(file);
+  write(truncated, bytes.substr(0, bytes.size() / 2));
+  bytes[20] = static_cast<char>(bytes[20] ^ 0x04);  // inside the JSON header
+  write(flipped, bytes);
+}
+
+// The flags every training program shares, each class of bad value once.
+std::vector<Case> shared_flag_cases(const fs::path& dir) {
+  const std::string file = (dir / "a_file").string();
+  return {
+      {"--steps 0", 2, "--steps: expected an integer in (0, "},
+      {"--steps -3", 2, "--steps"},
+      {"--steps abc", 2, "--steps"},
+      {"--steps 9223372036854775807", 2, "--steps: expected an integer"},
+      {"--steps 99999999999999999999", 2, "--steps"},
+      {"--seed 18446744073709551616", 2, "--seed: expected an integer in [0, "},
+      {"--seed -1", 2, "--seed"},
+      {"--lr nan", 2, "--lr: expected a finite number"},
+      {"--lr inf", 2, "--lr"},
+      {"--lr -0.1", 2, "--lr"},
+      {"--batch 0", 2, "--batch"},
+      {"--threads 100000", 2, "--threads: expected an integer in (0, 256]"},
+      {"--threads 0", 2, "--threads"},
+      {"--print-every 0", 2, "--print-every"},
+      {"--no-such-flag", 2, "no-such-flag"},
+      {"--steps", 2, "--steps"},
+      {"--out '" + file + "'", 2, "--out"},
+      {"--out '" + file + "/under'", 2, "--out"},
+      {"--out /proc/ember_no_such_dir", 2, "--out: cannot make"},
+      {"--out ''", 2, "--out"},
+  };
+}
+
+TEST(HostileCommandLines, TrainChars) {
+  TempDir tmp("ember_hostile_chars");
+  const fs::path dir = tmp.path();
+  const HostileFiles files(dir);
+  const std::string bin = EMBER_TRAIN_CHARS_BINARY;
+  const std::vector<std::string> small = {"--context 4",     "--batch 2",        "--steps 2",
+                                          "--print-every 1", "--sample-every 2", "--out resumed"};
+
+  // A checkpoint to damage, and one to resume.
+  const Outcome made = run(dir, bin, with_defaults("--out good", small));
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const fs::path good = dir / "good" / "checkpoint.safetensors";
+  damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
+  // Another model's checkpoint: a wider context.
+  ASSERT_EQ(run(dir, bin, with_defaults("--context 8 --out other", small)).exit_code, 0);
+  const fs::path other = dir / "other" / "checkpoint.safetensors";
+  // Texts: boundary lengths for --context 4 (at least 10 x 5 + 1 = 51 bytes), few distinct
+  // bytes, invalid UTF-8.
+  write(dir / "t50.txt", std::string(25, 'a') + std::string(25, 'b'));
+  write(dir / "t51.txt", std::string(26, 'a') + std::string(25, 'b'));
+  write(dir / "ab.txt", std::string(400, 'a') + std::string(400, 'b'));
+  std::string invalid;
+  for (int i = 0; i < 400; ++i) invalid += static_cast<char>(i % 7 == 0 ? 0xff : 'a' + i % 13);
+  write(dir / "invalid.txt", invalid);
+
+  std::vector<Case> table = shared_flag_cases(dir);
+  const std::vector<Case> own = {
+      {"--context 3", 2, "--context: expected an integer in [4, 256]"},
+      {"--context 100000", 2, "--context"},
+      {"--temperature nan", 2, "--temperature: expected a finite number"},
+      {"--temperature -1", 2, "--temperature"},
+      {"--top-k 0", 2, "--top-k"},
+      {"--top-k 300", 2, "--top-k: expected at most the text's"},
+      {"--stop-at 0", 2, "--stop-at"},
+      {"--sample-every 0", 2, "--sample-every"},
+      {"--batch 100000", 2, "--batch: expected at most the"},
+      // Files as the text.
+      {"no_such_file.txt", 2, "text: cannot read 'no_such_file.txt'"},
+      {"empty.txt", 2, "the text has 0 characters"},
+      {"a_directory", 2, "is a directory"},
+      {"/dev/zero", 2, "is larger than 64 MiB"},
+      {"t50.txt", 2, "the text has 50 characters; at least 51 are needed for --context 4"},
+      {"t51.txt --top-k 1", 0, "train_chars: steps 1-2"},
+      {"ab.txt", 2, "--top-k: expected at most the text's 2 distinct characters, got 10"},
+      {"ab.txt --top-k 2", 0, "train_chars: steps 1-2"},
+      {"invalid.txt --top-k 3 --html", 0, "train_chars: steps 1-2"},
+      // Files as the checkpoint.
+      {"--resume no_such.safetensors", 2, "--resume: cannot read"},
+      {"--resume a_directory", 2, "--resume: 'a_directory' is not a regular file"},
+      {"--resume /dev/zero", 2, "--resume"},
+      {"--resume empty.txt", 2, "safetensors"},
+      {"--resume garbage.safetensors", 2, "safetensors"},
+      {"--resume huge_header.safetensors", 2, "safetensors"},
+      {"--resume past_the_end.safetensors", 2, "safetensors"},
+      {"--resume truncated.safetensors", 2, "safetensors"},
+      {"--resume flipped.safetensors", 2, "safetensors"},
+      {"--resume '" + other.string() + "'", 2, "load"},
+      // An interrupted run resumed past the requested end trains nothing: refused.
+      {"--resume '" + good.string() + "' --steps 1", 2,
+       "--resume: the checkpoint is at step 2, expected one before this run's last step 1"},
+      {"--resume '" + good.string() + "' --steps 2", 2, "--resume: the checkpoint is at step 2"},
+      {"--resume '" + good.string() + "' --steps 4 --stop-at 2", 2, "--stop-at"},
+      {"--resume '" + good.string() + "' --steps 3", 0, "train_chars: steps 3-3"},
+  };
+  table.insert(table.end(), own.begin(), own.end());
+  for (Case& c : table) c.args = with_defaults(c.args, small);
+  run_table(dir, bin, "train_chars", table);
+}
+
+// A train_gpt checkpoint with its counters replaced by `counters`.
+void with_counters(const fs::path& from, const fs::path& to, const std::vector<int64_t>& counters) {
+  ember::SafetensorsFile file = ember::load_safetensors(from.string());
+  for (auto& [name, t] : file.tensors) {
+    if (name.find("train_gpt.counters") != std::string::npos) {
+      t = ember::from_vector(counters, {static_cast<int64_t>(counters.size())});
+    }
+  }
+  ember::save_safetensors(file.tensors, to.string(), file.metadata);
+}
+
+TEST(HostileCommandLines, TrainGpt) {
+  TempDir tmp("ember_hostile_gpt");
+  const fs::path dir = tmp.path();
+  const HostileFiles files(dir);
+  const std::string bin = EMBER_TRAIN_GPT_BINARY;
+  // A short text (about 150 tokens) and a tiny model: a few steps an epoch.
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Every effort moves you forward, step by step. ";
+  write(dir / "text.txt", text);
+  write(dir / "invalid.txt", text + "\xff\xfe\xc3(" + text);
+  const std::vector<std::string> small = {"--emb-dim 8",   "--layers 1",        "--heads 2",
+                                          "--context 8",   "--batch 2",         "--eval-freq 4",
+                                          "--eval-iter 1", "--skip-initial",    "--epochs 1",
+                                          "--out resumed", "--max-new-tokens 2"};
+
+  const Outcome made = run(dir, bin, with_defaults("text.txt --out good", small));
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const fs::path good = dir / "good" / "checkpoint.safetensors";
+  damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
+  with_counters(good, dir / "two_counters.safetensors", {100, 7});
+  with_counters(good, dir / "step_max.safetensors", {100, INT64_MAX, 1});
+  with_counters(good, dir / "negative.safetensors", {-5, 7, 1});
+  ASSERT_EQ(run(dir, bin, with_defaults("text.txt --emb-dim 16 --out other", small)).exit_code, 0);
+  const fs::path other = dir / "other" / "checkpoint.safetensors";
+
+  std::vector<Case> table = shared_flag_cases(dir);
+  for (Case& c : table) {  // train_gpt's steps are --max-steps
+    for (std::string* text : {&c.args, &c.fragment}) {
+      if (text->rfind("--steps", 0) == 0) text->insert(2, "max-");
+    }
+  }
+  const std::vector<Case> own = {
+      {"--epochs 9223372036854775807", 2, "--epochs: expected an integer in (0, 1000000]"},
+      {"--epochs 0", 2, "--epochs"},
+      {"--train-ratio nan", 2, "--train-ratio: expected a finite number in [0, 1]"},
+      {"--train-ratio 1.5", 2, "--train-ratio"},
+      {"--train-ratio 0", 2, "not enough text for the training loader"},
+      {"--drop-rate 1", 2, "--drop-rate"},
+      {"--weight-decay -1", 2, "--weight-decay"},
+      {"--temperature nan", 2, "--temperature: expected a finite number"},
+      {"--top-k 50258", 2, "--top-k: expected an integer in [0, 50257]"},
+      {"--max-new-tokens 0", 2, "--max-new-tokens"},
+      {"--heads 3", 2, "must be divisible by n_heads"},
+      {"--context 100000000", 2, "--context"},
+      {"--emb-dim 9223372036854775808", 2, "--emb-dim"},
+      {"--max-steps 0", 2, "--max-steps"},
+      {"--batch 100000", 2, "--batch: the training text has fewer than 100000 windows"},
+      {"--generate hello", 2, "--generate: needs --weights"},
+      {"--weights no_such.safetensors", 2, "--weights: cannot read"},
+      {"--weights garbage.safetensors", 2, "safetensors"},
+      {"--weights a_directory", 2, "--weights"},
+      // Texts.
+      {"no_such.txt", 2, "cannot read no_such.txt"},
+      {"empty.txt", 2, "not enough text"},
+      {"a_directory", 2, "is a directory"},
+      {"/dev/zero", 2, "is larger than 64 MiB"},
+      {"invalid.txt", 2, "text is not valid UTF-8"},
+      // Checkpoints.
+      {"--resume no_such.safetensors", 2, "--resume: cannot read"},
+      {"--resume a_directory", 2, "--resume"},
+      {"--resume empty.txt", 2, "safetensors"},
+      {"--resume garbage.safetensors", 2, "safetensors"},
+      {"--resume huge_header.safetensors", 2, "safetensors"},
+      {"--resume past_the_end.safetensors", 2, "safetensors"},
+      {"--resume truncated.safetensors", 2, "safetensors"},
+      {"--resume flipped.safetensors", 2, "safetensors"},
+      {"--resume '" + other.string() + "'", 2, "load"},
+      {"--resume two_counters.safetensors", 2, "train_gpt.counters has 2 values, expected 3 or 4"},
+      {"--resume step_max.safetensors", 2, "train_gpt.counters holds"},
+      {"--resume negative.safetensors", 2, "train_gpt.counters holds"},
+      // Interrupted after epoch 1: a resume must have an epoch left to run.
+      {"--resume '" + good.string() + "' --epochs 1", 2,
+       "--resume: the checkpoint is at epoch 1, expected one before this run's last epoch 1"},
+      {"--resume '" + good.string() + "' --epochs 3 --stop-after-epoch 1", 2, "epoch 1"},
+      {"--resume '" + good.string() + "' --epochs 2 --max-steps 2", 2, "--max-steps"},
+      {"--resume '" + good.string() + "' --epochs 2", 0, "resumed from"},
+  };
+  table.insert(table.end(), own.begin(), own.end());
+  for (Case& c : table) {
+    // A case that starts with a text names its own; the others train on text.txt.
+    c.args = with_defaults((c.args.rfind("--", 0) == 0 ? "text.txt " : "") + c.args, small);
+  }
+  run_table(dir, bin, "train_gpt", table);
+}
+
+TEST(HostileCommandLines, TrainToy) {
+  TempDir tmp("ember_hostile_toy");
+  const fs::path dir = tmp.path();
+  const HostileFiles files(dir);
+  std::vector<Case> table = shared_flag_cases(dir);
+  table.push_back({"--digits 1", 2, "--digits: expected an integer in [2, 16]"});
+  table.push_back({"--digits 17", 2, "--digits"});
+  table.push_back({"--eval-every 0", 2, "--eval-every"});
+  table.push_back({"--steps 2 --digits 2 --batch 2 --eval-every 1", 0, "train_toy: 2 steps"});
+  for (Case& c : table) c.args = with_defaults(c.args, {"--out out"});
+  run_table(dir, EMBER_TRAIN_TOY_BINARY, "train_toy", table);
+}
+
+TEST(HostileCommandLines, SecondOrder) {
+  TempDir tmp("ember_hostile_second_order");
+  const fs::path dir = tmp.path();
+  const HostileFiles files(dir);
+  run_table(dir, EMBER_SECOND_ORDER_BINARY, "second_order",
+            {{"a_file", 2, "is not a directory"},
+             {"no_such_dir", 2, "is not a directory"},
+             {"a_directory", 0, "caught"}});
+}
+
+// A save killed mid-write leaves "<checkpoint>.tmp-<pid>-<n>"; the next run removes those whose
+// process is gone and whose header is an Ember checkpoint's, and nothing else.
+TEST(HostileCommandLines, StaleTemporaryFilesOfAKilledSaveAreRemoved) {
+  TempDir tmp("ember_hostile_stale");
+  const fs::path dir = tmp.path();
+  const std::string bin = EMBER_TRAIN_CHARS_BINARY;
+  const std::string small = "--context 4 --batch 2 --steps 2 --sample-every 2 --out out";
+  ASSERT_EQ(run(dir, bin, small).exit_code, 0);
+  const std::string checkpoint = slurp(dir / "out" / "checkpoint.safetensors");
+  // A process that has ended: its pid is free.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child), live = std::to_string(getpid());
+  const fs::path out = dir / "out";
+  const fs::path stale = out / ("checkpoint.safetensors.tmp-" + dead + "-0");
+  const fs::path live_one = out / ("checkpoint.safetensors.tmp-" + live + "-0");
+  const fs::path not_ember = out / ("checkpoint.safetensors.tmp-" + dead + "-1");
+  const fs::path other_name = out / ("model.safetensors.tmp-" + dead + "-0");
+  const fs::path bad_pattern = out / ("checkpoint.safetensors.tmp-" + dead + "-x");
+  write(stale, checkpoint.substr(0, checkpoint.size() / 3));  // cut mid-write
+  write(live_one, checkpoint);
+  write(not_ember, "somebody else's file");
+  write(other_name, checkpoint);
+  write(bad_pattern, checkpoint);
+  const Outcome r = run(dir, bin, small);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live_one));
+  EXPECT_TRUE(fs::exists(not_ember));
+  EXPECT_TRUE(fs::exists(other_name));
+  EXPECT_TRUE(fs::exists(bad_pattern));
+  // A refused run removes nothing.
+  write(stale, checkpoint);
+  EXPECT_EQ(run(dir, bin, small + " --lr nan").exit_code, 2);
+  EXPECT_TRUE(fs::exists(stale));
+}
+
+}  // namespace
