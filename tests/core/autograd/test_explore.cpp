@@ -201,12 +201,18 @@ TEST(Explore, ValidUtf8ReplacesWhatIsNotUtf8) {
   const std::string fffd = "\xEF\xBF\xBD";
   EXPECT_EQ(valid_utf8("plain \xC3\xA9 \xE2\x82\xAC \xF4\x8F\xBF\xBF"),
             "plain \xC3\xA9 \xE2\x82\xAC \xF4\x8F\xBF\xBF");
-  EXPECT_EQ(valid_utf8("a\xFFb"), "a" + fffd + "b");               // never a lead byte
-  EXPECT_EQ(valid_utf8("a\x80b"), "a" + fffd + "b");               // a stray continuation
-  EXPECT_EQ(valid_utf8("a\xE2\x82b"), "a" + fffd + "b");           // truncated: one U+FFFD
-  EXPECT_EQ(valid_utf8("a\xE2\x82"), "a" + fffd);                  // truncated at the end
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);                  // overlong '/'
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);       // a surrogate
+  EXPECT_EQ(valid_utf8("a\xFF"
+                       "b"),
+            "a" + fffd + "b");  // never a lead byte
+  EXPECT_EQ(valid_utf8("a\x80"
+                       "b"),
+            "a" + fffd + "b");  // a stray continuation
+  EXPECT_EQ(valid_utf8("a\xE2\x82"
+                       "b"),
+            "a" + fffd + "b");                                           // truncated: one U+FFFD
+  EXPECT_EQ(valid_utf8("a\xE2\x82"), "a" + fffd);                        // truncated at the end
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);                        // overlong '/'
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);             // a surrogate
   EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // past U+10FFFF
   EXPECT_EQ(autograd::page::escape_html("\xFF<&amp;"), fffd + "&lt;&amp;amp;");
 }
