@@ -81,8 +81,12 @@ constexpr int64_t kVocab = 11;
 class ReverseTask {
  public:
   ReverseTask(int64_t n, uint64_t seed) : n_(n), rng_(seed) {
-    // The held-out set: 512 sequences drawn first; training never draws them.
-    while (static_cast<int64_t>(heldout_.size()) < 512 * n_) {
+    // The held-out set: 512 sequences drawn first (half of all 10^n when there are fewer than
+    // 1024, so that --digits 2 leaves sequences to train on); training never draws them.
+    int64_t all = 1;
+    for (int64_t i = 0; i < n_ && all < 1024; ++i) all *= 10;
+    const int64_t count = std::min<int64_t>(512, all / 2);
+    while (static_cast<int64_t>(heldout_.size()) < count * n_) {
       std::vector<int64_t> digits = draw();
       if (heldout_codes_.insert(code(digits)).second) {
         heldout_.insert(heldout_.end(), digits.begin(), digits.end());
