@@ -102,10 +102,13 @@ HWY_INLINE void look_up_32_pair(const Table32& table, V ka, V kb, V& ta, V& tb) 
 // and the store of such a vector's first `count` lanes, never touching memory past x + count.
 // Masked loads and stores where they cannot fault: where HWY_MEM_OPS_MIGHT_FAULT is 0 (AVX3,
 // SVE), and on AVX2 for lanes of 32 or 64 bits (Highway's vmaskmov there; the flag is for its
-// 8- and 16-bit lanes, which load whole vectors). Elsewhere a copy through a buffer.
+// 8- and 16-bit lanes, which load whole vectors). Never on SCALAR and EMU128, whose MaskedLoad
+// reads the whole vector and then zeroes lanes (an out-of-bounds read at count 0, which ASan
+// reports). Elsewhere a copy through a buffer.
 template <typename T>
-constexpr bool kMaskedMemOps =
-    !HWY_MEM_OPS_MIGHT_FAULT || (HWY_TARGET == HWY_AVX2 && sizeof(T) >= 4);
+constexpr bool kMaskedMemOps = HWY_TARGET != HWY_SCALAR&& HWY_TARGET != HWY_EMU128 &&
+                               (!HWY_MEM_OPS_MIGHT_FAULT ||
+                                (HWY_TARGET == HWY_AVX2 && sizeof(T) >= 4));
 
 template <class D, typename T = hn::TFromD<D>>
 HWY_INLINE hn::Vec<D> load_first(D d, const T* HWY_RESTRICT x, size_t count) {
