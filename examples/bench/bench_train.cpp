@@ -28,8 +28,8 @@
 // reads the PyTorch script's JSON line and adds the largest relative difference between the two
 // sides' losses.
 // --profile runs one more step after the timed ones under autograd::profiler and prints its
-// key_averages() table (sorted by self time) on stderr; the figures stay those of the unrecorded
-// steps.
+// key_averages() table (sorted by self time, every row: one step's ops are a few dozen names) on
+// stderr; the figures stay those of the unrecorded steps.
 //
 //   bench_train [--config ch5|small] [--steps 6] [--threads 1] [--reference FILE] [--profile]
 //               [--batch B] [--context T] [--vocab V] [--emb C] [--heads H] [--layers L]
@@ -267,7 +267,7 @@ int run(int argc, char** argv) {
   const double rss = peak_rss_mb();
   const MemoryStats memory = memory_stats();
   if (profile) {  // one more step, recorded: its table on stderr
-    examples::StepProfiler profiler(true, steps - 1, steps);
+    examples::StepProfiler profiler(true, steps - 1, steps, /*rows=*/-1);
     profiler.before_step(steps);
     train_step(steps);
     if (auto table = profiler.after_step(steps)) std::fprintf(stderr, "%s\n", table->c_str());

@@ -1,6 +1,7 @@
 // examples/bench/bench_train --profile on a one-layer model of the small config: the JSON line of
 // the timed steps on stdout, and autograd::profiler's table of one more step (PyTorch's columns,
-// the step's forward ops and backward nodes) on stderr. Built when the benchmarks are
+// every forward op and backward node of the step, however cheap: a table cut to its first rows
+// would drop the cheap ones at random) on stderr. Built when the benchmarks are
 // (EMBER_BUILD_BENCH); their figures are scripts/bench's business, not a test's.
 #ifdef EMBER_BENCH_TRAIN_BINARY
 
