@@ -4,6 +4,7 @@
 #include <numeric>
 #include <utility>
 
+#include "core/base/allocator.h"
 #include "core/base/error.h"
 #include "core/base/shape.h"
 #include "core/tensor/options.h"
@@ -18,7 +19,17 @@ int64_t random_int64_full(Generator& gen) {
 
 std::vector<int64_t> randperm(int64_t n, Generator& gen) {
   check(n >= 0, "randperm: n must be non-negative, got ", n);
-  std::vector<int64_t> r(static_cast<std::size_t>(n));
+  // n numbers of 8 bytes must fit in memory (PyTorch fails with bad_alloc or is killed).
+  const double physical = detail::physical_memory_bytes();
+  check(static_cast<double>(n) * sizeof(int64_t) <= physical, "randperm: cannot hold n = ", n,
+        " int64 numbers (more than the ", static_cast<int64_t>(physical / (1 << 20)),
+        " MiB of memory this machine has)");
+  std::vector<int64_t> r;
+  try {
+    r.resize(static_cast<std::size_t>(n));
+  } catch (const std::exception&) {  // std::length_error or std::bad_alloc
+    fail("randperm: cannot hold n = ", n, " int64 numbers (not enough memory)");
+  }
   std::iota(r.begin(), r.end(), int64_t{0});
   std::lock_guard<std::mutex> lock(gen.mutex());
   for (int64_t i = 0; i + 1 < n; ++i) {

@@ -414,6 +414,12 @@ void free_object(void* p, std::size_t bytes) noexcept {
   ++list.count;
 }
 
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size)
+                                    : 0x1p40;
+}
+
 }  // namespace ember::detail
 
 namespace ember {

@@ -49,6 +49,12 @@ void* allocate_object(std::size_t bytes);
 // Gives back memory from allocate_object(bytes) (the same `bytes`).
 void free_object(void* p, std::size_t bytes) noexcept;
 
+// The machine's physical memory in bytes (2^40 where the system does not say). Containers sized
+// by a caller's number (split's views, randperm's order) are refused beyond it as an
+// ember::Error before anything is allocated: with overcommit a huge allocation can succeed and
+// fail only when its pages are touched, and AddressSanitizer's operator new aborts on one.
+double physical_memory_bytes();
+
 // A standard allocator over allocate_object, for std::allocate_shared and the small vectors of
 // graph nodes (ObjectVector).
 template <typename T>

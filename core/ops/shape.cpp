@@ -3,10 +3,9 @@
 // views. The view ops themselves (view, reshape, narrow, ...) live in view.cpp.
 #include "core/ops/shape.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 
+#include "core/base/allocator.h"
 #include "core/graph/function.h"
 
 namespace ember {
@@ -373,10 +372,7 @@ namespace {
 // allocated (relying on bad_alloc alone does not work: with overcommit a large reserve succeeds
 // and making the views then exhausts memory, and AddressSanitizer's operator new aborts).
 std::vector<Tensor> room_for(int64_t pieces, const char* op, const Shape& shape) {
-  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
-  const double physical = pages > 0 && page_size > 0
-                              ? static_cast<double>(pages) * static_cast<double>(page_size)
-                              : 0x1p40;
+  const double physical = detail::physical_memory_bytes();
   const double per_view = static_cast<double>(sizeof(Tensor) + sizeof(TensorImpl));
   check(static_cast<double>(pieces) * per_view <= physical, op, ": cannot hold ", pieces,
         " pieces of a tensor of shape ", shape, " (their views would take more than the ",

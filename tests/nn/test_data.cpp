@@ -193,6 +193,15 @@ TEST(Data, SizesAtTheLimits) {
   EXPECT_NE(test::error_of([&] { randperm(kMin, g); }).find("n must be non-negative"),
             std::string::npos);
   EXPECT_TRUE(randperm(0, g).empty());
+  // An order that cannot fit in memory is refused before anything is allocated (not
+  // std::length_error, std::bad_alloc, or an out-of-memory kill while it is filled).
+  for (const int64_t n : {kMax, int64_t{1} << 60, int64_t{1} << 50}) {
+    EXPECT_NE(test::error_of([&] {
+                randperm(n, g);
+              }).find("randperm: cannot hold n = " + std::to_string(n) + " int64 numbers"),
+              std::string::npos)
+        << n;
+  }
 }
 
 }  // namespace
