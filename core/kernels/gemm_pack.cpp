@@ -85,7 +85,8 @@ template <int64_t bytes>
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
   }
 #endif
-  if constexpr (bytes % 32 != 0) std::memcpy(d + b, s + b, bytes - b);
+  // The rest: the last bytes % 32 on x86, every byte on the other CPUs.
+  if (b < bytes) std::memcpy(d + b, s + b, static_cast<std::size_t>(bytes - b));
 }
 
 // pack_lines for a width known at compile time. A piece is W values, moved in 32-byte steps;
