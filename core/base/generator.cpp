@@ -151,21 +151,8 @@ uint32_t Generator::random() {
 }
 
 void Generator::random_block(uint32_t* out, int64_t n) {
-  while (n > 0) {
-    // random() twists when left_ reaches 0 and then reads word 0; here the twist comes first and
-    // left_ = 625 makes the next 624 words readable, after which the state is exactly the one
-    // 624 random() calls would leave.
-    if (left_ == 1) {
-      twist();
-      left_ = kStateSize + 1;
-    }
-    const int64_t k = std::min<int64_t>(n, left_ - 1);
-    random_fill::detail::temper(state_.data() + next_, out, k);  // generator_simd.cpp
-    next_ += static_cast<int>(k);
-    left_ -= static_cast<int>(k);
-    out += k;
-    n -= k;
-  }
+  // generator_simd.cpp: twists and tempers, a vector of words at a time, in one dispatched call
+  random_fill::detail::random_block(state_.data(), kStateSize, kShift, left_, next_, out, n);
 }
 
 uint64_t Generator::random64() {

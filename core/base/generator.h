@@ -131,6 +131,11 @@ void twist_scalar(uint32_t* s, int n, int shift);
 // out[i] = s[i] tempered (MT19937's output of state word s[i]), for i in [0, n).
 void temper(const uint32_t* s, uint32_t* out, int64_t n);
 void temper_scalar(const uint32_t* s, uint32_t* out, int64_t n);
+// Generator::random_block over twist and temper (one dispatch for the whole block): the next n
+// outputs of the engine with the n_state-word state s at position left, next (its left_ and
+// next_, updated).
+void random_block(uint32_t* s, int n_state, int shift, int& left, int& next, uint32_t* out,
+                  int64_t n);
 // One block of the float32 vectorised normal path (doc §3.4), in place on 16 uniforms:
 // PyTorch's AVX2 arithmetic ported lane by lane; normal_blocks16 does `blocks` consecutive
 // blocks from d on.

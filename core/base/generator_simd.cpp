@@ -1,14 +1,16 @@
 // The generator's vector code (core/base/generator.h, random_fill::detail): MT19937's twist and
-// tempering, and the float32 normal block, written once over Highway and compiled for each
-// target (core/kernels/README.md, "One source for every CPU"), beside the plain loops in
-// generator.cpp. Integer work is exact, so any width gives the plain loops' words; the normal
-// block is PyTorch's AVX2 code (normal_fill_16_AVX2, doc §3.4) operation for operation, each
-// _mm256_fmadd_ps an Fma (fused on every target), so every lane rounds as generator.cpp's scalar
-// port does. tests/core/base/test_generator.cpp checks both on every target.
+// tempering (and Generator::random_block's loop over them, so that a block dispatches once), and
+// the float32 normal block, written once over Highway and compiled for each target
+// (core/kernels/README.md, "One source for every CPU"), beside the plain loops in generator.cpp.
+// Integer work is exact, so any width gives the plain loops' words; the normal block is PyTorch's
+// AVX2 code (normal_fill_16_AVX2, doc §3.4) operation for operation, each _mm256_fmadd_ps an Fma
+// (fused on every target), so every lane rounds as generator.cpp's scalar port does.
+// tests/core/base/test_generator.cpp checks both on every target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/base/generator_simd.cpp"
 #include "hwy/foreach_target.h"  // before highway.h
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -160,6 +162,28 @@ void Temper(const uint32_t* HWY_RESTRICT s, uint32_t* HWY_RESTRICT out, int64_t 
   for (; i < n; ++i) hn::StoreU(tempered(d1, hn::LoadU(d1, s + i)), d1, out + i);
 }
 
+// Generator::random_block: the next n outputs of the engine with state s (n_state words) at
+// position left, next (Generator's left_ and next_), a call of Twist and Temper per 624 words.
+// random() twists when left reaches 0 and then reads word 0; here the twist comes first and
+// left = 625 makes the next 624 words readable, after which the state is exactly the one 624
+// random() calls would leave.
+void RandomBlock(uint32_t* HWY_RESTRICT s, int n_state, int shift, int* HWY_RESTRICT left,
+                 int* HWY_RESTRICT next, uint32_t* HWY_RESTRICT out, int64_t n) {
+  while (n > 0) {
+    if (*left == 1) {
+      Twist(s, n_state, shift);
+      *left = n_state + 1;
+      *next = 0;
+    }
+    const int64_t k = std::min<int64_t>(n, *left - 1);
+    Temper(s + *next, out, k);
+    *next += static_cast<int>(k);
+    *left -= static_cast<int>(k);
+    out += k;
+    n -= k;
+  }
+}
+
 // `blocks` blocks of 16 uniforms from d on, each in place (slot j paired with slot j + 8).
 void NormalBlocks16(float* HWY_RESTRICT d, int64_t blocks, float mean, float stddev) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(D8()));
@@ -179,6 +203,7 @@ namespace ember::random_fill::detail {
 
 HWY_EXPORT(Twist);
 HWY_EXPORT(Temper);
+HWY_EXPORT(RandomBlock);
 HWY_EXPORT(NormalBlocks16);
 
 void twist(uint32_t* s, int n, int shift) {
@@ -189,6 +214,12 @@ void twist(uint32_t* s, int n, int shift) {
 void temper(const uint32_t* s, uint32_t* out, int64_t n) {
   cpu::apply_capability();
   HWY_DYNAMIC_DISPATCH(Temper)(s, out, n);
+}
+
+void random_block(uint32_t* s, int n_state, int shift, int& left, int& next, uint32_t* out,
+                  int64_t n) {
+  cpu::apply_capability();
+  HWY_DYNAMIC_DISPATCH(RandomBlock)(s, n_state, shift, &left, &next, out, n);
 }
 
 void normal_blocks16(float* d, int64_t blocks, float mean, float stddev) {
