@@ -12,9 +12,9 @@
 // the logger, core/autograd/log.h), so check target_name() when in doubt.
 // The variable is read once, at the first kernel that dispatches.
 //
-// The x86 kernels not yet written over Highway (the GEMM tiles, the generator's blocks)
-// ask use_avx512() and has_avx2_fma() below; they keep their AVX2 code under
-// EMBER_CPU_CAPABILITY=scalar.
+// The x86 kernels not yet written over Highway (the GEMM tiles) ask use_avx512() below; they
+// keep their AVX2 code under EMBER_CPU_CAPABILITY=scalar. has_avx512f() and has_avx2_fma() are
+// for the tests.
 #pragma once
 
 namespace ember::cpu {
@@ -35,8 +35,8 @@ const char* target_name();
 // AVX-512 and EMBER_CPU_CAPABILITY allows it). Asked once, then fixed for the process.
 bool use_avx512();
 
-// What the CPU has, whatever EMBER_CPU_CAPABILITY says (for the intrinsic kernels, and for
-// tests that run each of their paths directly).
+// What the CPU has, whatever EMBER_CPU_CAPABILITY says (for tests that check which path
+// runs).
 bool has_avx512f();
 bool has_avx2_fma();
 

@@ -14,11 +14,6 @@
 #include <limits>
 #include <numbers>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "core/base/cpu.h"
 #include "core/base/error.h"
 
 namespace ember {
@@ -129,82 +124,23 @@ inline uint32_t tempered(uint32_t y) {
   return y;
 }
 
+}  // namespace
+
+// The plain loops of the twist and the tempering (random_fill::detail::twist and temper, in
+// generator_simd.cpp, are the same a vector at a time).
+//
 // The textbook twist, word by word, in place: word i reads word i + 397 before it is rewritten
 // (i < 227) and after (i >= 227, where (i + 397) mod 624 = i - 227).
-void twist_scalar(uint32_t* s, int n, int shift) {
+void random_fill::detail::twist_scalar(uint32_t* s, int n, int shift) {
   for (int i = 0; i < n; ++i) s[i] = twisted(s[i], s[(i + 1) % n], s[(i + shift) % n]);
 }
 
-void temper_scalar(const uint32_t* s, uint32_t* out, int64_t n) {
+void random_fill::detail::temper_scalar(const uint32_t* s, uint32_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = tempered(s[i]);
 }
 
-#if defined(__x86_64__)
-// Fast path: the same twist eight words at a time. Word i depends on words i + 1 and i + 397
-// (old values) or i - 227 (new values), never on words i + 1 .. i + 7 rewritten in the same
-// step, so eight consecutive words can be computed together; the few words around the two
-// boundaries (227 and 623) are done one by one as above.
-__attribute__((target("avx2"))) inline __m256i twisted8(__m256i word, __m256i next, __m256i far) {
-  const __m256i y = _mm256_or_si256(_mm256_and_si256(word, _mm256_set1_epi32(kUpperMask)),
-                                    _mm256_and_si256(next, _mm256_set1_epi32(kLowerMask)));
-  // (y & 1) ? kMatrixA : 0, as a mask: 0 - (y & 1) is all ones or all zeros.
-  const __m256i odd =
-      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_and_si256(y, _mm256_set1_epi32(1)));
-  const __m256i mag = _mm256_and_si256(odd, _mm256_set1_epi32(static_cast<int>(kMatrixA)));
-  return _mm256_xor_si256(far, _mm256_xor_si256(_mm256_srli_epi32(y, 1), mag));
-}
-
-__attribute__((target("avx2"))) inline __m256i load8(const uint32_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-__attribute__((target("avx2"))) void twist_avx2(uint32_t* s, int n, int shift) {
-  const int first = n - shift;  // 227 words read an old word i + 397
-  int i = 0;
-  for (; i + 8 <= first; i += 8) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + i),
-                        twisted8(load8(s + i), load8(s + i + 1), load8(s + i + shift)));
-  }
-  for (; i < first; ++i) s[i] = twisted(s[i], s[i + 1], s[i + shift]);
-  for (; i + 8 <= n - 1; i += 8) {  // words i - 227 .. i - 220 are already new
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + i),
-                        twisted8(load8(s + i), load8(s + i + 1), load8(s + i - first)));
-  }
-  for (; i < n; ++i) s[i] = twisted(s[i], s[(i + 1) % n], s[(i + shift) % n]);
-}
-
-__attribute__((target("avx2"))) void temper_avx2(const uint32_t* s, uint32_t* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    y = _mm256_xor_si256(y, _mm256_srli_epi32(y, 11));
-    y = _mm256_xor_si256(y,
-                         _mm256_and_si256(_mm256_slli_epi32(y, 7), _mm256_set1_epi32(0x9D2C5680)));
-    y = _mm256_xor_si256(y,
-                         _mm256_and_si256(_mm256_slli_epi32(y, 15), _mm256_set1_epi32(0xEFC60000)));
-    y = _mm256_xor_si256(y, _mm256_srli_epi32(y, 18));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), y);
-  }
-  temper_scalar(s + i, out + i, n - i);
-}
-#endif
-
-}  // namespace
-
-namespace random_fill::detail {
-bool has_avx2_fma() { return cpu::has_avx2_fma(); }  // core/base/cpu.h
-}  // namespace random_fill::detail
-
 void Generator::twist() {
-#if defined(__x86_64__)
-  if (random_fill::detail::has_avx2_fma()) {
-    twist_avx2(state_.data(), kStateSize, kShift);
-    left_ = kStateSize;
-    next_ = 0;
-    return;
-  }
-#endif
-  twist_scalar(state_.data(), kStateSize, kShift);
+  random_fill::detail::twist(state_.data(), kStateSize, kShift);  // generator_simd.cpp
   left_ = kStateSize;
   next_ = 0;
 }
@@ -215,29 +151,8 @@ uint32_t Generator::random() {
 }
 
 void Generator::random_block(uint32_t* out, int64_t n) {
-  while (n > 0) {
-    // random() twists when left_ reaches 0 and then reads word 0; here the twist comes first and
-    // left_ = 625 makes the next 624 words readable, after which the state is exactly the one
-    // 624 random() calls would leave.
-    if (left_ == 1) {
-      twist();
-      left_ = kStateSize + 1;
-    }
-    const int64_t k = std::min<int64_t>(n, left_ - 1);
-#if defined(__x86_64__)
-    if (random_fill::detail::has_avx2_fma()) {
-      temper_avx2(state_.data() + next_, out, k);
-    } else {
-      temper_scalar(state_.data() + next_, out, k);
-    }
-#else
-    temper_scalar(state_.data() + next_, out, k);
-#endif
-    next_ += static_cast<int>(k);
-    left_ -= static_cast<int>(k);
-    out += k;
-    n -= k;
-  }
+  // generator_simd.cpp: twists and tempers, a vector of words at a time, in one dispatched call
+  random_fill::detail::random_block(state_.data(), kStateSize, kShift, left_, next_, out, n);
 }
 
 uint64_t Generator::random64() {
@@ -269,8 +184,8 @@ double uniform53(Generator& g) {
 // float: the LOW 24 bits of one random(), times 2^-24. Exact.
 
 // The uniforms in bulk, for the fills: f(i, u) for the i-th of n uniforms, i = 0 .. n-1,
-// in stream order. The raw outputs come kChunk at a time from random_block (eight at a time
-// with AVX2) instead of one random() call each; the numbers are the same.
+// in stream order. The raw outputs come kChunk at a time from random_block (tempered a vector
+// at a time) instead of one random() call each; the numbers are the same.
 constexpr int64_t kChunk = 1024;
 
 template <typename F>
@@ -412,7 +327,9 @@ void avx2_sincos(float t, float& sin_out, float& cos_out) {
 
 }  // namespace
 
-// float32: normal_fill_16_AVX2 (doc §3.4). mean and stddev arrive already cast to float.
+// float32: normal_fill_16_AVX2 (doc §3.4). mean and stddev arrive already cast to float. The plain
+// loop of random_fill::detail::normal_blocks16 (generator_simd.cpp), which runs it a vector of
+// lanes at a time.
 void detail::normal_block16_scalar(float* d, float mean, float stddev) {
   const float kTwoPi = float_from_bits(0x40C90FDB);  // (float)(2 * pi)
   for (int j = 0; j < 8; ++j) {
@@ -428,105 +345,7 @@ void detail::normal_block16_scalar(float* d, float mean, float stddev) {
   }
 }
 
-#if defined(__x86_64__)
 namespace {
-// (Helpers, not lambdas: a lambda does not inherit its function's target attribute.)
-__attribute__((target("avx2"))) inline __m256 splat(uint32_t bits) {
-  return _mm256_set1_ps(float_from_bits(bits));
-}
-__attribute__((target("avx2"))) inline __m256i as_int(__m256 x) { return _mm256_castps_si256(x); }
-__attribute__((target("avx2"))) inline __m256 as_float(__m256i x) { return _mm256_castsi256_ps(x); }
-}  // namespace
-
-// Fast path: the same block with the eight lanes in one AVX2 register, as PyTorch runs it. The
-// operations are those of the scalar port above, one for one (a std::fmaf there is an
-// _mm256_fmadd_ps here), so the bits are the same (tests/core/base/test_generator.cpp checks every
-// possible uniform).
-__attribute__((target("avx2,fma"))) void detail::normal_block16_avx2(float* d, float mean,
-                                                                     float stddev) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 u1 = _mm256_sub_ps(one, _mm256_loadu_ps(d));  // (0, 1]
-  const __m256 u2 = _mm256_loadu_ps(d + 8);
-
-  // ---- avx2_log(u1) ----
-  const __m256 invalid = _mm256_cmp_ps(u1, _mm256_setzero_ps(), _CMP_LE_OQ);  // NaN lanes
-  __m256 x = _mm256_max_ps(u1, _mm256_set1_ps(std::numeric_limits<float>::min()));
-  const __m256i biased = _mm256_srli_epi32(as_int(x), 23);
-  __m256 exponent =
-      _mm256_add_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(biased, _mm256_set1_epi32(127))), one);
-  const __m256 mantissa = as_float(_mm256_or_si256(
-      _mm256_and_si256(as_int(x), _mm256_set1_epi32(static_cast<int>(~0x7F800000u))),
-      _mm256_set1_epi32(0x3F000000)));
-  const __m256 small = _mm256_cmp_ps(mantissa, splat(0x3F3504F3), _CMP_LT_OS);  // m < sqrt(1/2)
-  exponent = _mm256_sub_ps(exponent, _mm256_and_ps(one, small));
-  __m256 t = _mm256_add_ps(_mm256_sub_ps(mantissa, one), _mm256_and_ps(mantissa, small));
-  const __m256 t2 = _mm256_mul_ps(t, t);
-  const uint32_t kP[9] = {0x3D9021BB, 0xBDEBD1B8, 0x3DEF251A, 0xBDFE5D4F, 0x3E11E9BF,
-                          0xBE2AAE50, 0x3E4CCEAC, 0xBE7FFFFC, 0x3EAAAAAA};
-  __m256 y = splat(kP[0]);
-  for (int k = 1; k < 9; ++k) y = _mm256_fmadd_ps(y, t, splat(kP[k]));
-  y = _mm256_mul_ps(y, t);
-  y = _mm256_fmadd_ps(y, t2, _mm256_mul_ps(exponent, splat(0xB95E8083)));
-  y = _mm256_sub_ps(y, _mm256_mul_ps(t2, _mm256_set1_ps(0.5f)));
-  __m256 log_u1 = _mm256_add_ps(_mm256_add_ps(t, y), _mm256_mul_ps(exponent, splat(0x3F318000)));
-  log_u1 = _mm256_or_ps(log_u1, invalid);
-  const __m256 radius = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), log_u1));
-
-  // ---- avx2_sincos(2 pi u2) ----
-  const __m256 theta = _mm256_mul_ps(splat(0x40C90FDB), u2);
-  const __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  __m256i sign_sin = _mm256_and_si256(as_int(theta), sign_bit);
-  __m256 xr = as_float(_mm256_andnot_si256(sign_bit, as_int(theta)));  // |theta|
-  __m256i j = _mm256_cvttps_epi32(_mm256_mul_ps(xr, splat(0x3FA2F983)));
-  j = _mm256_and_si256(_mm256_add_epi32(j, _mm256_set1_epi32(1)), _mm256_set1_epi32(~1));
-  const __m256 jf = _mm256_cvtepi32_ps(j);
-  const __m256i swap_sign_sin = _mm256_slli_epi32(_mm256_and_si256(j, _mm256_set1_epi32(4)), 29);
-  const __m256 sine_poly_is_sin = as_float(
-      _mm256_cmpeq_epi32(_mm256_and_si256(j, _mm256_set1_epi32(2)), _mm256_setzero_si256()));
-  xr = _mm256_fmadd_ps(jf, splat(0xBF490000), xr);
-  xr = _mm256_fmadd_ps(jf, splat(0xB97DA000), xr);
-  xr = _mm256_fmadd_ps(jf, splat(0xB3222169), xr);
-  const __m256i sign_cos = _mm256_slli_epi32(
-      _mm256_andnot_si256(_mm256_sub_epi32(j, _mm256_set1_epi32(2)), _mm256_set1_epi32(4)), 29);
-  sign_sin = _mm256_xor_si256(sign_sin, swap_sign_sin);
-  const __m256 z = _mm256_mul_ps(xr, xr);
-  __m256 cos_poly = _mm256_fmadd_ps(splat(0x37CCF5CE), z, splat(0xBAB6061A));
-  cos_poly = _mm256_fmadd_ps(cos_poly, z, splat(0x3D2AAAA5));
-  cos_poly = _mm256_mul_ps(cos_poly, z);
-  cos_poly = _mm256_fmsub_ps(cos_poly, z, _mm256_mul_ps(z, _mm256_set1_ps(0.5f)));
-  cos_poly = _mm256_add_ps(cos_poly, one);
-  __m256 sin_poly = _mm256_fmadd_ps(splat(0xB94CA1F9), z, splat(0x3C08839E));
-  sin_poly = _mm256_fmadd_ps(sin_poly, z, splat(0xBE2AAAA3));
-  sin_poly = _mm256_mul_ps(sin_poly, z);
-  sin_poly = _mm256_fmadd_ps(sin_poly, xr, xr);
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 sin_value =
-      _mm256_add_ps(_mm256_blendv_ps(cos_poly, sin_poly, sine_poly_is_sin), zero);
-  const __m256 cos_value =
-      _mm256_add_ps(_mm256_blendv_ps(sin_poly, cos_poly, sine_poly_is_sin), zero);
-  const __m256 sin_theta = as_float(_mm256_xor_si256(as_int(sin_value), sign_sin));
-  const __m256 cos_theta = as_float(_mm256_xor_si256(as_int(cos_value), sign_cos));
-
-  const __m256 vstd = _mm256_set1_ps(stddev), vmean = _mm256_set1_ps(mean);
-  _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_mul_ps(radius, cos_theta), vstd, vmean));
-  _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(_mm256_mul_ps(radius, sin_theta), vstd, vmean));
-}
-#else
-void detail::normal_block16_avx2(float*, float, float) {
-  fail("normal_block16_avx2: not an x86-64 build");
-}
-#endif
-
-namespace {
-
-// The block the float32 path runs: PyTorch's AVX2 arithmetic, in AVX2 when the CPU has it.
-void normal_block16_f32(float* d, float mean, float stddev) {
-  if (detail::has_avx2_fma()) {
-    detail::normal_block16_avx2(d, mean, stddev);
-  } else {
-    detail::normal_block16_scalar(d, mean, stddev);
-  }
-}
 
 // float64: normal_fill_16<double> (doc §3.5), in double with libm. GCC fuses
 // `radius * cos(theta) * stddev + mean` into fma(radius * cos(theta), stddev, mean).
@@ -542,6 +361,10 @@ void normal_block16_libm(double* d, double mean, double stddev) {
   }
 }
 
+void normal_blocks16_libm(double* d, int64_t blocks, double mean, double stddev) {
+  for (int64_t b = 0; b < blocks; ++b) normal_block16_libm(d + 16 * b, mean, stddev);
+}
+
 // normal_fill (doc §3.3): n >= 16 uniforms, then every full block of 16 in place. If n is not a
 // multiple of 16, the LAST 16 slots (overlapping the previous block) get 16 fresh uniforms and
 // one more block: n + (n % 16 ? 16 : 0) draws in all.
@@ -549,19 +372,20 @@ void normal_block16_libm(double* d, double mean, double stddev) {
 // PyTorch draws all n uniforms, then transforms the blocks. A block reads only its own 16
 // uniforms, so drawing and transforming a few thousand at a time (kChunk is a multiple of 16)
 // gives the same numbers while they are still in the cache.
-template <typename T, typename FillUniform, typename Block>
+// blocks16(d, count, mean, stddev) transforms the `count` blocks of 16 from d on.
+template <typename T, typename FillUniform, typename Blocks>
 void vectorised_normal_fill(T* data, int64_t n, T mean, T stddev, Generator& g,
-                            FillUniform fill_uniform, Block block16) {
+                            FillUniform fill_uniform, Blocks blocks16) {
   static_assert(kChunk % 16 == 0);
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t m = std::min(kChunk, n - start);
     fill_uniform(data + start, m, g);
-    for (int64_t i = start; i + 16 <= start + m; i += 16) block16(data + i, mean, stddev);
+    blocks16(data + start, m / 16, mean, stddev);
   }
   if (n % 16 != 0) {
     T* last = data + n - 16;
     fill_uniform(last, 16, g);
-    block16(last, mean, stddev);
+    blocks16(last, 1, mean, stddev);
   }
 }
 
@@ -659,7 +483,7 @@ void normal(float* data, int64_t n, double mean, double stddev, bool contiguous,
   std::lock_guard<std::mutex> lock(g.mutex());
   if (contiguous && n >= 16) {
     vectorised_normal_fill(data, n, static_cast<float>(mean), static_cast<float>(stddev), g,
-                           fill_uniform24, normal_block16_f32);
+                           fill_uniform24, detail::normal_blocks16);  // generator_simd.cpp
   } else {
     serial_normal_fill(data, n, mean, stddev, g);
   }
@@ -668,7 +492,7 @@ void normal(float* data, int64_t n, double mean, double stddev, bool contiguous,
 void normal(double* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g) {
   std::lock_guard<std::mutex> lock(g.mutex());
   if (contiguous && n >= 16) {
-    vectorised_normal_fill(data, n, mean, stddev, g, fill_uniform53, normal_block16_libm);
+    vectorised_normal_fill(data, n, mean, stddev, g, fill_uniform53, normal_blocks16_libm);
   } else {
     serial_normal_fill(data, n, mean, stddev, g);
   }

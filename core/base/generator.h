@@ -56,7 +56,7 @@ class Generator {
   // Two MT19937 outputs: (first << 32) | second.
   uint64_t random64();
   // The next n outputs at once, the same as n calls of random() (the fills use this: the state
-  // is regenerated and tempered eight words at a time with AVX2 where the CPU has it).
+  // is regenerated and tempered a vector of words at a time, random_fill::detail below).
   void random_block(uint32_t* out, int64_t n);
 
   // The serial normal path's cached second Box-Muller value (doc §3.2). Only this one is used
@@ -120,13 +120,27 @@ void dropout_noise(double* data, int64_t n, double p, Generator& g);
 // below 2^32 and random64() otherwise. Requires low < high. Fill elements in memory order.
 int64_t randint(int64_t low, int64_t high, Generator& g);
 
-// Exposed for the tests: one block of the float32 vectorised normal path (doc §3.4), in place on
-// 16 uniforms, by the scalar port of PyTorch's AVX2 code and by the AVX2 code itself (which
-// needs a CPU with AVX2 and FMA: has_avx2_fma()). Both give the same bits.
+// The generator's vector code (generator_simd.cpp), written once over Highway and run on the
+// best target the CPU has (core/base/cpu.h), and the plain loops beside it (generator.cpp), which
+// give the same bits (tests/core/base/test_generator.cpp checks them on every target).
 namespace detail {
-bool has_avx2_fma();
+// MT19937's twist of the n-word state s in place: word i from words i, i + 1 and i + shift
+// (mod n), the words below i already twisted.
+void twist(uint32_t* s, int n, int shift);
+void twist_scalar(uint32_t* s, int n, int shift);
+// out[i] = s[i] tempered (MT19937's output of state word s[i]), for i in [0, n).
+void temper(const uint32_t* s, uint32_t* out, int64_t n);
+void temper_scalar(const uint32_t* s, uint32_t* out, int64_t n);
+// Generator::random_block over twist and temper (one dispatch for the whole block): the next n
+// outputs of the engine with the n_state-word state s at position left, next (its left_ and
+// next_, updated).
+void random_block(uint32_t* s, int n_state, int shift, int& left, int& next, uint32_t* out,
+                  int64_t n);
+// One block of the float32 vectorised normal path (doc §3.4), in place on 16 uniforms:
+// PyTorch's AVX2 arithmetic ported lane by lane; normal_blocks16 does `blocks` consecutive
+// blocks from d on.
 void normal_block16_scalar(float* d, float mean, float stddev);
-void normal_block16_avx2(float* d, float mean, float stddev);
+void normal_blocks16(float* d, int64_t blocks, float mean, float stddev);
 }  // namespace detail
 
 }  // namespace random_fill

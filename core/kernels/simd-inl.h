@@ -1,6 +1,7 @@
-// What Ember's Highway kernels share: a fused multiply-add that is fused on every target,
-// PyTorch's eight-lane sums on vectors of any width, and a lookup in a table of 32 entries
-// (core/kernels/README.md, "One source for every CPU").
+// What Ember's Highway kernels share: a fused multiply-add that is fused on every target
+// (core/base/fma-inl.h, which the generator uses too), PyTorch's eight-lane sums on vectors of
+// any width, and a lookup in a table of 32 entries (core/kernels/README.md, "One source for
+// every CPU").
 //
 // Included by a kernel file after its foreach_target.h, once per Highway target: the guard
 // below flips with HWY_TARGET_TOGGLE (Highway's convention for -inl.h files), so each target
@@ -44,6 +45,7 @@ constexpr Table32 make_table32(const uint64_t (&entries)[32]) {
 #include <cmath>
 #include <cstdint>
 
+#include "core/base/fma-inl.h"
 #include "core/kernels/reduce_kernels.h"  // lane_total
 #include "hwy/highway.h"
 
@@ -51,35 +53,9 @@ HWY_BEFORE_NAMESPACE();
 namespace ember::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// a * b + c with one rounding, on every target. Highway's MulAdd is that only where the target
-// has the instruction (HWY_NATIVE_FMA: AVX2, AVX3, NEON, SVE); on SCALAR (and WASM, EMU128) it is
-// a product then a sum, two roundings. There each lane goes through std::fma instead: the bits of
-// the other targets, at the price of a call per lane where the CPU has no fma.
-template <class V>
-HWY_INLINE V Fma(V a, V b, V c) {
-#if HWY_NATIVE_FMA
-  return hn::MulAdd(a, b, c);
-#else
-  using T = hn::TFromV<V>;
-  const hn::DFromV<V> d;
-  HWY_ALIGN T va[hn::MaxLanes(d)], vb[hn::MaxLanes(d)], vc[hn::MaxLanes(d)];
-  hn::Store(a, d, va);
-  hn::Store(b, d, vb);
-  hn::Store(c, d, vc);
-  for (size_t i = 0; i < hn::Lanes(d); ++i) vc[i] = std::fma(va[i], vb[i], vc[i]);
-  return hn::Load(d, vc);
-#endif
-}
-
-// a * b - c with one rounding, on every target (as Fma).
-template <class V>
-HWY_INLINE V Fms(V a, V b, V c) {
-#if HWY_NATIVE_FMA
-  return hn::MulSub(a, b, c);
-#else
-  return Fma(a, b, hn::Neg(c));
-#endif
-}
+// a * b + c and a * b - c with one rounding, on every target (core/base/fma-inl.h).
+using simd::HWY_NAMESPACE::Fma;
+using simd::HWY_NAMESPACE::Fms;
 
 // ta, tb = table.entries[k mod 32] for the k's in the low five bits of ka's and kb's 64-bit
 // lanes (exp's 2^(j / 32)). AVX2 and AVX3 look up by permutes within registers

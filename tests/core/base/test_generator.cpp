@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "tests/core/kernels/targets.h"
 #include "tests/fixtures.h"
 
 namespace ember {
@@ -86,17 +88,45 @@ TEST(Generator, IsTheStandardMt19937) {
   }
 }
 
-// random_block (AVX2 twist and tempering on this machine) is n calls of random(), mixed with
-// single calls at every phase of the 624-word state, across several twists.
+// random_block (the vector twist and tempering) is n calls of random(), mixed with single calls
+// at every phase of the 624-word state, across several twists; on every target.
 TEST(Generator, RandomBlockIsRandomCalledNTimes) {
-  Generator g(7);
-  std::mt19937 reference(7);
-  std::vector<uint32_t> block(3000);
-  for (int64_t n : {1, 5, 623, 624, 625, 8, 1300, 0, 17, 2999, 624, 3, 1248, 31}) {
-    g.random_block(block.data(), n);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(block[i], reference()) << "block of " << n;
-    ASSERT_EQ(g.random(), reference()) << "after a block of " << n;
-  }
+  test::on_every_target([] {
+    Generator g(7);
+    std::mt19937 reference(7);
+    std::vector<uint32_t> block(3000);
+    for (int64_t n : {1, 5, 623, 624, 625, 8, 1300, 0, 17, 2999, 624, 3, 1248, 31}) {
+      g.random_block(block.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(block[i], reference()) << "block of " << n;
+      ASSERT_EQ(g.random(), reference()) << "after a block of " << n;
+    }
+  });
+}
+
+// The vector twist and tempering give their plain loops' words on every target, for states
+// drawn from std::mt19937 (any 624 words are a state) and every length of tempering up to 624
+// (each tail of a vector loop).
+TEST(Generator, TwistAndTemperAreThePlainLoopsOnEveryTarget) {
+  test::on_every_target([] {
+    std::mt19937 words(11);
+    for (int round = 0; round < 20; ++round) {
+      std::vector<uint32_t> a(624), b;
+      for (uint32_t& w : a) w = words();
+      b = a;
+      random_fill::detail::twist_scalar(a.data(), 624, 397);
+      random_fill::detail::twist(b.data(), 624, 397);
+      ASSERT_EQ(a, b) << "round " << round;
+    }
+    std::vector<uint32_t> s(624), a(624), b(624);
+    for (uint32_t& w : s) w = words();
+    for (int64_t n = 0; n <= 624; ++n) {
+      std::fill(a.begin(), a.end(), 0u);
+      std::fill(b.begin(), b.end(), 0u);
+      random_fill::detail::temper_scalar(s.data(), a.data(), n);
+      random_fill::detail::temper(s.data(), b.data(), n);
+      ASSERT_EQ(a, b) << "n = " << n;
+    }
+  });
 }
 
 TEST(Generator, Random64IsHighWordFirst) {
@@ -233,29 +263,39 @@ TEST(RandomFill, TheVectorisedNormalPathLeavesTheCacheAlone) {
   EXPECT_FALSE(g.next_double_normal_sample.has_value());
 }
 
-// The float32 normal block in AVX2 gives the scalar port's bits for every possible uniform:
-// slot j holds k / 2^24 and slot j + 8 the uniform (5 k mod 2^24) / 2^24, for every k < 2^24,
-// so every value meets the log (slots 0-7) and the sine and cosine (slots 8-15). With a mean
-// and stddev that are not 0 and 1, so the final multiply-add is exercised too.
-TEST(RandomFill, Avx2NormalBlockMatchesTheScalarPortForEveryUniform) {
-  if (!random_fill::detail::has_avx2_fma()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+// The float32 normal blocks on every target give the plain loop's bits for every possible
+// uniform: slot j holds k / 2^24 and slot j + 8 the uniform (5 k mod 2^24) / 2^24, for every
+// k < 2^24, so every value meets the log (slots 0-7) and the sine and cosine (slots 8-15). With
+// a mean and stddev that are not 0 and 1, so the final multiply-add is exercised too.
+TEST(RandomFill, NormalBlocksAreThePlainLoopForEveryUniformOnEveryTarget) {
   constexpr uint32_t kValues = uint32_t{1} << 24;
-  float a[16], b[16];
-  int mismatches = 0;
-  for (uint32_t k = 0; k < kValues; k += 8) {
-    for (uint32_t j = 0; j < 8; ++j) {
-      a[j] = static_cast<float>(k + j) * 0x1p-24f;
-      a[j + 8] = static_cast<float>((5 * (k + j)) % kValues) * 0x1p-24f;
+  constexpr uint32_t kBlocks = 4096;  // per call
+  std::vector<float> uniforms(16 * kBlocks), a(16 * kBlocks), b(16 * kBlocks);
+  test::on_every_target([&] {
+    int mismatches = 0;
+    for (uint32_t first = 0; first < kValues; first += 8 * kBlocks) {
+      for (int pass = 0; pass < 2; ++pass) {
+        const float mean = pass == 0 ? 0.0f : 0.25f, stddev = pass == 0 ? 1.0f : 0.02f;
+        for (uint32_t block = 0; block < kBlocks; ++block) {
+          for (uint32_t j = 0; j < 8; ++j) {
+            const uint32_t k = first + 8 * block + j;
+            uniforms[16 * block + j] = static_cast<float>(k) * 0x1p-24f;
+            uniforms[16 * block + j + 8] = static_cast<float>((5 * k) % kValues) * 0x1p-24f;
+          }
+        }
+        a = uniforms;
+        b = uniforms;
+        for (uint32_t block = 0; block < kBlocks; ++block) {
+          random_fill::detail::normal_block16_scalar(a.data() + 16 * block, mean, stddev);
+        }
+        random_fill::detail::normal_blocks16(b.data(), kBlocks, mean, stddev);
+        if (std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0 && ++mismatches <= 5) {
+          ADD_FAILURE() << "blocks from k = " << first << ", mean " << mean;
+        }
+      }
     }
-    std::memcpy(b, a, sizeof a);
-    const float mean = k % 16 == 0 ? 0.0f : 0.25f, stddev = k % 16 == 0 ? 1.0f : 0.02f;
-    random_fill::detail::normal_block16_scalar(a, mean, stddev);
-    random_fill::detail::normal_block16_avx2(b, mean, stddev);
-    if (std::memcmp(a, b, sizeof a) != 0 && ++mismatches <= 5) {
-      ADD_FAILURE() << "block starting at k = " << k;
-    }
-  }
-  EXPECT_EQ(mismatches, 0);
+    EXPECT_EQ(mismatches, 0);
+  });
 }
 
 TEST(RandomFill, RejectsBadArguments) {
