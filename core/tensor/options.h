@@ -45,7 +45,7 @@ class TensorOptions {
   bool requires_grad() const { return requires_grad_; }
 
  private:
-  DType dtype_ = kDefaultDType;
+  DType dtype_ = get_default_dtype();  // read when the options are made
   bool requires_grad_ = false;
 };
 
