@@ -195,9 +195,8 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
   }
 
   ForwardScope scope(*this);
-  Tensor tok_embeds = (*tok_emb)(in_idx);  // [batch, seq_len, emb_dim]
-  Tensor pos_embeds =
-      (*pos_emb)(arange(double(start), double(start + seq_len)));  // [seq_len, emb_dim]
+  Tensor tok_embeds = (*tok_emb)(in_idx);                          // [batch, seq_len, emb_dim]
+  Tensor pos_embeds = (*pos_emb)(arange(start, start + seq_len));  // [seq_len, emb_dim]
   Tensor x = tok_embeds + pos_embeds;
   x = (*drop_emb)(x);
   if (options.use_cache) {

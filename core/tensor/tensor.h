@@ -244,9 +244,11 @@ Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
 Tensor empty_like(const Tensor& t);
 Tensor scalar_tensor(double value, DType dtype = get_default_dtype());  // 0-d
-// arange(end), arange(start, end, step): int64 like PyTorch unless a float dtype is given.
-Tensor arange(double end, DType dtype = DType::Int64);
-Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Int64);
+// arange(end), arange(start, end, step), as torch.arange: unless a dtype is given, int64 when
+// every bound is a C++ integer (arange(5)), the default dtype when one is floating (arange(5.0),
+// arange(0, 1, 0.25)).
+Tensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = std::nullopt);
 Tensor eye(int64_t n, DType dtype = get_default_dtype());
 Tensor triu(const Tensor& t, int64_t diagonal = 0);  // keeps j - i >= diagonal
 Tensor tril(const Tensor& t, int64_t diagonal = 0);  // keeps j - i <= diagonal
