@@ -55,7 +55,8 @@ Tensor GPTGELU::forward(const Tensor& x) {
   // The composite, the book's line (fused = false), for study:
   //   0.5 * x * (1 + torch.tanh(torch.sqrt(torch.tensor(2.0 / torch.pi)) *
   //                             (x + 0.044715 * torch.pow(x, 3))))
-  // with its float32 sqrt(2 / pi) (kernels::book_sqrt_2_over_pi) and 0.044715 (kGeluTanhCubic).
+  // with its sqrt(2 / pi) in the default dtype of this call (kernels::book_sqrt_2_over_pi) and
+  // 0.044715 (kGeluTanhCubic).
   const double sqrt_2_over_pi = kernels::book_sqrt_2_over_pi();
   return 0.5 * x * (1 + tanh(sqrt_2_over_pi * (x + kernels::kGeluTanhCubic * pow(x, 3))));
 }
@@ -194,9 +195,8 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
   }
 
   ForwardScope scope(*this);
-  Tensor tok_embeds = (*tok_emb)(in_idx);  // [batch, seq_len, emb_dim]
-  Tensor pos_embeds =
-      (*pos_emb)(arange(double(start), double(start + seq_len)));  // [seq_len, emb_dim]
+  Tensor tok_embeds = (*tok_emb)(in_idx);                          // [batch, seq_len, emb_dim]
+  Tensor pos_embeds = (*pos_emb)(arange(start, start + seq_len));  // [seq_len, emb_dim]
   Tensor x = tok_embeds + pos_embeds;
   x = (*drop_emb)(x);
   if (options.use_cache) {

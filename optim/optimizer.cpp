@@ -216,7 +216,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     ParamState copy;
     for (const auto& [key, t] : entries) {
       if (key == "step") {
-        copy[key] = scalar_tensor(t.item());  // 0-d float32, as the optimizers keep it
+        copy[key] = scalar_tensor(t.item());  // 0-d, the default dtype, as the optimizers keep it
         continue;
       }
       Tensor value = t.detach().to(p.dtype()).contiguous().clone();

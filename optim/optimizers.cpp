@@ -44,7 +44,8 @@ Tensor& state_like(ParamState& state, const std::string& key, const Tensor& para
   return it->second;
 }
 
-// The step counter, a 0-d float32 tensor as in PyTorch 1.13; returns the new value.
+// The step counter, a 0-d tensor of the default dtype (torch.tensor(0.) in PyTorch 1.13);
+// returns the new value.
 double increment_step(ParamState& state) {
   auto it = state.find("step");
   if (it == state.end()) it = state.emplace("step", scalar_tensor(0.0)).first;

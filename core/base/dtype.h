@@ -8,7 +8,39 @@ namespace ember {
 
 enum class DType { Bool, Int64, Float32, Float64 };
 
+// The default dtype a program starts with (float32, as PyTorch's). What the factories use is
+// get_default_dtype(), which set_default_dtype can change.
 inline constexpr DType kDefaultDType = DType::Float32;
+
+// torch.get_default_dtype(): the dtype of a floating tensor made without one (zeros, ones, empty,
+// full, rand, randn, eye, tensor, from_vector of doubles, module parameters), of integer
+// inputs to math functions and true division, and of the constants PyTorch's code builds with
+// torch.tensor (the book's GELU reads it at each call). Integer factories stay int64 and the
+// *_like factories keep their input's dtype.
+DType get_default_dtype();
+
+// torch.set_default_dtype(d): float32 or float64; any other dtype is an ember::Error
+// ("set_default_dtype: only floating-point types are supported as the default type, got int64").
+// Process-global, as PyTorch's: one std::atomic, so reading it from threads that run ops while
+// another thread sets it is no data race, but which value such an op sees is unspecified; set it
+// before starting work, as with PyTorch.
+void set_default_dtype(DType dtype);
+
+// Sets the default dtype for a scope and restores the previous one when the scope ends, also
+// when it ends by an exception (a failing test leaves the default as it found it):
+//   { DefaultDtypeGuard guard(kFloat64); ... }
+class DefaultDtypeGuard {
+ public:
+  explicit DefaultDtypeGuard(DType dtype) : previous_(get_default_dtype()) {
+    set_default_dtype(dtype);
+  }
+  ~DefaultDtypeGuard() { set_default_dtype(previous_); }
+  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
+  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
+
+ private:
+  DType previous_;
+};
 
 inline std::size_t dtype_size(DType t) {
   switch (t) {

@@ -324,14 +324,15 @@ std::string format_any(const std::vector<int64_t>& shape, const std::vector<V>& 
   std::string body;
   if (numel == 0) {
     // An empty tensor shows its shape unless it is (0,), and its dtype unless it is the
-    // default float32: with no elements there is nothing else to tell them apart.
+    // default dtype: with no elements there is nothing else to tell them apart.
     if (shape.size() != 1) all_suffixes.push_back("size=" + format_shape_tuple(shape));
-    if (dtype != kDefaultDType) all_suffixes.push_back("dtype=torch." + dtype_name(dtype));
+    if (dtype != get_default_dtype()) all_suffixes.push_back("dtype=torch." + dtype_name(dtype));
     body = "[]";
   } else {
-    // float32 (the default dtype), int64 and bool are recognizable from the printed values;
-    // float64 is not, so it is named.
-    if (dtype == DType::Float64) all_suffixes.push_back("dtype=torch.float64");
+    // The default dtype, int64 and bool are recognizable from the printed values; the other
+    // floating dtype is not, so it is named.
+    if (is_floating(dtype) && dtype != get_default_dtype())
+      all_suffixes.push_back("dtype=torch." + dtype_name(dtype));
 
     bool summarize = numel > kThreshold;
     Printer<V> printer(shape, values, summarize);

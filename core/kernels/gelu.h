@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <numbers>
 
+#include "core/base/dtype.h"
+
 namespace ember::kernels {
 
 // The constants, written once for the kernels, the ops (core/ops/activations.cpp) and the book's
@@ -26,9 +28,13 @@ namespace ember::kernels {
 inline constexpr double kGeluTanhCubic = 0.044715;  // c
 // k as PyTorch's gelu(approximate='tanh') has it: sqrt(2/pi) in double, rounded once to T.
 inline double sqrt_2_over_pi() { return std::sqrt(2.0 / std::numbers::pi); }
-// k as the book computes it, torch.sqrt(torch.tensor(2.0 / torch.pi)): 2/pi rounded to float32
-// first, then its square root rounded again (0.7978845, one ulp below PyTorch's 0.7978846).
+// k as the book computes it at each call, torch.sqrt(torch.tensor(2.0 / torch.pi)): 2/pi as a
+// 0-d tensor of the default dtype (get_default_dtype()), then its square root in that dtype.
+// Under float32 (the default): 2/pi rounded to float32 first, then its square root rounded again
+// (0.7978845, one ulp below PyTorch's 0.7978846), also when the input is float64. Under float64:
+// sqrt(2/pi) in double, which is sqrt_2_over_pi().
 inline double book_sqrt_2_over_pi() {
+  if (get_default_dtype() == DType::Float64) return sqrt_2_over_pi();
   return std::sqrt(static_cast<float>(2.0 / std::numbers::pi));
 }
 

@@ -216,7 +216,8 @@ struct Gelu : OpFunction<Gelu> {
 
 // The book's GELU (nn::GPTGELU) as one op:
 //   0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3))))
-// with k = kernels::book_sqrt_2_over_pi(), sqrt(2 / pi) as the book computes it. The forward has
+// with k = kernels::book_sqrt_2_over_pi(), sqrt(2 / pi) as the book computes it: read at the
+// forward (it depends on the default dtype then) and kept for the backward. The forward has
 // the composite's bits; so has the fused backward (kernels::GeluBackward::kBookChain replays the
 // composite's backward nodes).
 struct GptGelu : OpFunction<GptGelu> {
@@ -227,18 +228,17 @@ struct GptGelu : OpFunction<GptGelu> {
   // Recorded for a backward, the forward keeps tanh(u) (saved(1)), as the composite's
   // TanhBackward0 keeps its output: the fused backward computes no tanh (computing it again
   // was about a twentieth of the small GPT config's training step).
+  double k = 0;
   Tensor forward(const Tensor& x) {
+    k = kernels::book_sqrt_2_over_pi();
     Tensor t;
-    Tensor y = gelu_tanh_forward(x, kernels::book_sqrt_2_over_pi(), recording_ ? &t : nullptr);
+    Tensor y = gelu_tanh_forward(x, k, recording_ ? &t : nullptr);
     save_for_backward({x, t});
     return y;
   }
-  std::vector<Tensor> backward(const Tensor& grad) {
-    return {grad * gelu_tanh_slope(saved(0), kernels::book_sqrt_2_over_pi())};
-  }
+  std::vector<Tensor> backward(const Tensor& grad) { return {grad * gelu_tanh_slope(saved(0), k)}; }
   std::vector<Tensor> fused_backward(const Tensor& grad) {
-    return {gelu_tanh_backward(saved(0), saved(1), kernels::book_sqrt_2_over_pi(), grad,
-                               /*book_chain=*/true)};
+    return {gelu_tanh_backward(saved(0), saved(1), k, grad, /*book_chain=*/true)};
   }
 };
 

@@ -141,7 +141,7 @@ struct Div : OpFunction<Div> {
   Tensor forward(const Tensor& a, const Tensor& b) {
     save_for_backward({a, b});
     DType t = result_type(a, b);
-    if (!is_floating(t)) t = kDefaultDType;  // true division, as torch.div
+    if (!is_floating(t)) t = get_default_dtype();  // true division, as torch.div
     return binary_kernel(a, b, t, "div", [](auto x, auto y) { return x / y; });
   }
   // db as PyTorch 1.13 rounds it (div_tensor_other_backward: -grad * ((a / b) / b)): the

@@ -104,18 +104,19 @@ Tensor unary_kernel(const Tensor& t, DType compute, F f) {
   return out;
 }
 
-// Math functions work in floating point; integer inputs become float32, as in PyTorch.
+// Math functions work in floating point; integer inputs become the default dtype
+// (get_default_dtype(): float32 unless set), as in PyTorch.
 inline DType floating_type(const Tensor& t) {
-  return is_floating(t.dtype()) ? t.dtype() : kDefaultDType;
+  return is_floating(t.dtype()) ? t.dtype() : get_default_dtype();
 }
 
-// A Python scalar next to a tensor: a 0-d tensor of the tensor's dtype, or float32 when the
-// tensor is integral and the scalar is not.
+// A Python scalar next to a tensor: a 0-d tensor of the tensor's dtype, or the default dtype when
+// the tensor is integral and the scalar is not.
 // A float32 scalar is rounded like PyTorch's (1e300 becomes inf, no error: only fill checks).
 inline Tensor wrap_scalar(Scalar scalar, const Tensor& like, const char* op = "scalar op") {
   check_defined(like, op);
   DType d = like.dtype();
-  if (!scalar.is_integral() && !is_floating(d)) d = kDefaultDType;
+  if (!scalar.is_integral() && !is_floating(d)) d = get_default_dtype();
   if (d == DType::Bool) d = DType::Int64;
   if (d == DType::Int64) {  // exact, also beyond 2^53
     Tensor t = empty({}, d);

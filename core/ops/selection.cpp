@@ -146,7 +146,8 @@ struct Clamp : OpFunction<Clamp> {
     if (max) hi = max->to_double();
     save_for_backward({x});
     auto whole = [](const std::optional<Scalar>& v) { return !v || v->is_integral(); };
-    DType d = is_floating(x.dtype()) || (whole(min) && whole(max)) ? x.dtype() : kDefaultDType;
+    DType d =
+        is_floating(x.dtype()) || (whole(min) && whole(max)) ? x.dtype() : get_default_dtype();
     if (d == DType::Int64) {  // integer bounds, compared exactly
       const bool has_l = min.has_value(), has_h = max.has_value();
       const int64_t l = min ? min->to_int64() : 0, h = max ? max->to_int64() : 0;

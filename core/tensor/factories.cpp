@@ -64,9 +64,15 @@ Tensor empty_like(const Tensor& t) {
 }
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
-Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
+Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor arange(Scalar start_bound, Scalar end_bound, Scalar step_bound,
+              std::optional<DType> dtype_given) {
+  const bool integral =
+      start_bound.is_integral() && end_bound.is_integral() && step_bound.is_integral();
+  const DType dtype = dtype_given.value_or(integral ? DType::Int64 : get_default_dtype());
+  const double start = start_bound.to_double(), end = end_bound.to_double(),
+               step = step_bound.to_double();
   check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",
         end);
   check(step != 0, "arange: step must be nonzero");

@@ -45,7 +45,7 @@ class TensorOptions {
   bool requires_grad() const { return requires_grad_; }
 
  private:
-  DType dtype_ = kDefaultDType;
+  DType dtype_ = get_default_dtype();  // read when the options are made
   bool requires_grad_ = false;
 };
 
@@ -64,7 +64,7 @@ Tensor randn(const Shape& shape, const TensorOptions& options, Generator* gen = 
 
 // from_vector for float and int64 values (double is in core/tensor/tensor.h); int64 values are copied
 // exactly (never through double). The default dtype is the values' own: float32 or int64. A
-// braced list, from_vector({1, 2}, {2}), still means std::vector<double> (float32).
+// braced list, from_vector({1, 2}, {2}), still means std::vector<double> (the default dtype).
 template <typename T>
 requires(std::same_as<T, float> || std::same_as<T, int64_t>) Tensor
     from_vector(const std::vector<T>& values, const Shape& shape,

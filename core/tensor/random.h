@@ -8,8 +8,8 @@
 namespace ember {
 
 // `gen` null means the default generator (the one manual_seed seeds).
-Tensor rand(const Shape& shape, DType dtype = kDefaultDType, Generator* gen = nullptr);
-Tensor randn(const Shape& shape, DType dtype = kDefaultDType, Generator* gen = nullptr);
+Tensor rand(const Shape& shape, DType dtype = get_default_dtype(), Generator* gen = nullptr);
+Tensor randn(const Shape& shape, DType dtype = get_default_dtype(), Generator* gen = nullptr);
 Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
 Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
 

@@ -233,27 +233,30 @@ struct TensorImpl {
   bool is_view = false;
 };
 
-// ---- factories (float32 unless a dtype is given; TensorOptions overloads in core/tensor/options.h) ----
-Tensor empty(const Shape& shape, DType dtype = kDefaultDType);
-Tensor zeros(const Shape& shape, DType dtype = kDefaultDType);
-Tensor ones(const Shape& shape, DType dtype = kDefaultDType);
-Tensor full(const Shape& shape, double value, DType dtype = kDefaultDType);
+// ---- factories (the default dtype, get_default_dtype(), unless a dtype is given; TensorOptions
+// overloads in core/tensor/options.h) ----
+Tensor empty(const Shape& shape, DType dtype = get_default_dtype());
+Tensor zeros(const Shape& shape, DType dtype = get_default_dtype());
+Tensor ones(const Shape& shape, DType dtype = get_default_dtype());
+Tensor full(const Shape& shape, double value, DType dtype = get_default_dtype());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
 Tensor empty_like(const Tensor& t);
-Tensor scalar_tensor(double value, DType dtype = kDefaultDType);  // 0-d
-// arange(end), arange(start, end, step): int64 like PyTorch unless a float dtype is given.
-Tensor arange(double end, DType dtype = DType::Int64);
-Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Int64);
-Tensor eye(int64_t n, DType dtype = kDefaultDType);
+Tensor scalar_tensor(double value, DType dtype = get_default_dtype());  // 0-d
+// arange(end), arange(start, end, step), as torch.arange: unless a dtype is given, int64 when
+// every bound is a C++ integer (arange(5)), the default dtype when one is floating (arange(5.0),
+// arange(0, 1, 0.25)).
+Tensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = std::nullopt);
+Tensor eye(int64_t n, DType dtype = get_default_dtype());
 Tensor triu(const Tensor& t, int64_t diagonal = 0);  // keeps j - i >= diagonal
 Tensor tril(const Tensor& t, int64_t diagonal = 0);  // keeps j - i <= diagonal
-// tensor({{0.43, 0.15}, {0.55, 0.87}}): shape from the nesting, float32 by default.
-Tensor tensor(const NestedList& values, DType dtype = kDefaultDType);
+// tensor({{0.43, 0.15}, {0.55, 0.87}}): shape from the nesting, the default dtype unless given.
+Tensor tensor(const NestedList& values, DType dtype = get_default_dtype());
 // From a flat vector and a shape.
 Tensor from_vector(const std::vector<double>& values, const Shape& shape,
-                   DType dtype = kDefaultDType);
+                   DType dtype = get_default_dtype());
 
 // ---- comparisons of whole tensors ----
 bool equal(const Tensor& a, const Tensor& b);  // same shape and values

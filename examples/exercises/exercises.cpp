@@ -115,8 +115,7 @@ tensor_list layer_norm_gradients(const std::vector<Tensor>& in, const Tensor& g,
 }
 
 Tensor one_hot(const Tensor& targets, int64_t classes) {
-  return eq(arange(static_cast<double>(classes)).view({1, -1}), targets.view({-1, 1}))
-      .to(DType::Float64);
+  return eq(arange(classes).view({1, -1}), targets.view({-1, 1})).to(DType::Float64);
 }
 
 }  // namespace

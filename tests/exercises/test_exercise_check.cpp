@@ -66,9 +66,8 @@ struct CrossEntropyNoMean : ember::autograd::Function<CrossEntropyNoMean> {
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list g) {
     const tensor_list s = ctx->get_saved_variables();
-    const Tensor one_hot = ember::eq(ember::arange(static_cast<double>(s[0].size(1))).view({1, -1}),
-                                     s[1].view({-1, 1}))
-                               .to(s[0].dtype());
+    const Tensor one_hot =
+        ember::eq(ember::arange(s[0].size(1)).view({1, -1}), s[1].view({-1, 1})).to(s[0].dtype());
     return {(s[0] - one_hot) * g[0], Tensor()};
   }
 };

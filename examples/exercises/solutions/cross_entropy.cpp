@@ -10,8 +10,7 @@ tensor_list CrossEntropy::backward(AutogradContext* ctx, tensor_list grad_output
   const tensor_list saved = ctx->get_saved_variables();
   const Tensor &p = saved[0], &targets = saved[1];
   const Tensor dloss = grad_outputs[0];
-  const Tensor one_hot =
-      eq(arange(static_cast<double>(p.size(1))).view({1, -1}), targets.view({-1, 1})).to(p.dtype());
+  const Tensor one_hot = eq(arange(p.size(1)).view({1, -1}), targets.view({-1, 1})).to(p.dtype());
   const Tensor dlogits = (p - one_hot) / static_cast<double>(p.size(0)) * dloss;
   return {dlogits, Tensor()};  // targets are indices: no gradient
 }

@@ -240,7 +240,7 @@ TEST(Allocator, OverwrittenOutputsShowNothingOfAReusedBuffer) {
     EXPECT_EQ(c.sum().item(), static_cast<double>(rows * cols * depth)) << depth;
   }
   { Tensor dirty = full({rows, cols}, std::nan("")); }
-  Tensor source = arange(static_cast<double>(rows * cols)).reshape({cols, rows});
+  Tensor source = arange(rows * cols).reshape({cols, rows});
   Tensor copy = source.t().contiguous();
   EXPECT_EQ(copy.sum().item(), source.sum().item());
   EXPECT_EQ(copy.index({3, 5}).item(), source.index({5, 3}).item());

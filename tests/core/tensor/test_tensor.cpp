@@ -322,7 +322,7 @@ TEST(TensorFactory, AllocationFailureIsAnError) {
 
 TEST(TensorFactory, ArangeChecksItsLength) {
   // 2^61 int64 elements: 2^64 bytes.
-  expect_error([] { arange(2305843009213693952.); }, "arange: Storage size calculation overflowed");
+  expect_error([] { arange(int64_t{1} << 61); }, "arange: Storage size calculation overflowed");
   expect_error([] { arange(0.0, 1e300, 1e-300, DType::Float32); },
                "arange: invalid size, possible overflow?");
   expect_error([] { arange(NAN); }, "arange: unsupported range: 0 -> nan");
