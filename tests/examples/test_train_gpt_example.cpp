@@ -89,6 +89,16 @@ Printed parse(const std::string& output) {
   return p;
 }
 
+// What two runs printed, as one run's output (a run stopped early, then its resumption): the book's
+// lines in order, the losses and the evaluations by step.
+Printed joined(const Printed& first, const Printed& rest) {
+  Printed p = first;
+  p.book_lines.insert(p.book_lines.end(), rest.book_lines.begin(), rest.book_lines.end());
+  p.step_loss.insert(rest.step_loss.begin(), rest.step_loss.end());
+  p.evals.insert(rest.evals.begin(), rest.evals.end());
+  return p;
+}
+
 void expect_rel(double got, double want, double tol, const std::string& what) {
   EXPECT_LE(std::abs(got - want), tol * std::abs(want))
       << what << ": " << std::setprecision(17) << got << " vs PyTorch's " << want << " (relative "
@@ -320,14 +330,10 @@ TEST(TrainGptExample, ResumePrintsTheLinesOfAnUninterruptedRun) {
                                code);
   ASSERT_EQ(code, 0) << rest;
   EXPECT_NE(rest.find("resumed from"), std::string::npos) << rest;
-  const Printed a = parse(whole), b = parse(first), c = parse(rest);
-  std::vector<std::string> joined = b.book_lines;
-  joined.insert(joined.end(), c.book_lines.begin(), c.book_lines.end());
-  EXPECT_EQ(joined, a.book_lines);
+  const Printed a = parse(whole), both = joined(parse(first), parse(rest));
+  EXPECT_EQ(both.book_lines, a.book_lines);
   EXPECT_GE(a.book_lines.size(), 6u);
-  std::map<long, double> steps = b.step_loss;
-  steps.insert(c.step_loss.begin(), c.step_loss.end());
-  EXPECT_EQ(steps, a.step_loss);  // bit for bit: the same draws in the same order
+  EXPECT_EQ(both.step_loss, a.step_loss);  // bit for bit: the same draws in the same order
   EXPECT_EQ(a.step_loss.size(), 9u);
   // The final sample (temperature and top-k) is the same too.
   const auto tail = [](const std::string& s) {
@@ -369,16 +375,11 @@ TEST(TrainGptExample, CtrlCSavesACheckpointThatResumesAsIfUninterrupted) {
   const Printed a = parse(whole), b = parse(first), c = parse(rest);
   ASSERT_GE(b.step_loss.size(), 4u);
   ASSERT_LT(b.step_loss.rbegin()->first, 39) << "the signal came after the run's end";
-  std::map<long, double> steps = b.step_loss;
-  steps.insert(c.step_loss.begin(), c.step_loss.end());
-  EXPECT_EQ(steps, a.step_loss);
+  const Printed both = joined(b, c);
+  EXPECT_EQ(both.step_loss, a.step_loss);
   EXPECT_EQ(a.step_loss.size(), 40u);
-  std::map<long, std::pair<double, double>> evals = b.evals;
-  evals.insert(c.evals.begin(), c.evals.end());
-  EXPECT_EQ(evals, a.evals);
-  std::vector<std::string> joined = b.book_lines;
-  joined.insert(joined.end(), c.book_lines.begin(), c.book_lines.end());
-  EXPECT_EQ(joined, a.book_lines);
+  EXPECT_EQ(both.evals, a.evals);
+  EXPECT_EQ(both.book_lines, a.book_lines);
   fs::remove_all(dir);
 }
 
@@ -405,13 +406,9 @@ TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
     const std::string rest =
         run(common + "--out '" + out + "' --resume '" + out + "/checkpoint.safetensors'", code);
     ASSERT_EQ(code, 0) << rest;
-    const Printed b = parse(first), c = parse(rest);
-    std::map<long, double> steps = b.step_loss;
-    steps.insert(c.step_loss.begin(), c.step_loss.end());
-    EXPECT_EQ(steps, whole.step_loss);
-    std::vector<std::string> joined = b.book_lines;
-    joined.insert(joined.end(), c.book_lines.begin(), c.book_lines.end());
-    EXPECT_EQ(joined, whole.book_lines);
+    const Printed both = joined(parse(first), parse(rest));
+    EXPECT_EQ(both.step_loss, whole.step_loss);
+    EXPECT_EQ(both.book_lines, whole.book_lines);
   }
   fs::remove_all(dir);
 }
