@@ -12,8 +12,10 @@
 //   ...
 //   handle.remove();
 //
-// When they run (torch.nn.Module._call_impl of PyTorch 1.13), for a call module(x) (operator(),
-// or a ModuleHolder's call; module.forward(x) called directly runs none, as in PyTorch):
+// When they run (torch.nn.Module._call_impl of PyTorch 1.13), for a call of the module, whatever
+// its arguments (module(x), a ModuleHolder's call, mha(x, use_cache), criterion(input, target):
+// every call goes through nn::call, nn/module.h; module.forward(...) called directly runs none,
+// as in PyTorch):
 //   1. forward pre-hooks (module, input): may return replacement inputs;
 //   2. forward (on the inputs the pre-hooks left);
 //   3. forward hooks (module, input, output): may return a replacement output;
@@ -23,7 +25,7 @@
 //   and once it has gone through the module to its inputs:
 //   5. full backward hooks (module, grad_input, grad_output): may return replacement grad_input.
 // Hooks of one kind run in the order they were registered. `input` lists the forward's tensor
-// arguments in order; grad_input has one entry per input, the gradient of the loss with respect
+// arguments in order (its other arguments, such as use_cache, are not in it); grad_input has one entry per input, the gradient of the loss with respect
 // to that input (undefined for one that does not require grad; zeros for one that requires grad
 // but did not reach the output, as PyTorch materialises them); grad_output has one entry, the
 // gradient with respect to the output. A module none of whose inputs requires grad (the first
