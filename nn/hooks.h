@@ -32,6 +32,22 @@
 // layer of a network) calls its backward hooks as soon as grad_output is known, with grad_input
 // all undefined; such a hook must not return a replacement.
 //
+// Order among independent branches. A module's backward hooks run after those of every module
+// called on its output; between modules on branches that do not depend on each other, the
+// engine's order decides, and Ember's is not PyTorch's. PyTorch's engine runs, of the nodes
+// ready, the one created last (a priority queue on sequence_nr): such hooks run in the reverse
+// order of the modules' calls. Ember's runs the node made ready last (a stack: depth first, a
+// node's later inputs first): the order follows the shape of the graph. With ua = a(x),
+// ub = b(x), uc = c(x) (called in that order):
+//   (ua + ub + uc).sum().backward()   PyTorch: c, b, a   Ember: c, b, a
+//   (uc + ua + ub).sum().backward()   PyTorch: c, b, a   Ember: b, a, c
+//   (uc + b(a(x))).sum().backward()   PyTorch: c, b, a   Ember: b, a, c
+// (scripts/fixtures/hook_order.py prints PyTorch's; tests/nn/test_hooks.cpp checks Ember's.)
+// Ember keeps its order: the order nodes run is also the order in which the gradients reaching
+// one tensor by several paths are summed (x's in attention, from W_query, W_key and W_value), so
+// another order may change the last bits of gradients, which Ember's bit-exact tests and recorded
+// outputs pin.
+//
 // Like PyTorch, the backward hooks put an identity node, BackwardHookFunctionBackward, on each
 // input that requires grad and on the output (the graph shows them); a forward that modifies one
 // of these inputs in place is then refused with PyTorch's error. Unlike PyTorch 1.13, an in-place

@@ -421,5 +421,39 @@ TEST(ModuleHooks, ALossOfTwoArgumentsRunsItsHooks) {
   EXPECT_FALSE(grad_input[1].defined());
 }
 
+// Backward hooks of branches that do not depend on each other run in the engine's order, which
+// is not PyTorch's (nn/hooks.h): Ember runs the ready node found last (depth first, a node's
+// later inputs first), PyTorch the ready node created last (scripts/fixtures/hook_order.py
+// prints PyTorch's: c, b, a in every case below, the reverse of the order the modules ran).
+TEST(ModuleHooks, IndependentBranchesRunTheirBackwardHooksInTheEnginesOrder) {
+  manual_seed(0);
+  auto a = std::make_shared<Linear>(3, 3), b = std::make_shared<Linear>(3, 3),
+       c = std::make_shared<Linear>(3, 3);
+  std::vector<std::string> order;
+  for (const auto& [name, m] : {std::pair{"a", a}, std::pair{"b", b}, std::pair{"c", c}}) {
+    m->register_full_backward_hook(
+        [&order, name = std::string(name)](Module&, const TensorList&, const TensorList&) {
+          order.push_back(name);
+        });
+  }
+  Tensor x = rand({2, 3}).requires_grad_(true);
+  using Order = std::vector<std::string>;
+  auto run = [&](const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& join) {
+    order.clear();
+    const Tensor ua = (*a)(x), ub = (*b)(x), uc = (*c)(x);
+    join(ua, ub, uc).sum().backward();
+    return order;
+  };
+  // (ua + ub) + uc: the same order as PyTorch's.
+  EXPECT_EQ(run([](auto ua, auto ub, auto uc) { return ua + ub + uc; }), (Order{"c", "b", "a"}));
+  // (uc + ua) + ub: ub's branch first, then ua's (the later input of uc + ua); PyTorch: c, b, a.
+  EXPECT_EQ(run([](auto ua, auto ub, auto uc) { return uc + ua + ub; }), (Order{"b", "a", "c"}));
+  // uc + b(a(x)): the chain through b and a first; PyTorch: c, b, a.
+  order.clear();
+  const Tensor chain = (*b)((*a)(x)), side = (*c)(x);
+  (side + chain).sum().backward();
+  EXPECT_EQ(order, (Order{"b", "a", "c"}));
+}
+
 }  // namespace
 }  // namespace ember::nn
