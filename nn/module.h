@@ -330,6 +330,8 @@ decltype(auto) hooked_argument(const TensorList& inputs, A& arg) {
   }
 }
 
+// The call with hooks: the Tensor arguments are the hooks' input, and forward gets what the
+// pre-hooks left in their places, the other arguments as they came.
 template <typename M, std::size_t... I, typename... Args>
 Tensor call_hooked(M& module, std::index_sequence<I...>, Args&... args) {
   TensorList inputs;
