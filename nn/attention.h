@@ -75,13 +75,17 @@ class MultiHeadAttentionWrapper : public Module {
 // With use_cache (chapter 4's bonus, ch04/03_kv-cache/gpt_with_kv_cache.py of the book's
 // repository) the keys and values of every token seen are kept, and a forward takes only the
 // new tokens: their queries attend to all cached keys (mask[pos : pos + new, :pos + new]).
-// Inference only (under NoGradGuard); reset_cache() forgets the tokens.
+// Inference only (under NoGradGuard); reset_cache() forgets the tokens. Call it as
+// mha(x, use_cache) (the book's self.att(x, use_cache=use_cache)): the module's hooks run, as
+// for mha(x).
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
                      int64_t num_heads, bool qkv_bias = false);
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, bool use_cache);
+  using Module::operator();
+  Tensor operator()(const Tensor& x, bool use_cache) { return call(*this, x, use_cache); }
   void reset_cache();
 
   const int64_t d_out;

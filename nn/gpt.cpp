@@ -99,8 +99,7 @@ Tensor TransformerBlock::forward(const Tensor& input, bool use_cache) {
   // Shortcut connection around the attention block.
   Tensor shortcut = input;
   Tensor x = (*norm1)(input);
-  // With the KV cache, att's own forward(x, use_cache) (its hooks run only without the cache).
-  x = use_cache ? att->forward(x, true) : (*att)(x);  // [batch, num_tokens, emb_dim]
+  x = (*att)(x, use_cache);  // [batch, num_tokens, emb_dim]
   x = (*drop_shortcut)(x);
   x = x + shortcut;  // add the original input back
 
@@ -200,7 +199,7 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
   Tensor x = tok_embeds + pos_embeds;
   x = (*drop_emb)(x);
   if (options.use_cache) {
-    for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i).forward(x, true);
+    for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i)(x, true);
   } else {
     x = (*trf_blocks)(x);
   }
@@ -268,9 +267,9 @@ class NextTokenLogits {
     if (use_cache_ && n <= context_size_) {
       const Tensor fresh = idx.slice(1, fed_, n);  // the ids the cache has not seen
       fed_ = n;
-      return gpt_->forward(fresh, {.use_cache = true, .last_token_only = true}).select(1, 0);
+      return (*gpt_)(fresh, {.use_cache = true, .last_token_only = true}).select(1, 0);
     }
-    return gpt_->forward(crop(idx, context_size_), {.last_token_only = true}).select(1, 0);
+    return (*gpt_)(crop(idx, context_size_), {.last_token_only = true}).select(1, 0);
   }
 
  private:

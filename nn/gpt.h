@@ -89,6 +89,8 @@ class TransformerBlock : public Module {
   explicit TransformerBlock(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;
   Tensor forward(const Tensor& x, bool use_cache);  // att with its KV cache
+  using Module::operator();
+  Tensor operator()(const Tensor& x, bool use_cache) { return call(*this, x, use_cache); }
 
   std::shared_ptr<MultiHeadAttention> att;
   std::shared_ptr<FeedForward> ff;
@@ -119,6 +121,11 @@ class GPTModel : public Module {
   explicit GPTModel(const GPTConfig& cfg);
   Tensor forward(const Tensor& in_idx) override;
   Tensor forward(const Tensor& in_idx, const GPTForward& options);
+  // model(in_idx, {.use_cache = true}): the forward with options, the model's hooks around it.
+  using Module::operator();
+  Tensor operator()(const Tensor& in_idx, const GPTForward& options) {
+    return call(*this, in_idx, options);
+  }
   void reset_kv_cache();
 
   const GPTConfig cfg;

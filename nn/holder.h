@@ -19,15 +19,15 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "core/base/error.h"
-#include "core/graph/profiler.h"
 #include "core/tensor/tensor.h"
 
 namespace ember::nn {
 
-class ForwardScope;  // nn/module.h (which includes this file)
+// module(args...) with the module's hooks (nn/module.h, which includes this file).
+template <typename M, typename... Args>
+decltype(auto) call(M& module, Args&&... args);
 
 template <typename Impl>
 class ModuleHolder {
@@ -62,32 +62,15 @@ class ModuleHolder {
     return impl_;
   }
 
-  // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes (inside
-  // an nn::ForwardScope, for anomaly mode and the profiler). When every argument is a Tensor and
-  // forward returns one, the module's hooks run around it (nn/hooks.h).
+  // The module's forward: lin(x) is lin->forward(x), whatever arguments forward takes, called
+  // as PyTorch's module(...) calls it: through nn::call (nn/module.h), inside an
+  // nn::ForwardScope (for anomaly mode and the profiler) and with the module's hooks around it.
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
-    typename Dependent<ForwardScope, Args...>::type scope(*get());
-    if constexpr (sizeof...(Args) > 0 && (std::is_same_v<std::decay_t<Args>, Tensor> && ...) &&
-                  std::is_same_v<decltype(get()->forward(args...)), Tensor>) {
-      if (get()->has_hooks()) return call_hooked(std::index_sequence_for<Args...>{}, args...);
-    }
-    return get()->forward(std::forward<Args>(args)...);
+    return ::ember::nn::call(*get(), std::forward<Args>(args)...);
   }
 
  private:
-  template <std::size_t... I, typename... Args>
-  Tensor call_hooked(std::index_sequence<I...>, const Args&... args) const {
-    Impl* impl = get();
-    return impl->call_with_hooks(
-        {args...}, [impl](const std::vector<Tensor>& in) { return impl->forward(in[I]...); });
-  }
-  // T, named through the call's template parameters so that it is looked up when the call is
-  // instantiated (ForwardScope is complete by then).
-  template <typename T, typename...>
-  struct Dependent {
-    using type = T;
-  };
   std::shared_ptr<Impl> impl_;
 };
 

@@ -12,8 +12,10 @@
 //   ...
 //   handle.remove();
 //
-// When they run (torch.nn.Module._call_impl of PyTorch 1.13), for a call module(x) (operator(),
-// or a ModuleHolder's call; module.forward(x) called directly runs none, as in PyTorch):
+// When they run (torch.nn.Module._call_impl of PyTorch 1.13), for a call of the module, whatever
+// its arguments (module(x), a ModuleHolder's call, mha(x, use_cache), criterion(input, target):
+// every call goes through nn::call, nn/module.h; module.forward(...) called directly runs none,
+// as in PyTorch):
 //   1. forward pre-hooks (module, input): may return replacement inputs;
 //   2. forward (on the inputs the pre-hooks left);
 //   3. forward hooks (module, input, output): may return a replacement output;
@@ -23,12 +25,28 @@
 //   and once it has gone through the module to its inputs:
 //   5. full backward hooks (module, grad_input, grad_output): may return replacement grad_input.
 // Hooks of one kind run in the order they were registered. `input` lists the forward's tensor
-// arguments in order; grad_input has one entry per input, the gradient of the loss with respect
+// arguments in order (its other arguments, such as use_cache, are not in it); grad_input has one entry per input, the gradient of the loss with respect
 // to that input (undefined for one that does not require grad; zeros for one that requires grad
 // but did not reach the output, as PyTorch materialises them); grad_output has one entry, the
 // gradient with respect to the output. A module none of whose inputs requires grad (the first
 // layer of a network) calls its backward hooks as soon as grad_output is known, with grad_input
 // all undefined; such a hook must not return a replacement.
+//
+// Order among independent branches. A module's backward hooks run after those of every module
+// called on its output; between modules on branches that do not depend on each other, the
+// engine's order decides, and Ember's is not PyTorch's. PyTorch's engine runs, of the nodes
+// ready, the one created last (a priority queue on sequence_nr): such hooks run in the reverse
+// order of the modules' calls. Ember's runs the node made ready last (a stack: depth first, a
+// node's later inputs first): the order follows the shape of the graph. With ua = a(x),
+// ub = b(x), uc = c(x) (called in that order):
+//   (ua + ub + uc).sum().backward()   PyTorch: c, b, a   Ember: c, b, a
+//   (uc + ua + ub).sum().backward()   PyTorch: c, b, a   Ember: b, a, c
+//   (uc + b(a(x))).sum().backward()   PyTorch: c, b, a   Ember: b, a, c
+// (scripts/fixtures/hook_order.py prints PyTorch's; tests/nn/test_hooks.cpp checks Ember's.)
+// Ember keeps its order: the order nodes run is also the order in which the gradients reaching
+// one tensor by several paths are summed (x's in attention, from W_query, W_key and W_value), so
+// another order may change the last bits of gradients, which Ember's bit-exact tests and recorded
+// outputs pin.
 //
 // Like PyTorch, the backward hooks put an identity node, BackwardHookFunctionBackward, on each
 // input that requires grad and on the output (the graph shows them); a forward that modifies one

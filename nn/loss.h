@@ -109,7 +109,9 @@ class CrossEntropyLoss : public Module {
   explicit CrossEntropyLoss(CrossEntropyFuncOptions options = {});
   using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call(*this, input, target);
+  }
   CrossEntropyFuncOptions options;
 };
 
@@ -118,7 +120,9 @@ class NLLLoss : public Module {
   explicit NLLLoss(NLLLossFuncOptions options = {});
   using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call(*this, input, target);
+  }
   NLLLossFuncOptions options;
 };
 
@@ -127,7 +131,9 @@ class MSELoss : public Module {
   explicit MSELoss(MSELossFuncOptions options = {});
   using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call(*this, input, target);
+  }
   MSELossFuncOptions options;
 };
 
@@ -136,7 +142,9 @@ class L1Loss : public Module {
   explicit L1Loss(L1LossFuncOptions options = {});
   using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call(*this, input, target);
+  }
   L1LossFuncOptions options;
 };
 
@@ -145,7 +153,9 @@ class BCELoss : public Module {
   explicit BCELoss(BinaryCrossEntropyFuncOptions options = {});
   using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call(*this, input, target);
+  }
   BinaryCrossEntropyFuncOptions options;
 };
 
@@ -154,7 +164,9 @@ class BCEWithLogitsLoss : public Module {
   explicit BCEWithLogitsLoss(BinaryCrossEntropyWithLogitsFuncOptions options = {});
   using Module::forward;  // the one-input form (throws: a loss takes input and target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call(*this, input, target);
+  }
   BinaryCrossEntropyWithLogitsFuncOptions options;
 };
 

@@ -81,11 +81,7 @@ Tensor Module::forward(const Tensor& /*x*/) {
   fail("Module [", type_name(), "] is missing the required \"forward\" function");
 }
 
-Tensor Module::operator()(const Tensor& x) {
-  ForwardScope scope(*this);
-  if (!has_hooks()) return forward(x);
-  return call_with_hooks({x}, [this](const TensorList& in) { return forward(in[0]); });
-}
+Tensor Module::operator()(const Tensor& x) { return call(*this, x); }
 
 // ---- the call point of anomaly mode and the profiler ----
 

@@ -27,13 +27,16 @@
 // it with set_parameter("W", t) (a member copy of it would not follow).
 #pragma once
 
+#include <array>
 #include <concepts>
+#include <cstddef>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,10 +81,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // ---- running ----
 
   // The computation of the module on one input. Modules that take other arguments declare
-  // their own forward (and operator()) instead; this one then throws, like PyTorch's.
+  // their own forward (and operator(), through nn::call below) instead; this one then throws,
+  // like PyTorch's.
   virtual Tensor forward(const Tensor& x);
-  // module(x), PyTorch's module.__call__: forward inside an nn::ForwardScope, with the module's
-  // hooks around it. Modules call their submodules this way, as the book's Python does.
+  // module(x), PyTorch's module.__call__: nn::call(*this, x), forward inside an
+  // nn::ForwardScope with the module's hooks around it. Modules call their submodules this
+  // way, as the book's Python does.
   Tensor operator()(const Tensor& x);
 
   // ---- hooks (nn/hooks.h: when each kind runs, what it sees, what it may return) ----
@@ -298,6 +303,69 @@ class ForwardScope {
   // While the profiler records: the module's event "nn.Module: Linear", carrying its own path.
   std::optional<autograd::profiler::RecordEvent> event_;
 };
+
+namespace hooks {
+
+// For each argument of a call, its place among the call's Tensor arguments (the hooks' input).
+template <typename... Args>
+constexpr std::array<std::size_t, sizeof...(Args)> tensor_places() {
+  constexpr std::array<bool, sizeof...(Args)> is_tensor = {
+      std::is_same_v<std::decay_t<Args>, Tensor>...};
+  std::array<std::size_t, sizeof...(Args)> places{};
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < sizeof...(Args); ++i) {
+    places[i] = k;
+    if (is_tensor[i]) ++k;
+  }
+  return places;
+}
+
+// Argument I as forward gets it under hooks: a Tensor argument is the one the pre-hooks left.
+template <std::size_t I, typename... Args, typename A>
+decltype(auto) hooked_argument(const TensorList& inputs, A& arg) {
+  if constexpr (std::is_same_v<std::decay_t<A>, Tensor>) {
+    return static_cast<const Tensor&>(inputs[tensor_places<Args...>()[I]]);
+  } else {
+    return static_cast<A&>(arg);
+  }
+}
+
+// The call with hooks: the Tensor arguments are the hooks' input, and forward gets what the
+// pre-hooks left in their places, the other arguments as they came.
+template <typename M, std::size_t... I, typename... Args>
+Tensor call_hooked(M& module, std::index_sequence<I...>, Args&... args) {
+  TensorList inputs;
+  auto add_tensor = [&inputs](const auto& arg) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(arg)>, Tensor>) inputs.push_back(arg);
+  };
+  (add_tensor(args), ...);
+  return module.call_with_hooks(std::move(inputs), [&](const TensorList& in) -> Tensor {
+    return module.forward(hooked_argument<I, Args...>(in, args)...);
+  });
+}
+
+}  // namespace hooks
+
+// module(args...) for a forward of any arguments, PyTorch's module.__call__: the forward inside
+// an nn::ForwardScope, with the module's hooks around it (nn/hooks.h) when it returns a Tensor
+// and takes at least one. The hooks' `input` lists the Tensor arguments in order; the others
+// (use_cache, a GPTForward) go to forward as they are, as the book's keyword arguments
+// (`self.att(x, use_cache=use_cache)`) are not part of PyTorch's hook input. Every call of a
+// module in Ember goes through here: Module::operator(), ModuleHolder's call, and the
+// operator() of modules whose forward takes more (a loss's (input, target),
+// MultiHeadAttention's (x, use_cache)), so no way of calling a module skips its hooks.
+template <typename M, typename... Args>
+decltype(auto) call(M& module, Args&&... args) {
+  ForwardScope scope(module);
+  using Output = decltype(module.forward(std::forward<Args>(args)...));
+  if constexpr (std::is_same_v<Output, Tensor> &&
+                (std::is_same_v<std::decay_t<Args>, Tensor> || ...)) {
+    if (module.has_hooks()) {
+      return hooks::call_hooked(module, std::index_sequence_for<Args...>{}, args...);
+    }
+  }
+  return module.forward(std::forward<Args>(args)...);
+}
 
 // Python's repr of a float, for extra_repr: 0.5 -> "0.5", 0.0 -> "0.0", 1e-5 -> "1e-05".
 using ember::float_repr;  // core/base/repr.h

@@ -216,7 +216,10 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     ParamState copy;
     for (const auto& [key, t] : entries) {
       if (key == "step") {
-        copy[key] = scalar_tensor(t.item());  // 0-d, the default dtype, as the optimizers keep it
+        // Kept as it was saved, dtype and shape (PyTorch's load_state_dict casts every state
+        // tensor to its parameter's dtype but "step"): a float32 step of PyTorch 1.13's Adam
+        // stays float32, and counts on in float32.
+        copy[key] = t.detach().clone();
         continue;
       }
       Tensor value = t.detach().to(p.dtype()).contiguous().clone();

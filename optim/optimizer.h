@@ -123,7 +123,9 @@ class Optimizer {
   // Restores state_dict() of an optimizer of the same kind over parameters of the same shapes,
   // group by group; throws (changing nothing) when they do not fit: a group or parameter count,
   // an option out of range, a state key missing or unknown, a state tensor of another shape or
-  // not floating point, a step that is not a whole number >= 0.
+  // not floating point, a step that is not a whole number >= 0. The state's tensors are copied,
+  // at the parameter's dtype, except "step", kept at the dtype and shape it was saved with (as
+  // PyTorch's: a float32 step of PyTorch 1.13's Adam stays float32 under a float64 default).
   void load_state_dict(const OptimizerStateDict& state);
 
   virtual std::string name() const = 0;

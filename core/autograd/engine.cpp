@@ -50,6 +50,11 @@ struct GraphTask {
   std::vector<int> dependencies;  // edges into the node not yet delivered
   std::vector<Tensor> buffers;    // summed incoming gradient
   std::vector<char> queued;
+  // autograd::grad's inputs (null for backward), and per slot whether the node leads to one of
+  // them: what the pass needs (PyTorch's exec_info), worked out when a node first asks
+  // (task_should_compute_output), so a pass nobody asks pays nothing.
+  const std::unordered_map<Node*, std::vector<std::size_t>>* capture = nullptr;
+  std::vector<char> needed;
   std::vector<std::pair<Node*, int>> table =  // Node* -> slot; its size a power of 2
       std::vector<std::pair<Node*, int>>(kInitialSlots * 2, {nullptr, -1});
 
@@ -128,6 +133,40 @@ void collect(const std::vector<std::shared_ptr<Node>>& roots, GraphTask& task) {
   }
 }
 
+// The nodes from which a captured node can be reached (the captured ones included).
+void mark_needed(GraphTask& task) {
+  const std::size_t n = task.nodes.size();
+  std::vector<std::vector<int>> senders(n);  // per slot, the slots with an edge into it
+  for (std::size_t s = 0; s < n; ++s) {
+    for (const auto& next : task.nodes[s]->next_functions) {
+      if (next) senders[task.find(next.get())].push_back(static_cast<int>(s));
+    }
+  }
+  task.needed.assign(n, 0);
+  std::vector<int> stack;
+  for (const auto& [node, indices] : *task.capture) {
+    const int slot = task.find(node);
+    if (slot >= 0 && !task.needed[slot]) {
+      task.needed[slot] = 1;
+      stack.push_back(slot);
+    }
+  }
+  while (!stack.empty()) {
+    const int slot = stack.back();
+    stack.pop_back();
+    for (int sender : senders[slot]) {
+      if (!task.needed[sender]) {
+        task.needed[sender] = 1;
+        stack.push_back(sender);
+      }
+    }
+  }
+}
+
+// The pass running on this thread (a backward inside a backward runs its own, then returns to
+// the outer one).
+thread_local GraphTask* current_task = nullptr;
+
 void accumulate(GraphTask& task, int slot, const Tensor& grad) {
   Tensor& buffer = task.buffers[slot];
   buffer = buffer.defined() ? add(buffer, grad) : grad;
@@ -176,6 +215,11 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     ~RestoreMode() { GradMode::set_enabled(mode); }
   } restore{previous_mode};
   GraphTask task;
+  if (capture && !capture->empty()) task.capture = capture;
+  struct RestoreTask {
+    GraphTask* outer;
+    ~RestoreTask() { current_task = outer; }
+  } restore_task{std::exchange(current_task, &task)};
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
@@ -298,6 +342,18 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
 }
 
 }  // namespace
+
+bool task_should_compute_output(const Node& node, std::size_t edge) {
+  check(edge < node.next_functions.size(), node.name(), ": task_should_compute_output(", edge,
+        "): the node has ", node.next_functions.size(), " inputs");
+  Node* next = node.next_functions[edge].get();
+  if (next == nullptr) return false;
+  GraphTask* task = current_task;
+  if (task == nullptr || task->capture == nullptr) return true;
+  if (task->needed.empty()) mark_needed(*task);
+  const int slot = task->find(next);
+  return slot >= 0 && task->needed[slot];
+}
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
               std::optional<bool> retain_graph, bool create_graph) {

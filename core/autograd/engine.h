@@ -2,6 +2,7 @@
 // with the sum of the gradients that reach it.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          bool allow_unused = false);
 
 class Node;
+
+// Whether the backward pass running on this thread needs the gradient `node` sends to its input
+// `edge` (libtorch's Node::task_should_compute_output): false where the input needs none; in
+// autograd::grad, also false where the input does not lead to any of grad's inputs (grad({y},
+// {x0}) of y = f(x0, x1) needs nothing for x1). Outside a pass, and in a backward(), every input
+// that requires grad is needed. A node's backward may ask, to skip work nobody will use.
+bool task_should_compute_output(const Node& node, std::size_t edge);
 
 // Sees a backward pass node by node (autograd::explore records one to replay it).
 class BackwardObserver {

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
+#include "core/autograd/engine.h"
 #include "core/graph/record.h"
 #include "core/ops/elementwise.h"  // add: an output's gradients from several uses are summed
 
@@ -51,7 +53,7 @@ void AutogradContext::set_materialize_grads(bool value) { materialize_grads_ = v
 bool AutogradContext::needs_input_grad(std::size_t index) const {
   check(index < needs_input_grad_.size(), node_name_, ": needs_input_grad(", index,
         "): the function has ", needs_input_grad_.size(), " tensor inputs");
-  return needs_input_grad_[index];
+  return running_ ? task_should_compute_output(*running_, index) : needs_input_grad_[index];
 }
 
 namespace detail {
@@ -274,6 +276,12 @@ std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {
     // A backward that is not written in ops records nothing, as PyTorch's @once_differentiable.
     std::optional<NoGradGuard> no_grad;
     if (once_differentiable_) no_grad.emplace();
+    // needs_input_grad asks the running pass (restored on the way out, an exception included).
+    struct Running {
+      AutogradContext& ctx;
+      const Node* outer;
+      ~Running() { ctx.running_ = outer; }
+    } running{ctx_, std::exchange(ctx_.running_, this)};
     try {
       result = backward_(&ctx_, grads);
     } catch (const Error& e) {

@@ -132,6 +132,10 @@ struct AutogradContext {
   // undefined tensor.
   void set_materialize_grads(bool value);
   // Whether the i-th tensor input (counting tensors only, as libtorch's edges) needs a gradient.
+  // In forward: whether it requires grad. In backward, as libtorch's (grad_fn's
+  // task_should_compute_output, core/autograd/engine.h): whether the running pass needs it, so
+  // during autograd::grad({y}, {x0}) it is false for an input x1 that does not lead to x0, even
+  // if x1 requires grad. (Python's ctx.needs_input_grad is the forward's tuple throughout.)
   bool needs_input_grad(std::size_t index) const;
 
  private:
@@ -140,7 +144,8 @@ struct AutogradContext {
   std::string node_name_;  // for the errors of get_saved_variables
   bool recording_ = false;
   bool materialize_grads_ = true;
-  std::vector<bool> needs_input_grad_;
+  std::vector<bool> needs_input_grad_;  // at forward
+  const Node* running_ = nullptr;       // the node, while its backward runs
   std::vector<const TensorImpl*> dirty_;
   std::vector<const TensorImpl*> non_differentiable_;
 };

@@ -326,5 +326,134 @@ TEST(ModuleHooks, HooksRunOnlyThroughTheCallNotForward) {
   EXPECT_EQ(calls, 2);
 }
 
+// Every way of calling a module runs its hooks, as PyTorch's module(...) does whatever the
+// arguments: MultiHeadAttention with its KV cache (the book's self.att(x, use_cache=True)).
+TEST(ModuleHooks, MultiHeadAttentionWithTheKVCacheRunsItsHooksAndGivesTheSameBits) {
+  manual_seed(123);
+  auto mha = std::make_shared<MultiHeadAttention>(4, 4, 6, 0.0, 2);
+  const Tensor x = rand({1, 5, 4});
+  NoGradGuard no_grad;
+  const Tensor first = x.narrow(1, 0, 3), second = x.narrow(1, 3, 2);
+  // Without hooks: the three first tokens, then two more attending to the cached keys.
+  const Tensor plain1 = mha->forward(first, true), plain2 = mha->forward(second, true);
+  mha->reset_cache();
+
+  TensorList pre_inputs, fwd_inputs, fwd_outputs;
+  mha->register_forward_pre_hook(
+      [&](Module&, const TensorList& input) { pre_inputs.push_back(input.at(0)); });
+  mha->register_forward_hook([&](Module&, const TensorList& input, const Tensor& output) {
+    fwd_inputs.push_back(input.at(0));
+    fwd_outputs.push_back(output);
+  });
+  const Tensor hooked1 = (*mha)(first, true);
+  ModuleHolder<MultiHeadAttention> held(mha);
+  const Tensor hooked2 = held(second, true);
+  EXPECT_EQ(mha->ptr_current_pos, 5);
+  // The cached outputs are those without hooks, bit for bit.
+  EXPECT_TRUE(equal(hooked1, plain1));
+  EXPECT_TRUE(equal(hooked2, plain2));
+  // Each call's hooks saw its input (the new tokens only) and its output.
+  ASSERT_EQ(pre_inputs.size(), 2u);
+  ASSERT_EQ(fwd_inputs.size(), 2u);
+  EXPECT_TRUE(equal(pre_inputs[0], first));
+  EXPECT_TRUE(equal(pre_inputs[1], second));
+  EXPECT_TRUE(equal(fwd_inputs[1], second));
+  EXPECT_TRUE(equal(fwd_outputs[0], plain1));
+  EXPECT_TRUE(equal(fwd_outputs[1], plain2));
+  EXPECT_EQ(fwd_outputs[1].shape(), (Shape{1, 2, 4}));
+
+  // A forward hook's replacement is what the cached call returns.
+  mha->reset_cache();
+  mha->register_forward_hook(
+      [](Module&, const TensorList&, const Tensor& out) { return std::optional<Tensor>(out * 2); });
+  EXPECT_TRUE(equal((*mha)(first, true), plain1 * 2));
+}
+
+TEST(ModuleHooks, GenerationWithTheKVCacheRunsEveryModulesHooks) {
+  // generate_text_simple with use_cache calls the model, each block and each attention once per
+  // step (the book's model(idx, use_cache=True), blk(x, use_cache=...), self.att(x, use_cache=...)).
+  const GPTConfig cfg{10, 8, 8, 2, 2, 0.0, false};
+  manual_seed(123);
+  auto model = std::make_shared<GPTModel>(cfg);
+  const Tensor idx = from_vector({1, 2, 3}, {1, 3}, DType::Int64);
+  const Tensor plain = generate_text_simple(*model, idx, 3, 8, /*use_cache=*/true);
+  std::map<std::string, int> calls;
+  std::map<std::string, TensorList> outputs;
+  for (const auto& [name, m] : model->named_modules()) {
+    const std::string label = name.empty() ? "-" : name;
+    m->register_forward_hook([&, label](Module&, const TensorList&, const Tensor& output) {
+      ++calls[label];
+      outputs[label].push_back(output);
+    });
+  }
+  const Tensor hooked = generate_text_simple(*model, idx, 3, 8, /*use_cache=*/true);
+  EXPECT_TRUE(equal(hooked, plain));
+  // Three steps: the prompt's three tokens, then one new token each.
+  EXPECT_EQ(calls["-"], 3);
+  EXPECT_EQ(calls["trf_blocks.0"], 3);
+  EXPECT_EQ(calls["trf_blocks.1.att"], 3);
+  EXPECT_EQ(calls["trf_blocks.1.att.out_proj"], 3);
+  EXPECT_EQ(outputs["trf_blocks.0.att"][0].shape(), (Shape{1, 3, 8}));
+  EXPECT_EQ(outputs["trf_blocks.0.att"][2].shape(), (Shape{1, 1, 8}));
+  // The model's hook saw the last position's logits; their argmax is the token appended.
+  EXPECT_EQ(outputs["-"][2].shape(), (Shape{1, 1, 10}));
+  EXPECT_EQ(outputs["-"][2].select(1, 0).argmax(-1).item<int64_t>(),
+            hooked.select(1, 5).item<int64_t>());
+}
+
+TEST(ModuleHooks, ALossOfTwoArgumentsRunsItsHooks) {
+  // criterion(logits, targets): the hooks see both tensors; grad_input is the gradient of the
+  // loss with respect to the logits, and undefined for the targets (they need none).
+  CrossEntropyLoss criterion;
+  Tensor logits = rand({4, 3}).requires_grad_(true);
+  const Tensor targets = from_vector({0, 2, 1, 2}, {4}, DType::Int64);
+  TensorList seen_input, grad_input;
+  criterion.register_forward_hook(
+      [&](Module&, const TensorList& input, const Tensor&) { seen_input = input; });
+  criterion.register_full_backward_hook(
+      [&](Module&, const TensorList& gi, const TensorList&) { grad_input = gi; });
+  criterion(logits, targets).backward();
+  ASSERT_EQ(seen_input.size(), 2u);
+  EXPECT_TRUE(equal(seen_input[0], logits));
+  EXPECT_TRUE(equal(seen_input[1], targets));
+  ASSERT_EQ(grad_input.size(), 2u);
+  EXPECT_TRUE(equal(grad_input[0], logits.grad()));
+  EXPECT_FALSE(grad_input[1].defined());
+}
+
+// Backward hooks of branches that do not depend on each other run in the engine's order, which
+// is not PyTorch's (nn/hooks.h): Ember runs the ready node found last (depth first, a node's
+// later inputs first), PyTorch the ready node created last (scripts/fixtures/hook_order.py
+// prints PyTorch's: c, b, a in every case below, the reverse of the order the modules ran).
+TEST(ModuleHooks, IndependentBranchesRunTheirBackwardHooksInTheEnginesOrder) {
+  manual_seed(0);
+  auto a = std::make_shared<Linear>(3, 3), b = std::make_shared<Linear>(3, 3),
+       c = std::make_shared<Linear>(3, 3);
+  std::vector<std::string> order;
+  for (const auto& [name, m] : {std::pair{"a", a}, std::pair{"b", b}, std::pair{"c", c}}) {
+    m->register_full_backward_hook(
+        [&order, name = std::string(name)](Module&, const TensorList&, const TensorList&) {
+          order.push_back(name);
+        });
+  }
+  Tensor x = rand({2, 3}).requires_grad_(true);
+  using Order = std::vector<std::string>;
+  auto run = [&](const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& join) {
+    order.clear();
+    const Tensor ua = (*a)(x), ub = (*b)(x), uc = (*c)(x);
+    join(ua, ub, uc).sum().backward();
+    return order;
+  };
+  // (ua + ub) + uc: the same order as PyTorch's.
+  EXPECT_EQ(run([](auto ua, auto ub, auto uc) { return ua + ub + uc; }), (Order{"c", "b", "a"}));
+  // (uc + ua) + ub: ub's branch first, then ua's (the later input of uc + ua); PyTorch: c, b, a.
+  EXPECT_EQ(run([](auto ua, auto ub, auto uc) { return uc + ua + ub; }), (Order{"b", "a", "c"}));
+  // uc + b(a(x)): the chain through b and a first; PyTorch: c, b, a.
+  order.clear();
+  const Tensor chain = (*b)((*a)(x)), side = (*c)(x);
+  (side + chain).sum().backward();
+  EXPECT_EQ(order, (Order{"b", "a", "c"}));
+}
+
 }  // namespace
 }  // namespace ember::nn

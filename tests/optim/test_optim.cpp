@@ -758,6 +758,40 @@ TEST(Optim, EmptyAndDuplicateParameters) {
                "Adagrad: some parameters appear in more than one parameter group");
 }
 
+// A loaded "step" keeps its dtype and shape, as PyTorch's load_state_dict (which casts every
+// other state tensor to the parameter's dtype): PyTorch 1.13's Adam saves a float32 0-d step,
+// which a run under the default dtype float64 must not turn into a float64 one.
+TEST(Optim, LoadStateDictKeepsTheStepsDtype) {
+  Tensor p = ones({3}).requires_grad_(true);
+  const std::vector<Tensor> params{p};
+  Adam first(params, AdamOptions());
+  p.set_grad(ones({3}));
+  first.step();
+  OptimizerStateDict saved = first.state_dict();
+  ASSERT_EQ(saved.state.at(0).at("step").dtype(), DType::Float32);
+
+  DefaultDtypeGuard float64(DType::Float64);
+  Adam second(params, AdamOptions());
+  second.load_state_dict(saved);
+  EXPECT_EQ(second.state(p).at("step").dtype(), DType::Float32);
+  EXPECT_EQ(second.state(p).at("step").item(), 1.0);
+  second.step();
+  EXPECT_EQ(second.state(p).at("step").dtype(), DType::Float32);
+  EXPECT_EQ(second.state(p).at("step").item(), 2.0);
+
+  // A float64 step of shape [1] stays both (PyTorch: tensor([7.], dtype=torch.float64)).
+  saved.state.at(0)["step"] = full({1}, 7.0, DType::Float64);
+  DefaultDtypeGuard float32(DType::Float32);
+  Adam third(params, AdamOptions());
+  third.load_state_dict(saved);
+  EXPECT_EQ(third.state(p).at("step").dtype(), DType::Float64);
+  EXPECT_EQ(third.state(p).at("step").shape(), (Shape{1}));
+  third.step();
+  EXPECT_EQ(third.state(p).at("step").item(), 8.0);
+  // The loaded step is a copy: the state dict's tensor is left as it was.
+  EXPECT_EQ(saved.state.at(0).at("step").item(), 7.0);
+}
+
 // State dicts: missing or unknown state, a step that is not a count, an integer moment.
 TEST(Optim, LoadStateDictChecksEveryStateEntry) {
   auto trained = [](auto& opt, Tensor& p) {
@@ -827,13 +861,15 @@ TEST(Optim, LoadStateDictChecksEveryStateEntry) {
   OptimizerStateDict m = trained(sgd, t);
   m.state[0].erase("momentum_buffer");
   sgd.load_state_dict(m);
-  // A float64 moment for a float32 parameter is converted; the step is kept as a count.
+  // A float64 moment for a float32 parameter is converted; the step is kept as it was saved
+  // (PyTorch casts every state tensor but "step").
   OptimizerStateDict f64 = good;
   f64.state[0]["exp_avg"] = f64.state[0]["exp_avg"].to(DType::Float64);
   f64.state[0]["step"] = tensor({1.0}, DType::Float64);
   adam.load_state_dict(f64);
   EXPECT_EQ(adam.state(p).at("exp_avg").dtype(), DType::Float32);
-  EXPECT_EQ(adam.state(p).at("step").dim(), 0);
+  EXPECT_EQ(adam.state(p).at("step").dtype(), DType::Float64);
+  EXPECT_EQ(adam.state(p).at("step").shape(), (Shape{1}));
 }
 
 TEST(Optim, AParameterChangedAfterAStepIsNamed) {

@@ -123,6 +123,55 @@ TEST(CustomFunction, NonTensorArgumentsSavedDataAndNeedsInputGrad) {
       {a, b2});
 }
 
+// a * b, recording needs_input_grad in forward and in backward.
+struct RecordingMul : autograd::Function<RecordingMul> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    ctx->save_for_backward({a, b});
+    at_forward = {ctx->needs_input_grad(0), ctx->needs_input_grad(1)};
+    return a * b;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
+    const tensor_list saved = ctx->get_saved_variables();
+    at_backward = {ctx->needs_input_grad(0), ctx->needs_input_grad(1)};
+    return {ctx->needs_input_grad(0) ? grad_outputs[0] * saved[1] : Tensor(),
+            ctx->needs_input_grad(1) ? grad_outputs[0] * saved[0] : Tensor()};
+  }
+  static inline std::vector<bool> at_forward, at_backward;
+};
+
+TEST(CustomFunction, NeedsInputGradInBackwardIsWhatTheRunningPassNeedsAsLibtorch) {
+  // libtorch's ctx->needs_input_grad(i) is grad_fn->task_should_compute_output(i): during
+  // autograd::grad it is false for an input that does not lead to grad's inputs.
+  using Needs = std::vector<bool>;
+  manual_seed(3);
+  Tensor x0 = f64({3}), x1 = f64({3});
+  Tensor y = RecordingMul::apply(x0, x1).sum();
+  EXPECT_EQ(RecordingMul::at_forward, (Needs{true, true}));
+  y.backward({}, /*retain_graph=*/true);  // every leaf
+  EXPECT_EQ(RecordingMul::at_backward, (Needs{true, true}));
+  EXPECT_TENSOR_CLOSE(x0.grad(), x1);
+  EXPECT_TENSOR_CLOSE(x1.grad(), x0);
+
+  const tensor_list g0 = autograd::grad({y}, {x0}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(RecordingMul::at_backward, (Needs{true, false}));
+  EXPECT_TENSOR_CLOSE(g0[0], x1);
+  const tensor_list g1 = autograd::grad({y}, {x1}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(RecordingMul::at_backward, (Needs{false, true}));
+  EXPECT_TENSOR_CLOSE(g1[0], x0);
+  (void)autograd::grad({y}, {x1, x0});
+  EXPECT_EQ(RecordingMul::at_backward, (Needs{true, true}));
+
+  // An input that leads to x0 through other ops is needed; one that does not is not.
+  Tensor z = f64({3});
+  Tensor through = RecordingMul::apply(x0, x0 * 3).sum();
+  (void)autograd::grad({through}, {x0});
+  EXPECT_EQ(RecordingMul::at_backward, (Needs{true, true}));
+  Tensor beside = RecordingMul::apply(x0, z * 3).sum();
+  const tensor_list gb = autograd::grad({beside}, {x0});
+  EXPECT_EQ(RecordingMul::at_backward, (Needs{true, false}));
+  EXPECT_TENSOR_CLOSE(gb[0], z * 3);
+}
+
 TEST(CustomFunction, IValueNamesWhatItHolds) {
   autograd::IValue v(2.5);
   EXPECT_TRUE(v.isDouble());
