@@ -23,12 +23,18 @@ namespace ember::kernels::gemm_detail::HWY_NAMESPACE {
 
 namespace {
 
-#if HWY_TARGET == HWY_SCALAR
-// One float per vector: no transposes in registers, the plain loops pack every row p.
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Vectors of a width known at compile time (not SCALAR's single lane, not SVE's sizeless ones,
+// which cannot be held in an array): there the transposes in registers and the wide moves.
+#undef EMBER_PACK_VECTORS
+#define EMBER_PACK_VECTORS (HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE)
+
+#if !EMBER_PACK_VECTORS
+// The plain loops pack every row p.
 int64_t pack_b_columns_f32(const float*, int64_t, int64_t, int64_t, float*) { return 0; }
 int64_t pack_a_rows_f32(const float*, int64_t, int64_t, float*) { return 0; }
 #else
-namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::CappedTag<float, 8>;  // blocks of kN x kN floats: 8 x 8 on AVX2, 4 x 4 on NEON
 using VF = hn::Vec<DF>;
 constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
@@ -100,7 +106,7 @@ int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out)
   return whole;
 }
 
-#endif  // HWY_TARGET != HWY_SCALAR
+#endif  // EMBER_PACK_VECTORS
 
 // dst[0:bytes] = src[0:bytes], bytes a constant, in whole vectors (32 bytes on AVX2): GCC's
 // inline copy of a constant size moves 16 bytes at a time under x86-64-v3's generic tuning, and
@@ -110,12 +116,12 @@ template <int64_t bytes>
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
   int64_t b = 0;
-#if HWY_TARGET != HWY_SCALAR
+#if EMBER_PACK_VECTORS
   const hn::CappedTag<uint8_t, 32> d8;
   constexpr int64_t step = static_cast<int64_t>(hn::MaxLanes(d8));
   for (; b + step <= bytes; b += step) hn::StoreU(hn::LoadU(d8, s + b), d8, d + b);
 #endif
-  // The rest: what is left of a whole vector (every byte without vectors).
+  // The rest: what is left of a whole vector (every byte without fixed-width vectors).
   if (b < bytes) std::memcpy(d + b, s + b, static_cast<std::size_t>(bytes - b));
 }
 
