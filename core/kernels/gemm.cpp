@@ -156,7 +156,8 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
   // block of A costs a pass over it, paid back only by the B panels that read it, nc / NR of
   // them. For a narrow block (the small GPT config's 768 x 128 x 512 and the like) that pass
   // costs more than it saves. A^T (columns contiguous) read in place measured slower than packed,
-  // so it stays packed; so does every A on AVX2 (config's in_place is null there).
+  // so it stays packed; so does every A under a tile narrower than 32 columns (AVX2, NEON:
+  // config's in_place is null there).
   const bool a_in_place = cfg.in_place != nullptr && op.lda_col == 1 && j1 - j0 <= kInPlaceColumns;
   // Software prefetching of C pays when C comes from beyond L2 (a block of C over 1 MiB, half a
   // 2 MiB L2); where C stays in L2 it only costs instructions.
