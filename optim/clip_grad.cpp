@@ -23,22 +23,59 @@
 // Other orders p (1, inf, 3...) are summed in double in blocks of kBlock elements (their
 // PyTorch kernel, binary_kernel_reduce, is not reproduced bit for bit; p = inf is a max, exact
 // either way).
+//
+// The eight-lane pass is written once over Highway (core/kernels/README.md): this file is
+// compiled once per target for it, the rest of the file once (HWY_ONCE).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "optim/clip_grad.cpp"
+#include "hwy/foreach_target.h"  // before highway.h
+
+#include <cstdint>
+
+#include "core/kernels/simd-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::optim::HWY_NAMESPACE {
+
+// acc[j] = fma(x[i], x[i], acc[j]) for every i = j mod 8 in x[0, n), n a multiple of 8, in
+// increasing i, from +0: PyTorch's one Vectorized<float> of eight lanes, kept as eight lanes
+// whatever the target's width (LaneSums: one vector on AVX2 and AVX-512, two on NEON).
+void SquaresInEightLanes(const float* x, int64_t n, float* acc) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  using kernels::HWY_NAMESPACE::D8;
+  const D8 d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  kernels::HWY_NAMESPACE::LaneSums<D8> lanes;
+  for (int64_t i = 0; i < n; i += 8) {
+    for (int64_t j = i; j < i + 8; j += N) {
+      lanes.update(j, [&](hn::Vec<D8> s) {
+        const hn::Vec<D8> v = hn::LoadU(d, x + j);
+        return kernels::HWY_NAMESPACE::Fma(v, v, s);
+      });
+    }
+  }
+  lanes.store(acc);
+}
+
+}  // namespace ember::optim::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "optim/clip_grad.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <vector>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
-
+#include "core/base/cpu.h"
 #include "core/base/error.h"
 #include "core/base/grad_mode.h"
 #include "core/kernels/parallel_for.h"
 
 namespace ember::optim {
+
+HWY_EXPORT(SquaresInEightLanes);
 
 namespace {
 
@@ -90,30 +127,19 @@ double block_power_sum(const T* x, int64_t n, double p) {
 
 // PyTorch's 2-norm of float32 x[0, n) (see the top of this file): one accumulator of 8 floats,
 // acc[j] = fma(x, x, acc[j]) over the whole range in order, the lanes added left to right, the
-// tail added with fma, the square root; all in float.
-// Where the build targets AVX2 + FMA the accumulator is one ymm register, as PyTorch's: written
-// as eight scalar lanes, GCC splits the loop into scalar and 128-bit pieces and the pass runs
-// below one core's bandwidth for one read stream; as one register it runs at that bandwidth.
-// The same fmas lane by lane either way.
+// tail added with fma, the square root; all in float. The accumulator is vectors
+// (SquaresInEightLanes): written as eight scalar lanes, GCC splits the loop into scalar and
+// 128-bit pieces and the pass runs below one core's bandwidth for one read stream; as one AVX2
+// register it runs at that bandwidth. The same fmas lane by lane either way.
 float pytorch_norm2(const float* x, int64_t n) {
   constexpr int kLanes = 8;
   float acc[kLanes] = {};
-  int64_t i = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256 lanes = _mm256_setzero_ps();
-  for (; i + kLanes <= n; i += kLanes) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    lanes = _mm256_fmadd_ps(v, v, lanes);
-  }
-  _mm256_storeu_ps(acc, lanes);
-#else
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] = std::fma(x[i + j], x[i + j], acc[j]);
-  }
-#endif
+  const int64_t whole = n - n % kLanes;
+  cpu::apply_capability();
+  HWY_DYNAMIC_DISPATCH(SquaresInEightLanes)(x, whole, acc);
   float sum = acc[0];
   for (int j = 1; j < kLanes; ++j) sum = sum + acc[j];
-  for (; i < n; ++i) sum = std::fma(x[i], x[i], sum);
+  for (int64_t i = whole; i < n; ++i) sum = std::fma(x[i], x[i], sum);
   return std::sqrt(sum);
 }
 
@@ -302,3 +328,4 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
 }
 
 }  // namespace ember::optim
+#endif  // HWY_ONCE

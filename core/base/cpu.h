@@ -12,9 +12,9 @@
 // the logger, core/autograd/log.h), so check target_name() when in doubt.
 // The variable is read once, at the first kernel that dispatches.
 //
-// The x86 kernels not yet written over Highway (the GEMM tiles) ask use_avx512() below; they
-// keep their AVX2 code under EMBER_CPU_CAPABILITY=scalar. has_avx512f() and has_avx2_fma() are
-// for the tests.
+// The x86 kernel not yet written over Highway (the GEMM's skinny path, gemm_skinny.cpp) keeps
+// its AVX2 code under EMBER_CPU_CAPABILITY=scalar. use_avx512(), has_avx512f() and has_avx2_fma()
+// are for the tests.
 #pragma once
 
 namespace ember::cpu {
@@ -31,8 +31,8 @@ void apply_capability();
 // Tests and benchmarks print it.
 const char* target_name();
 
-// Whether the AVX-512 intrinsic kernels run: the kernels run Highway's AVX3 target (the CPU has
-// AVX-512 and EMBER_CPU_CAPABILITY allows it). Asked once, then fixed for the process.
+// Whether the kernels run Highway's AVX3 target (the CPU has AVX-512 and EMBER_CPU_CAPABILITY
+// allows it). Asked once, then fixed for the process.
 bool use_avx512();
 
 // What the CPU has, whatever EMBER_CPU_CAPABILITY says (for tests that check which path

@@ -1,8 +1,9 @@
 // The GEMM driver: the reference loop, the blocked path and the choice of path. The other files
 // of the GEMM, one per path:
 //
-//   gemm_microkernel.h  the micro-kernels (portable, AVX2, AVX-512), one templated 6 x 16 tile
-//                       for the three ways it reads A (packed, by columns, by rows)
+//   gemm_microkernel.*  the micro-kernels: the plain loops (.h) and one vector tile over Highway
+//                       for every target and the three ways it reads A (packed, by columns,
+//                       by rows)
 //   gemm_pack.cpp       packing blocks of A and B into the panels the micro-kernels read
 //   gemm_skinny.cpp     products with at most 16 rows of A (decode time), B read in place
 //   gemm_packed_b.cpp   gemm_packed_b: B packed once, A read in place (the fused attention)
@@ -23,7 +24,7 @@
 // - skinny (gemm_skinny.cpp): lanes run down rows of C instead of along them; each lane is still
 //   one C[i, j] with one fma per k, in increasing k, over the whole depth.
 // - packed B (gemm_packed_b.cpp): the micro-kernel tiles with A read in place, K blocks as in
-//   the blocked path; the AVX-512 pair tile gives each C[i, j] the same chain as two AVX2 tiles.
+//   the blocked path; the pair tile gives each C[i, j] the same chain as two single tiles.
 // Threads cut C into disjoint blocks and never split k, so no chain depends on the thread count,
 // the SIMD width or the blocking: gemm equals gemm_reference bit for bit on every machine. The
 // build keeps it so: -ffp-contract=off (a * b + c is never fused behind our back) and no
@@ -114,38 +115,6 @@ void dot_products(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, 
   }
 }
 
-// The micro-kernel's tile with the rows of A read where they lie (row i at a + i * lda_row).
-template <typename T>
-using InPlaceKernel = void (*)(int64_t kc, const T* a, int64_t lda_row, const T* b, T* c,
-                               int64_t ldc, bool load);
-
-// A micro-kernel with its tile and the cache blocks that suit it.
-template <typename T>
-struct Config {
-  MicroKernel<T> kernel;
-  InPlaceKernel<T> in_place;  // nullptr: A is always packed
-  int64_t MR, NR;
-  int64_t KC, MC, NC;  // KC x NR of B in L1, MC x KC of A in L2, KC x NC of B in L3
-  const char* isa;
-};
-
-template <typename T>
-Config<T> config() {
-#ifdef EMBER_GEMM_X86
-  if constexpr (std::is_same_v<T, float>) {
-    if (cpu_has_avx512()) {
-      return {kernel_avx512_f32, kernel_avx512_f32_in_place, 6, 32, 256, 144, 4096, "avx512"};
-    }
-    // No in-place A on AVX2: its 6 x 16 tile reads the block of A from twice as many B panels,
-    // so reading A unpacked costs more than packing it once (bench_gemm measures it).
-    return {kernel_avx2_f32, nullptr, 6, 16, 256, 144, 4096, "avx2"};
-  } else if constexpr (std::is_same_v<T, double>) {
-    return {kernel_avx2_f64, nullptr, 6, 8, 256, 72, 2048, "avx2"};
-  }
-#endif
-  return {kernel_portable<T>, nullptr, 4, 4, 256, 64, 1024, "portable"};
-}
-
 // Asks for every cache line of a rows x cols tile of C (for writing), one row after another. A
 // row of a tile is NR values but not aligned to lines (a std::vector's data starts 16 bytes
 // past one; a view of columns anywhere), so 32 floats can span three lines: prefetching only
@@ -187,7 +156,8 @@ void multiply_block(const Config<T>& cfg, const Product<T>& op, int64_t i0, int6
   // block of A costs a pass over it, paid back only by the B panels that read it, nc / NR of
   // them. For a narrow block (the small GPT config's 768 x 128 x 512 and the like) that pass
   // costs more than it saves. A^T (columns contiguous) read in place measured slower than packed,
-  // so it stays packed; so does every A on AVX2 (config's in_place is null there).
+  // so it stays packed; so does every A under a tile narrower than 32 columns (AVX2, NEON:
+  // config's in_place is null there).
   const bool a_in_place = cfg.in_place != nullptr && op.lda_col == 1 && j1 - j0 <= kInPlaceColumns;
   // Software prefetching of C pays when C comes from beyond L2 (a block of C over 1 MiB, half a
   // 2 MiB L2); where C stays in L2 it only costs instructions.

@@ -37,18 +37,6 @@ inline T fused(T a, T b, T c) {
   }
 }
 
-// Whether this CPU runs AVX-512 (the kernels for it are compiled with function-level target
-// attributes and chosen at run time: the rest of Ember stays x86-64-v3, see CMakeLists.txt), and
-// EMBER_CPU_CAPABILITY does not cap it (core/base/cpu.h).
-inline bool cpu_has_avx512() {
-#ifdef EMBER_GEMM_X86
-  static const bool has = cpu::use_avx512();
-  return has;
-#else
-  return false;
-#endif
-}
-
 constexpr int64_t kTinyWork = 4096;                  // multiply-adds: the plain loop is faster
 constexpr int64_t kParallelWork = int64_t{1} << 17;  // multiply-adds before a second thread pays
 

@@ -3,89 +3,125 @@
 // source, so a transposed operand costs no extra pass. Packing moves values and adds zeros; it
 // computes nothing, so it cannot change a bit of the result (the contract at the top of
 // core/kernels/gemm.cpp).
+//
+// Written once over Highway and compiled for each target (core/kernels/README.md), like the
+// micro-kernels: the transposes in registers and the 32-byte moves below are vector code.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/gemm_pack.cpp"
+#include "hwy/foreach_target.h"  // before highway.h
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "core/kernels/gemm_internal.h"
+#include "hwy/highway.h"
 
-namespace ember::kernels::gemm_detail {
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::gemm_detail::HWY_NAMESPACE {
 
 namespace {
 
-#ifdef EMBER_GEMM_X86
-// Rows r[0..7] of an 8 x 8 block of floats become its columns (r[i] = column i).
-inline void transpose8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Vectors of a width known at compile time (not SCALAR's single lane, not SVE's sizeless ones,
+// which cannot be held in an array): there the transposes in registers and the wide moves.
+#undef EMBER_PACK_VECTORS
+#define EMBER_PACK_VECTORS (HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE)
+
+#if !EMBER_PACK_VECTORS
+// The plain loops pack every row p.
+int64_t pack_b_columns_f32(const float*, int64_t, int64_t, int64_t, float*) { return 0; }
+int64_t pack_a_rows_f32(const float*, int64_t, int64_t, float*) { return 0; }
+#else
+using DF = hn::CappedTag<float, 8>;  // blocks of kN x kN floats: 8 x 8 on AVX2, 4 x 4 on NEON
+using VF = hn::Vec<DF>;
+constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
+
+// Rows r[0..kN) of a kN x kN block of floats become its columns (r[i] = column i): in each
+// 128-bit block, pairs of rows interleaved, then pairs of pairs (a 4 x 4 transpose); with 8
+// lanes, the halves of rows i and i + 4 exchanged.
+HWY_INLINE void transpose(VF* r) {
+  const DF d;
+  const hn::Repartition<uint64_t, DF> d64;
+  for (int64_t j = 0; j < kN; j += 4) {
+    const VF t0 = hn::InterleaveLower(d, r[j], r[j + 1]);
+    const VF t1 = hn::InterleaveUpper(d, r[j], r[j + 1]);
+    const VF t2 = hn::InterleaveLower(d, r[j + 2], r[j + 3]);
+    const VF t3 = hn::InterleaveUpper(d, r[j + 2], r[j + 3]);
+    r[j] = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t2)));
+    r[j + 1] = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t2)));
+    r[j + 2] = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t1), hn::BitCast(d64, t3)));
+    r[j + 3] = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t1), hn::BitCast(d64, t3)));
+  }
+  if constexpr (kN == 8) {
+    for (int j = 0; j < 4; ++j) {
+      const VF lo = r[j], hi = r[j + 4];
+      r[j] = hn::ConcatLowerLower(d, hi, lo);
+      r[j + 4] = hn::ConcatUpperUpper(d, hi, lo);
+    }
+  }
 }
 
 // A full panel of NR columns of a B whose columns are contiguous (B = W^T, ldb_row == 1):
-// out[p * NR + j] = b[j * ldb_col + p], 8 x 8 blocks transposed in registers. Returns the
-// number of rows p done (a multiple of 8); the caller finishes the rest.
+// out[p * NR + j] = b[j * ldb_col + p], kN x kN blocks transposed in registers. Returns the
+// number of rows p done (a multiple of kN, 0 without vectors); the caller finishes the rest.
 int64_t pack_b_columns_f32(const float* b, int64_t ldb_col, int64_t kc, int64_t NR, float* out) {
-  const int64_t whole = kc - kc % 8;
-  for (int64_t p = 0; p < whole; p += 8) {
-    for (int64_t j0 = 0; j0 < NR; j0 += 8) {
-      __m256 r[8];
-      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(b + (j0 + j) * ldb_col + p);
-      transpose8(r);
-      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * NR + j0, r[q]);
+  if (NR % kN != 0) return 0;
+  const DF d;
+  const int64_t whole = kc - kc % kN;
+  for (int64_t p = 0; p < whole; p += kN) {
+    for (int64_t j0 = 0; j0 < NR; j0 += kN) {
+      VF r[kN];
+      for (int64_t j = 0; j < kN; ++j) r[j] = hn::LoadU(d, b + (j0 + j) * ldb_col + p);
+      transpose(r);
+      for (int64_t q = 0; q < kN; ++q) hn::StoreU(r[q], d, out + (p + q) * NR + j0);
     }
   }
   return whole;
 }
 
-// A full panel of 6 rows of a row-major A (lda_col == 1): out[p * 6 + r] = a[r * lda_row + p].
-// Each 8-float store also writes 2 floats past its 6, which the next store (or the caller's
-// tail, or the next panel) overwrites: the buffer has slack for the last one.
+// A full panel of 6 rows of a row-major A (lda_col == 1): out[p * 6 + r] = a[r * lda_row + p],
+// the 6 rows as blocks of kN (rows past 6 zero). A store of a block's column also writes the
+// floats past its rows (2 of them), which the next store (or the caller's tail, or the next
+// panel) overwrites: the buffer has slack for the last one.
 int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out) {
-  const int64_t whole = kc - kc % 8;
-  for (int64_t p = 0; p < whole; p += 8) {
-    __m256 r[8];
-    for (int i = 0; i < 6; ++i) r[i] = _mm256_loadu_ps(a + i * lda_row + p);
-    r[6] = r[7] = _mm256_setzero_ps();
-    transpose8(r);
-    for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 6, r[q]);
+  constexpr int64_t kBlocks = (6 + kN - 1) / kN;
+  const DF d;
+  const int64_t whole = kc - kc % kN;
+  for (int64_t p = 0; p < whole; p += kN) {
+    VF r[kBlocks][kN];
+    for (int64_t g = 0; g < kBlocks; ++g) {
+      for (int64_t i = 0; i < kN; ++i) {
+        const int64_t row = g * kN + i;
+        r[g][i] = row < 6 ? hn::LoadU(d, a + row * lda_row + p) : hn::Zero(d);
+      }
+      transpose(r[g]);
+    }
+    for (int64_t q = 0; q < kN; ++q) {
+      for (int64_t g = 0; g < kBlocks; ++g) hn::StoreU(r[g][q], d, out + (p + q) * 6 + g * kN);
+    }
   }
   return whole;
 }
-#endif
 
-// dst[0:bytes] = src[0:bytes], bytes a constant, in 32-byte moves: GCC's inline copy of a
-// constant size moves 16 bytes at a time under x86-64-v3's generic tuning, and packing is
-// bound by its stores (a 32-float panel row takes 8 of them).
+#endif  // EMBER_PACK_VECTORS
+
+// dst[0:bytes] = src[0:bytes], bytes a constant, in whole vectors (32 bytes on AVX2): GCC's
+// inline copy of a constant size moves 16 bytes at a time under x86-64-v3's generic tuning, and
+// packing is bound by its stores (a 32-float panel row takes 8 of them).
 template <int64_t bytes>
 [[gnu::always_inline]] inline void copy_bytes(void* __restrict dst, const void* __restrict src) {
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
   int64_t b = 0;
-#ifdef EMBER_GEMM_X86
-  for (; b + 32 <= bytes; b += 32) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + b),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
-  }
+#if EMBER_PACK_VECTORS
+  const hn::CappedTag<uint8_t, 32> d8;
+  constexpr int64_t step = static_cast<int64_t>(hn::MaxLanes(d8));
+  for (; b + step <= bytes; b += step) hn::StoreU(hn::LoadU(d8, s + b), d8, d + b);
 #endif
-  // The rest: the last bytes % 32 on x86, every byte on the other CPUs.
+  // The rest: what is left of a whole vector (every byte without fixed-width vectors).
   if (b < bytes) std::memcpy(d + b, s + b, static_cast<std::size_t>(bytes - b));
 }
 
@@ -146,12 +182,10 @@ void pack_lines(const T* src, int64_t stride, int64_t kc, int64_t len, int64_t w
   }
 }
 
-}  // namespace
-
 // A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
 template <typename T>
-void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
-            T* out) {
+void pack_a_panels(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
+                   T* out) {
   if (op.lda_row == 1 && op.lda_col > 1) {  // A^T: columns of A contiguous
     pack_lines(op.A + i0 + p0 * op.lda_col, op.lda_col, kc, mc, MR, out);
     return;
@@ -160,11 +194,9 @@ void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc
     const int64_t rows = std::min(MR, mc - ir);
     const T* a = op.A + (i0 + ir) * op.lda_row + p0 * op.lda_col;
     int64_t done = 0;  // rows p already packed by a SIMD path
-#ifdef EMBER_GEMM_X86
     if constexpr (std::is_same_v<T, float>) {
       if (op.lda_col == 1 && MR == 6 && rows == 6) done = pack_a_rows_f32(a, op.lda_row, kc, out);
     }
-#endif
     if (op.lda_col <= op.lda_row) {  // rows of A contiguous (or closer): walk along k per row
       for (int64_t r = 0; r < rows; ++r) {
         const T* src = a + r * op.lda_row;
@@ -184,8 +216,8 @@ void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc
 
 // B[p0:p0+kc, j0:j0+nc] as ceil(nc / NR) panels of kc x NR (columns past nc are zeros).
 template <typename T>
-void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
-            T* out) {
+void pack_b_panels(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
+                   T* out) {
   if (op.ldb_col == 1) {  // rows of B contiguous
     pack_lines(op.B + p0 * op.ldb_row + j0, op.ldb_row, kc, nc, NR, out);
     return;
@@ -195,13 +227,9 @@ void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc
     const T* b = op.B + p0 * op.ldb_row + (j0 + jr) * op.ldb_col;
     if (op.ldb_row <= op.ldb_col) {  // B transposed (W^T): walk down each column
       int64_t done = 0;              // rows p already packed by a SIMD path
-#ifdef EMBER_GEMM_X86
       if constexpr (std::is_same_v<T, float>) {
-        if (op.ldb_row == 1 && cols == NR && NR % 8 == 0) {
-          done = pack_b_columns_f32(b, op.ldb_col, kc, NR, out);
-        }
+        if (op.ldb_row == 1 && cols == NR) done = pack_b_columns_f32(b, op.ldb_col, kc, NR, out);
       }
-#endif
       for (int64_t j = 0; j < cols; ++j) {
         const T* src = b + j * op.ldb_col;
         for (int64_t p = done; p < kc; ++p) out[p * NR + j] = src[p * op.ldb_row];
@@ -218,6 +246,60 @@ void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc
   }
 }
 
+}  // namespace
+
+// The entry points of this target, one per type (HWY_EXPORT takes plain functions).
+#define EMBER_PACK_ENTRIES(T, Name)                                                      \
+  void PackA##Name(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, \
+                   int64_t MR, T* out) {                                                 \
+    pack_a_panels(op, i0, mc, p0, kc, MR, out);                                          \
+  }                                                                                      \
+  void PackB##Name(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, \
+                   int64_t NR, T* out) {                                                 \
+    pack_b_panels(op, p0, kc, j0, nc, NR, out);                                          \
+  }
+EMBER_PACK_ENTRIES(float, F32)
+EMBER_PACK_ENTRIES(double, F64)
+EMBER_PACK_ENTRIES(int64_t, I64)
+#undef EMBER_PACK_ENTRIES
+
+}  // namespace ember::kernels::gemm_detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ember::kernels::gemm_detail {
+
+HWY_EXPORT(PackAF32);
+HWY_EXPORT(PackAF64);
+HWY_EXPORT(PackAI64);
+HWY_EXPORT(PackBF32);
+HWY_EXPORT(PackBF64);
+HWY_EXPORT(PackBI64);
+
+template <typename T>
+void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
+            T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    HWY_DYNAMIC_DISPATCH(PackAF32)(op, i0, mc, p0, kc, MR, out);
+  } else if constexpr (std::is_same_v<T, double>) {
+    HWY_DYNAMIC_DISPATCH(PackAF64)(op, i0, mc, p0, kc, MR, out);
+  } else {
+    HWY_DYNAMIC_DISPATCH(PackAI64)(op, i0, mc, p0, kc, MR, out);
+  }
+}
+
+template <typename T>
+void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
+            T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    HWY_DYNAMIC_DISPATCH(PackBF32)(op, p0, kc, j0, nc, NR, out);
+  } else if constexpr (std::is_same_v<T, double>) {
+    HWY_DYNAMIC_DISPATCH(PackBF64)(op, p0, kc, j0, nc, NR, out);
+  } else {
+    HWY_DYNAMIC_DISPATCH(PackBI64)(op, p0, kc, j0, nc, NR, out);
+  }
+}
+
 #define EMBER_INSTANTIATE_PACK(T)                                                              \
   template void pack_a<T>(const Product<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, T*); \
   template void pack_b<T>(const Product<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, T*);
@@ -227,3 +309,4 @@ EMBER_INSTANTIATE_PACK(int64_t)
 #undef EMBER_INSTANTIATE_PACK
 
 }  // namespace ember::kernels::gemm_detail
+#endif  // HWY_ONCE

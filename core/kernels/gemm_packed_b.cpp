@@ -12,15 +12,10 @@
 
 namespace ember::kernels {
 
+using gemm_detail::Config;
 using gemm_detail::copy_partial_row;
-using gemm_detail::cpu_has_avx512;
 using gemm_detail::pack_b;
 using gemm_detail::Product;
-using gemm_detail::tile_a_strided;
-#ifdef EMBER_GEMM_X86
-using gemm_detail::ARead;
-using gemm_detail::kernel_avx512_f32_a;
-#endif
 
 template <typename T>
 void pack_b_panels(int64_t K, int64_t N, const T* B, int64_t ldb_row, int64_t ldb_col, T* out) {
@@ -44,7 +39,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
     return;
   }
   const int64_t full_rows = M - M % MR;
-  const bool avx512 = std::is_same_v<T, float> && cpu_has_avx512();
+  const Config<T> cfg = gemm_detail::config<T>();
   alignas(64) T edge_a[MR * KC];  // the last, partial row tile, packed
   alignas(64) T edge_c[MR * W];   // a partial tile of C
   for (int64_t pc = 0; pc < k; pc += KC) {
@@ -56,7 +51,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
       if (load) {
         for (int64_t r = 0; r < rows; ++r) copy_partial_row(edge_c + r * W, c + r * ldc, cols);
       }
-      tile_a_strided<T>(kc, a, rs, ks, bj, edge_c, W, load, avx512);
+      cfg.strided(kc, a, rs, ks, bj, edge_c, W, load);
       for (int64_t r = 0; r < rows; ++r) copy_partial_row(c + r * ldc, edge_c + r * W, cols);
     };
     if (full_rows < M) {
@@ -71,31 +66,22 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
       const int64_t cols = std::min(W, N - jr);
       const T* b = Bp + jr * K_packed + pc * W;  // panel jr / W, row pc
       int64_t ir = 0;
-#ifdef EMBER_GEMM_X86
-      if constexpr (std::is_same_v<T, float>) {
-        // With AVX-512, the full row tiles of two whole panels at once (same bits, see
-        // kernel_avx512_f32_a); their partial row tile, one panel at a time below.
-        if (avx512 && jr + 2 * W <= N) {
-          const float* b1 = b + W * K_packed;
-          for (; ir < full_rows; ir += MR) {
-            const float* a = A + ir * lda_row + pc * lda_col;
-            float* c = C + ir * ldc + jr;
-            if (lda_row == 1) {
-              kernel_avx512_f32_a<ARead::kColumns, 2>(kc, a, 1, lda_col, {b, b1}, W, c, ldc, load);
-            } else {
-              kernel_avx512_f32_a<ARead::kRows, 2>(kc, a, lda_row, 1, {b, b1}, W, c, ldc, load);
-            }
-          }
-          if (full_rows < M) {  // the packed edge rows, under each of the two panels
-            T* c = C + full_rows * ldc + jr;
-            edge_tile(edge_a, 1, MR, b, c, M - full_rows, W);
-            edge_tile(edge_a, 1, MR, b1, c + W, M - full_rows, W);
-          }
-          jr += W;  // (and the loop's own step: two panels)
-          continue;
+      // Where the target has a pair tile, the full row tiles of two whole panels at once (same
+      // bits: each C[i, j] gets the same chain); their partial row tile, one panel at a time.
+      if (cfg.pair != nullptr && jr + 2 * W <= N) {
+        const T* b1 = b + W * K_packed;
+        for (; ir < full_rows; ir += MR) {
+          cfg.pair(kc, A + ir * lda_row + pc * lda_col, lda_row, lda_col, b, b1, C + ir * ldc + jr,
+                   ldc, load);
         }
+        if (full_rows < M) {  // the packed edge rows, under each of the two panels
+          T* c = C + full_rows * ldc + jr;
+          edge_tile(edge_a, 1, MR, b, c, M - full_rows, W);
+          edge_tile(edge_a, 1, MR, b1, c + W, M - full_rows, W);
+        }
+        jr += W;  // (and the loop's own step: two panels)
+        continue;
       }
-#endif
       for (; ir < M; ir += MR) {
         const int64_t rows = std::min(MR, M - ir);
         const bool packed = ir >= full_rows;
@@ -103,7 +89,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
         const int64_t rs = packed ? 1 : lda_row, ks = packed ? MR : lda_col;
         T* c = C + ir * ldc + jr;
         if (rows == MR && cols == W) {
-          tile_a_strided<T>(kc, a, rs, ks, b, c, ldc, load, avx512);
+          cfg.strided(kc, a, rs, ks, b, c, ldc, load);
           continue;
         }
         edge_tile(a, rs, ks, b, c, rows, cols);

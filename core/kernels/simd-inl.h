@@ -142,14 +142,19 @@ class LaneSums {
 #endif
   }
 
+  // The eight sums, sum j (of the elements j mod 8) in out[j].
+  HWY_INLINE void store(float* out) const {
+#if HWY_HAVE_SCALABLE
+    for (int i = 0; i < 8; ++i) out[i] = sums_[i];
+#else
+    for (size_t q = 0; q < kK; ++q) hn::StoreU(v_[q], D(), out + q * kN);
+#endif
+  }
+
   // lane_total (reduce_kernels.h) of the sums, for a row of `row` values.
   HWY_INLINE float total(int64_t row) const {
     HWY_ALIGN float sums[8];
-#if HWY_HAVE_SCALABLE
-    for (int i = 0; i < 8; ++i) sums[i] = sums_[i];
-#else
-    for (size_t q = 0; q < kK; ++q) hn::Store(v_[q], D(), sums + q * kN);
-#endif
+    store(sums);
     return lane_total(sums, row);
   }
 

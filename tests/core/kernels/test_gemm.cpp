@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/base/allocator.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/kernels/gemm.h"
+#include "tests/core/kernels/targets.h"
 #include "tests/test_helpers.h"
 
 namespace ember {
@@ -314,7 +316,26 @@ TEST(Gemm, PackingMemoryIsKeptAcrossProducts) {
 
 TEST(Gemm, IsaIsNamed) {
   const std::string isa = kernels::gemm_isa();
-  EXPECT_TRUE(isa == "avx2" || isa == "avx512" || isa == "portable") << isa;
+  EXPECT_TRUE(isa == "avx2" || isa == "avx512" || isa == "neon" || isa == "portable") << isa;
+}
+
+// The micro-kernels of every Highway target this CPU has (the tile written once in
+// core/kernels/gemm_microkernel.cpp, and the plain loops on SCALAR) against the reference loop:
+// the blocked path's sweep and gemm_packed_b's, float and double, each target naming its tile.
+TEST(Gemm, EveryTargetsTilesMatchReferenceBitForBit) {
+  const std::vector<std::string> targets = test::on_every_target([] {
+    const std::string target = cpu::target_name();
+    const std::string expected = target == "AVX3" || target == "AVX3_DL" ? "avx512"
+                                 : target == "AVX2"                      ? "avx2"
+                                 : target == "NEON"                      ? "neon"
+                                                                         : "portable";
+    EXPECT_EQ(kernels::gemm_isa(), expected);
+    sweep_shapes<float>();
+    sweep_shapes<double>();
+    sweep_packed_b<float>();
+    sweep_packed_b<double>();
+  });
+  EXPECT_FALSE(targets.empty());
 }
 
 // Every C[i, j] is its own fma chain (gemm.h), so a row of a product does not depend on the
