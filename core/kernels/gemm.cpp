@@ -310,16 +310,14 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
     }
     return;
   }
-#ifdef EMBER_GEMM_X86
   // A few rows (a linear layer at decode time): B read in place, no packing pass over it.
   if constexpr (std::is_same_v<T, float>) {
-    if (M <= kSkinnyRows) {
-      skinny_batched_f32(batch, M, N, K, A, a_batch_stride, lda_row, lda_col, B, b_batch_stride,
-                         ldb_row, ldb_col, C, c_batch_stride, ldc, accumulate);
+    if (M <= kSkinnyRows &&
+        skinny_batched_f32(batch, M, N, K, A, a_batch_stride, lda_row, lda_col, B, b_batch_stride,
+                           ldb_row, ldb_col, C, c_batch_stride, ldc, accumulate)) {
       return;
     }
   }
-#endif
   packed_batched(batch, M, N, K, A, a_batch_stride, lda_row, lda_col, B, b_batch_stride, ldb_row,
                  ldb_col, C, c_batch_stride, ldc, accumulate);
 }
@@ -339,9 +337,7 @@ void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int
   // The paths that do not pack (integers, tiny and skinny products, no k at all): the bias
   // copied into every row, then the product accumulated onto it.
   bool packed = !std::is_integral_v<T> && M * N * K > kTinyWork;
-#ifdef EMBER_GEMM_X86
   if constexpr (std::is_same_v<T, float>) packed = packed && M > kSkinnyRows;
-#endif
   if (!packed) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = bias[j * bias_stride];

@@ -18,11 +18,6 @@
 #include "core/base/allocator.h"
 #include "core/base/cpu.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define EMBER_GEMM_X86 1
-#endif
-
 namespace ember::kernels::gemm_detail {
 
 // c + a * b: one fused multiply-add for floats; for int64 wrapping on overflow as PyTorch's integer
@@ -154,14 +149,24 @@ template <typename T>
 void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
             T* out);
 
-#ifdef EMBER_GEMM_X86
 // The skinny path (core/kernels/gemm_skinny.cpp): gemm_batched for float products with
-// 1 <= M <= kSkinnyRows (and K >= 1), B read in place.
+// 1 <= M <= kSkinnyRows (and K >= 1), B read in place. Returns false, computing nothing, on the
+// targets without a skinny path (SCALAR, SVE), whose products then take the blocked path.
 constexpr int64_t kSkinnyRows = 16;  // the most rows of A this path takes (two registers of 8)
-void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+constexpr int kSkinnyTailRows = 4;   // M = 9..12 with B = W^T: eight rows in lanes plus a tail
+constexpr int kSkinnyTailTiles = 4;  // tiles whose tail rows are computed together
+bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                         int64_t a_bs, int64_t lda_row, int64_t lda_col, const float* B,
                         int64_t b_bs, int64_t ldb_row, int64_t ldb_col, float* C, int64_t c_bs,
                         int64_t ldc, bool accumulate);
-#endif
+
+// A target's skinny kernel: C[0:M, j0:j1] (+)= A @ B[:, j0:j1] for one piece of a product, A
+// packed by columns (8R rows per k) and, with the tail, rows 8.. row-major after them.
+struct SkinnyKernel {
+  void (*columns)(int R, int64_t M, int64_t K, const float* a, const float* at, const float* B,
+                  int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
+                  int64_t j0, int64_t j1);  // null: no skinny path on this target
+  bool tail;                                // rows 9..12 of a product with W^T in a tail kernel
+};
 
 }  // namespace ember::kernels::gemm_detail

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "core/kernels/gemm_internal.h"
+#include "core/kernels/gemm_transpose-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -35,34 +36,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 int64_t pack_b_columns_f32(const float*, int64_t, int64_t, int64_t, float*) { return 0; }
 int64_t pack_a_rows_f32(const float*, int64_t, int64_t, float*) { return 0; }
 #else
-using DF = hn::CappedTag<float, 8>;  // blocks of kN x kN floats: 8 x 8 on AVX2, 4 x 4 on NEON
-using VF = hn::Vec<DF>;
-constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
-
-// Rows r[0..kN) of a kN x kN block of floats become its columns (r[i] = column i): in each
-// 128-bit block, pairs of rows interleaved, then pairs of pairs (a 4 x 4 transpose); with 8
-// lanes, the halves of rows i and i + 4 exchanged.
-HWY_INLINE void transpose(VF* r) {
-  const DF d;
-  const hn::Repartition<uint64_t, DF> d64;
-  for (int64_t j = 0; j < kN; j += 4) {
-    const VF t0 = hn::InterleaveLower(d, r[j], r[j + 1]);
-    const VF t1 = hn::InterleaveUpper(d, r[j], r[j + 1]);
-    const VF t2 = hn::InterleaveLower(d, r[j + 2], r[j + 3]);
-    const VF t3 = hn::InterleaveUpper(d, r[j + 2], r[j + 3]);
-    r[j] = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t2)));
-    r[j + 1] = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t2)));
-    r[j + 2] = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t1), hn::BitCast(d64, t3)));
-    r[j + 3] = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t1), hn::BitCast(d64, t3)));
-  }
-  if constexpr (kN == 8) {
-    for (int j = 0; j < 4; ++j) {
-      const VF lo = r[j], hi = r[j + 4];
-      r[j] = hn::ConcatLowerLower(d, hi, lo);
-      r[j + 4] = hn::ConcatUpperUpper(d, hi, lo);
-    }
-  }
-}
+using DF = BlockTag;  // blocks of kN x kN floats: 8 x 8 on AVX2, 4 x 4 on NEON
+using VF = BlockVec;
+constexpr int64_t kN = kBlockN;
 
 // A full panel of NR columns of a B whose columns are contiguous (B = W^T, ldb_row == 1):
 // out[p * NR + j] = b[j * ldb_col + p], kN x kN blocks transposed in registers. Returns the
@@ -75,7 +51,7 @@ int64_t pack_b_columns_f32(const float* b, int64_t ldb_col, int64_t kc, int64_t 
     for (int64_t j0 = 0; j0 < NR; j0 += kN) {
       VF r[kN];
       for (int64_t j = 0; j < kN; ++j) r[j] = hn::LoadU(d, b + (j0 + j) * ldb_col + p);
-      transpose(r);
+      transpose_block(r);
       for (int64_t q = 0; q < kN; ++q) hn::StoreU(r[q], d, out + (p + q) * NR + j0);
     }
   }
@@ -97,7 +73,7 @@ int64_t pack_a_rows_f32(const float* a, int64_t lda_row, int64_t kc, float* out)
         const int64_t row = g * kN + i;
         r[g][i] = row < 6 ? hn::LoadU(d, a + row * lda_row + p) : hn::Zero(d);
       }
-      transpose(r[g]);
+      transpose_block(r[g]);
     }
     for (int64_t q = 0; q < kN; ++q) {
       for (int64_t g = 0; g < kBlocks; ++g) hn::StoreU(r[g][q], d, out + (p + q) * 6 + g * kN);

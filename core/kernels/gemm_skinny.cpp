@@ -1,19 +1,42 @@
 // The skinny path of gemm_batched: float products with at most 16 rows of A, B read in place.
 // (Summation order: the contract at the top of core/kernels/gemm.cpp.)
+//
+// Written once over Highway and compiled for each target (core/kernels/README.md), like the
+// micro-kernels: vectors of 8 floats on AVX2 and AVX-512, 4 on NEON. The targets without
+// fixed-width vectors (SCALAR, EMU128, SVE) have no skinny path: their products of a few rows
+// take the blocked path's plain loops, the same bits (the contract).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/gemm_skinny.cpp"
+#include "hwy/foreach_target.h"  // before highway.h
+
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "core/base/fma-inl.h"
 #include "core/base/parallel.h"
 #include "core/kernels/gemm_internal.h"
+#include "core/kernels/gemm_transpose-inl.h"
 #include "core/kernels/parallel_for.h"
+#include "hwy/highway.h"
 
-#ifdef EMBER_GEMM_X86
-namespace ember::kernels::gemm_detail {
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::gemm_detail::HWY_NAMESPACE {
 
 namespace {
+
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_HAVE_SCALABLE
+SkinnyKernel target_skinny() { return {nullptr, false}; }
+#else
+namespace hn = hwy::HWY_NAMESPACE;
+using simd::HWY_NAMESPACE::Fma;
+
+using DF = hn::CappedTag<float, 8>;
+using VF = hn::Vec<DF>;
+constexpr int kL = static_cast<int>(hn::MaxLanes(DF()));  // floats per vector: 8, or 4 on NEON
+static_assert(8 % kL == 0, "8 rows are whole vectors");
 
 // ---- skinny products: a few rows of A (M <= 16), B read in place ----
 //
@@ -27,9 +50,9 @@ namespace {
 // packed once by columns (8 or 16 floats per k, rows past M zero; M x K is small), and for a
 // block of NJ columns of C:
 //
-//   acc[j] = C[0:8R, j]                                (R registers of 8 rows; 0 or C)
-//   for k = 0 .. K-1:
-//     a = A[0:8R, k]                                   (R aligned loads of the packed column)
+//   acc[j] = C[0:8R, j]                                (8R rows: R vectors of 8 floats on x86,
+//   for k = 0 .. K-1:                                   2R of 4 on NEON; 0 or C)
+//     a = A[0:8R, k]                                   (aligned loads of the packed column)
 //     for j in the block:  acc[j] = fma(a, broadcast(B[k, j]), acc[j])
 //
 // Each lane of acc[j] is one C[i, j] and sees one fma per k, in increasing k: the summation
@@ -37,8 +60,8 @@ namespace {
 // for bit. B[k, j] is a scalar broadcast straight from memory through both strides, so W^T (ldb_row
 // = 1: the block walks along NJ rows of W, each a contiguous stream) and a plain B (ldb_col = 1)
 // need neither packing nor a transpose. The whole depth K runs in registers: each C[i, j] is read
-// and written once. Per k: R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
-// accumulators, enough independent chains to cover the fma latency).
+// and written once. Per k (x86): R loads of A, NJ broadcasts of B and R * NJ fmas (NJ * R = 8
+// accumulators, enough independent chains to cover the fma latency; 16 of 4 floats on NEON).
 //
 // The cost is one broadcast and (at M <= 8) one fma per element of W, so the loop can run at
 // about the rate one core streams W from memory. A prototype reading W in 8 x 4 blocks
@@ -46,52 +69,53 @@ namespace {
 //
 // The hardware prefetcher does not always start the next tile's NJ streams of W early enough
 // by itself, so while a tile runs the W^T kernel prefetches the next tile's rows of W into L2
-// (one line per row for every 16 k, _MM_HINT_T1), and the loop reads W at about the streaming
+// (one line per row for every 16 k, __builtin_prefetch with locality 2: prefetcht1 on x86), and the loop reads W at about the streaming
 // rate (bench_gemm's 8x50257x768 B^T, the GPT's out_head, measures it).
 //
 // Threads split N into blocks of whole column groups: a column's chain never depends on the
 // split, so 1 and 2 threads give the same bits.
 
 // C^T tile of NJ columns and 8R rows: t[j * 8R + i] holds C[i, j] on entry and on exit. a is
-// A packed by columns (a[k * 8R + i] = A[i, k]), 32-byte aligned; B[k, j] is at
+// A packed by columns (a[k * 8R + i] = A[i, k]), 64-byte aligned; B[k, j] is at
 // b[k * bk + j * bj], with bk == 1 when kColumnsContiguous (B = W^T: column j is row j of W).
 template <int R, int NJ, bool kColumnsContiguous>
 void skinny_kernel_f32(int64_t K, const float* a, const float* b, int64_t bk, int64_t bj,
                        float* t) {
+  constexpr int kV = 8 * R / kL;  // vectors per column of the tile
+  const DF d;
   const int64_t step = kColumnsContiguous ? 1 : bk;
-  __m256 acc[NJ][R];
+  VF acc[NJ][kV];
   const float* col[NJ];  // B[0, j] for each column of the block
 #pragma GCC unroll 8
   for (int j = 0; j < NJ; ++j) {
     col[j] = b + j * bj;
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) acc[j][r] = _mm256_loadu_ps(t + (j * R + r) * 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < kV; ++r) acc[j][r] = hn::LoadU(d, t + (j * kV + r) * kL);
   }
   for (int64_t k0 = 0; k0 < K; k0 += 16) {
     if constexpr (kColumnsContiguous) {
       // The next tile's rows of W, one line (16 floats) per row for each 16 k of this one: in
       // L2 by the time it starts (see the note above skinny_kernel_f32).
 #pragma GCC unroll 8
-      for (int j = 0; j < NJ; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(col[j] + NJ * bj + k0), _MM_HINT_T1);
+      for (int j = 0; j < NJ; ++j) __builtin_prefetch(col[j] + NJ * bj + k0, 0, 2);
     }
     const int64_t k1 = std::min(K, k0 + 16);
     for (int64_t k = k0; k < k1; ++k) {
-      __m256 av[R];
-#pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) av[r] = _mm256_load_ps(a + k * 8 * R + r * 8);
+      VF av[kV];
+#pragma GCC unroll 4
+      for (int r = 0; r < kV; ++r) av[r] = hn::Load(d, a + (k * kV + r) * kL);
 #pragma GCC unroll 8
       for (int j = 0; j < NJ; ++j) {
-        const __m256 bv = _mm256_broadcast_ss(col[j] + k * step);
-#pragma GCC unroll 2
-        for (int r = 0; r < R; ++r) acc[j][r] = _mm256_fmadd_ps(av[r], bv, acc[j][r]);
+        const VF bv = hn::Set(d, col[j][k * step]);
+#pragma GCC unroll 4
+        for (int r = 0; r < kV; ++r) acc[j][r] = Fma(av[r], bv, acc[j][r]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int j = 0; j < NJ; ++j) {
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) _mm256_storeu_ps(t + (j * R + r) * 8, acc[j][r]);
+#pragma GCC unroll 4
+    for (int r = 0; r < kV; ++r) hn::StoreU(acc[j][r], d, t + (j * kV + r) * kL);
   }
 }
 
@@ -105,6 +129,14 @@ void skinny_tile_f32(int64_t K, const float* a, const float* b, int64_t ldb_row,
     skinny_kernel_f32<R, NJ, false>(K, a, b, ldb_row, ldb_col, t);
   }
 }
+
+// The tail rows below need vectors of 8 floats (8 x 8 blocks transposed): AVX2 and AVX-512.
+// With 4 (NEON), 9..16 rows take two registers' worth of rows (R = 2).
+#undef EMBER_SKINNY_TAIL
+#define EMBER_SKINNY_TAIL (HWY_MAX_BYTES >= 32)
+constexpr bool kTail = EMBER_SKINNY_TAIL;
+
+#if EMBER_SKINNY_TAIL
 
 // Rows 8 .. 8 + NT - 1 of C (M = 9..12, B = W^T, so column j of B is row j of W), for G tiles
 // of eight columns: out[t * ldo + 8g + j] holds C[8 + t, 8g + j], read and written. The main
@@ -123,60 +155,40 @@ void skinny_tile_f32(int64_t K, const float* a, const float* b, int64_t ldb_row,
 template <int NT, int G>
 void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, float* out,
                      int64_t ldo) {
-  __m256 acc[G][NT];
+  static_assert(kL == 8 && kBlockN == 8, "the tail works on 8 x 8 blocks");
+  const DF d;
+  VF acc[G][NT];
   for (int g = 0; g < G; ++g)
-    for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_loadu_ps(out + t * ldo + g * 8);
+    for (int t = 0; t < NT; ++t) acc[g][t] = hn::LoadU(d, out + t * ldo + g * 8);
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const float* w = b + g * 8 * bj + k;
-      __m256 r[8], p[8], q[8], v[8];
+      VF v[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(w + j * bj);
-        // 8 x 8 transpose: pairs of rows interleaved, then quads, then 128-bit halves exchanged.
-#pragma GCC unroll 4
-      for (int j = 0; j < 8; j += 2) {
-        p[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);      // columns 0 1 | 4 5 of rows j, j + 1
-        p[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);  // columns 2 3 | 6 7
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 8; h += 4) {
-        q[h] = _mm256_shuffle_ps(p[h], p[h + 2], 0x44);          // column 0 | 4 of rows h..h+3
-        q[h + 1] = _mm256_shuffle_ps(p[h], p[h + 2], 0xEE);      // 1 | 5
-        q[h + 2] = _mm256_shuffle_ps(p[h + 1], p[h + 3], 0x44);  // 2 | 6
-        q[h + 3] = _mm256_shuffle_ps(p[h + 1], p[h + 3], 0xEE);  // 3 | 7
-      }
-#pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) {
-        v[u] = _mm256_permute2f128_ps(q[u], q[u + 4], 0x20);
-        v[u + 4] = _mm256_permute2f128_ps(q[u], q[u + 4], 0x31);
-      }
+      for (int j = 0; j < 8; ++j) v[j] = hn::LoadU(d, w + j * bj);
+      transpose_block(v);  // v[u] = (B[k + u, 0], ..., B[k + u, 7])
 #pragma GCC unroll 8
       for (int u = 0; u < 8; ++u) {
 #pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) {
-          acc[g][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(at + t * K + k + u), v[u], acc[g][t]);
-        }
+        for (int t = 0; t < NT; ++t)
+          acc[g][t] = Fma(hn::Set(d, at[t * K + k + u]), v[u], acc[g][t]);
       }
     }
   }
   for (; k < K; ++k) {
     for (int g = 0; g < G; ++g) {
       const float* w = b + g * 8 * bj + k;
-      const __m256 v = _mm256_setr_ps(w[0], w[bj], w[2 * bj], w[3 * bj], w[4 * bj], w[5 * bj],
-                                      w[6 * bj], w[7 * bj]);
-      for (int t = 0; t < NT; ++t) {
-        acc[g][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(at + t * K + k), v, acc[g][t]);
-      }
+      HWY_ALIGN float column[8];  // B[k, 8g .. 8g + 7]
+      for (int j = 0; j < 8; ++j) column[j] = w[j * bj];
+      const VF v = hn::Load(d, column);
+      for (int t = 0; t < NT; ++t) acc[g][t] = Fma(hn::Set(d, at[t * K + k]), v, acc[g][t]);
     }
   }
   for (int g = 0; g < G; ++g)
-    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo + g * 8, acc[g][t]);
+    for (int t = 0; t < NT; ++t) hn::StoreU(acc[g][t], d, out + t * ldo + g * 8);
 }
-
-constexpr int kSkinnyTailRows = 4;   // M = 9..12 with B = W^T: eight rows in lanes plus a tail
-constexpr int kSkinnyTailTiles = 4;  // tiles whose tail rows are computed together
 
 // The tail rows for `tiles` (1..4) tiles of eight columns from b: four chains at a time.
 void skinny_tail_tiles_f32(int nt, int tiles, int64_t K, const float* at, const float* b,
@@ -216,15 +228,17 @@ void skinny_tail_tiles_f32(int nt, int tiles, int64_t K, const float* at, const 
 // and M > 8 (B = W^T only), rows 8.. come from skinny_tail_tiles_f32 after every few tiles
 // (while their rows of W are still in cache), their A rows in at; a single column's from a
 // plain fma loop.
+#endif  // EMBER_SKINNY_TAIL
+
 template <int R>
 void skinny_columns_f32(int64_t M, int64_t K, const float* a, const float* at, const float* B,
                         int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
                         int64_t j0, int64_t j1) {
   constexpr int NJ = 8 / R, kRows = 8 * R;
-  const int nt = R == 1 && M > 8 ? static_cast<int>(M - 8) : 0;
+  const int nt = kTail && R == 1 && M > 8 ? static_cast<int>(M - 8) : 0;
   constexpr int64_t kChunk = kSkinnyTailTiles * 8;
-  alignas(32) float t[NJ * kRows];
-  alignas(32) float tail[kSkinnyTailRows * kChunk];
+  HWY_ALIGN float t[NJ * kRows];
+  HWY_ALIGN float tail[kSkinnyTailRows * kChunk];
   for (int64_t chunk = j0; chunk < j1; chunk += kChunk) {
     const int64_t chunk_end = std::min(j1, chunk + kChunk);
     int tiles = 0;  // full tiles of this chunk, from its first column on
@@ -264,23 +278,54 @@ void skinny_columns_f32(int64_t M, int64_t K, const float* a, const float* at, c
           tail[r * kChunk + jj] = accumulate ? C[(8 + r) * ldc + chunk + jj] : 0.0f;
         }
       }
+#if EMBER_SKINNY_TAIL
       skinny_tail_tiles_f32(nt, tiles, K, at, B + chunk * ldb_col, ldb_col, tail, kChunk);
+#endif
       for (int r = 0; r < nt; ++r) std::copy_n(tail + r * kChunk, cols, C + (8 + r) * ldc + chunk);
     }
   }
 }
 
+// C[0:M, j0:j1] (+)= A @ B[:, j0:j1] for one piece of a product, A packed by columns in a
+// (8R rows per k) and its tail rows in at.
+void columns_f32(int R, int64_t M, int64_t K, const float* a, const float* at, const float* B,
+                 int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
+                 int64_t j0, int64_t j1) {
+  if (R == 1) {
+    skinny_columns_f32<1>(M, K, a, at, B, ldb_row, ldb_col, C, ldc, accumulate, j0, j1);
+  } else {
+    skinny_columns_f32<2>(M, K, a, at, B, ldb_row, ldb_col, C, ldc, accumulate, j0, j1);
+  }
+}
+
+SkinnyKernel target_skinny() { return {columns_f32, kTail}; }
+#endif
+
 }  // namespace
 
+SkinnyKernel SkinnyF32() { return target_skinny(); }
+
+}  // namespace ember::kernels::gemm_detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ember::kernels::gemm_detail {
+
+HWY_EXPORT(SkinnyF32);
+
 // gemm_batched for float products with 1 <= M <= kSkinnyRows (and K >= 1): threads share out
-// whole products when the batch divides evenly, else cut each product along N.
-void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+// whole products when the batch divides evenly, else cut each product along N. The target's
+// kernel is chosen once per call (EMBER_CPU_CAPABILITY applied).
+bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                         int64_t a_bs, int64_t lda_row, int64_t lda_col, const float* B,
                         int64_t b_bs, int64_t ldb_row, int64_t ldb_col, float* C, int64_t c_bs,
                         int64_t ldc, bool accumulate) {
+  cpu::apply_capability();
+  const SkinnyKernel kernel = HWY_DYNAMIC_DISPATCH(SkinnyF32)();
+  if (kernel.columns == nullptr) return false;
   // Up to 8 rows: one register of rows. 9..12 rows of a product with W^T: the same, plus
-  // skinny_tail_f32 for the rest. Else two registers of rows (R = 2).
-  const bool tail = M > 8 && M <= 8 + kSkinnyTailRows && ldb_row == 1;
+  // skinny_tail_f32 for the rest (where the target has it). Else two registers of rows (R = 2).
+  const bool tail = kernel.tail && M > 8 && M <= 8 + kSkinnyTailRows && ldb_row == 1;
   const int R = M > 8 && !tail ? 2 : 1;
   const int64_t rows = 8 * R, group = 8 / R;  // rows of packed A, columns per tile
   const int64_t tail_rows = tail ? M - 8 : 0;
@@ -309,15 +354,11 @@ void skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
     for (int64_t r = 0; r < tail_rows; ++r) {
       for (int64_t k = 0; k < K; ++k) at[r * K + k] = src[(8 + r) * lda_row + k * lda_col];
     }
-    if (R == 1) {
-      skinny_columns_f32<1>(M, K, a, at, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc,
-                            accumulate, j0, j1);
-    } else {
-      skinny_columns_f32<2>(M, K, a, at, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc,
-                            accumulate, j0, j1);
-    }
+    kernel.columns(R, M, K, a, at, B + b * b_bs, ldb_row, ldb_col, C + b * c_bs, ldc, accumulate,
+                   j0, j1);
   });
+  return true;
 }
 
 }  // namespace ember::kernels::gemm_detail
-#endif
+#endif  // HWY_ONCE

@@ -338,6 +338,15 @@ TEST(Gemm, EveryTargetsTilesMatchReferenceBitForBit) {
   EXPECT_FALSE(targets.empty());
 }
 
+// The skinny path (core/kernels/gemm_skinny.cpp, written once over Highway) on every target this
+// CPU has against the reference loop: sweep_skinny's shapes, rows 1..16 (with the tail kernel
+// for 9..12 rows where the target's vectors hold 8 floats), B plain and transposed, 1 and 2
+// threads. The targets without a skinny path (SCALAR) run the blocked path's plain loops.
+TEST(Gemm, EveryTargetsSkinnyPathMatchesReferenceBitForBit) {
+  const std::vector<std::string> targets = test::on_every_target([] { sweep_skinny<float>(); });
+  EXPECT_FALSE(targets.empty());
+}
+
 // Every C[i, j] is its own fma chain (gemm.h), so a row of a product does not depend on the
 // rows around it: A[i0:i0 + m] @ B is rows i0 .. i0 + m - 1 of A @ B bit for bit, whichever path
 // each takes (tiny, skinny with its tail rows, blocked; 1 or 2 threads). Generation relies on it:
