@@ -69,8 +69,9 @@ static_assert(8 % kL == 0, "8 rows are whole vectors");
 //
 // The hardware prefetcher does not always start the next tile's NJ streams of W early enough
 // by itself, so while a tile runs the W^T kernel prefetches the next tile's rows of W into L2
-// (one line per row for every 16 k, __builtin_prefetch with locality 2: prefetcht1 on x86), and the loop reads W at about the streaming
-// rate (bench_gemm's 8x50257x768 B^T, the GPT's out_head, measures it).
+// (one line per row for every 16 k; __builtin_prefetch's locality 2 is prefetcht1 on x86,
+// PRFM PLDL2KEEP on arm64), and the loop reads W at about the streaming rate (bench_gemm's
+// 8x50257x768 B^T, the GPT's out_head, measures it).
 //
 // Threads split N into blocks of whole column groups: a column's chain never depends on the
 // split, so 1 and 2 threads give the same bits.
