@@ -60,4 +60,12 @@ template <typename T>
 void gelu_tanh_backward(const T* x, const T* t, const T* dy, T* dx, int64_t n, T k,
                         GeluBackward form);
 
+// The same two as plain loops, one element at a time: the reference that the vector kernels
+// (Highway, gelu.cpp) equal bit for bit on every target (tests/core/kernels/test_gelu.cpp).
+template <typename T>
+void gelu_tanh_forward_plain(const T* x, T* y, int64_t n, T k, T* t = nullptr);
+template <typename T>
+void gelu_tanh_backward_plain(const T* x, const T* t, const T* dy, T* dx, int64_t n, T k,
+                              GeluBackward form);
+
 }  // namespace ember::kernels

@@ -110,6 +110,34 @@ HWY_INLINE void store_first(D d, hn::Vec<D> v, T* HWY_RESTRICT x, size_t count) 
   }
 }
 
+// A vector of the `count` values from x (count <= Lanes(d)) and its store: a whole vector's
+// unaligned load and store, a last partial vector's load_first and store_first.
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<D> load_lanes(D d, const T* HWY_RESTRICT x, size_t count) {
+  return count == hn::Lanes(d) ? hn::LoadU(d, x) : load_first(d, x, count);
+}
+
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE void store_lanes(D d, hn::Vec<D> v, T* HWY_RESTRICT x, size_t count) {
+  if (count == hn::Lanes(d)) {
+    hn::StoreU(v, d, x);
+  } else {
+    store_first(d, v, x, count);
+  }
+}
+
+// An elementwise loop over [begin, end) a vector of T at a time: f(i, d, count) for the `count`
+// elements from i, count = Lanes(d) but in a last partial vector (for load_lanes and
+// store_lanes).
+template <typename T, class F>
+HWY_INLINE void for_each_vector(int64_t begin, int64_t end, const F& f) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = begin;
+  for (; i + N <= end; i += N) f(i, d, static_cast<size_t>(N));
+  if (i < end) f(i, d, static_cast<size_t>(end - i));
+}
+
 // Virtual lanes. PyTorch adds a row in eight float lanes (element j into lane j mod 8, its AVX2
 // kernels', on AVX-512 machines too: vec_lane_sum in reduce_kernels.h). A sum that must give
 // those bits keeps eight running sums whatever the vector width: LaneSums<D>, for vectors of D of
