@@ -20,6 +20,7 @@
 
 #include "core/base/error.h"
 #include "core/kernels/parallel_for.h"
+#include "optim/update_kernels.h"
 
 namespace ember::optim {
 
@@ -113,27 +114,18 @@ Tensor SGD::step(const std::function<Tensor()>& closure) {
     Tensor buffer = opt.momentum() != 0 ? state_like(state, "momentum_buffer", param) : Tensor();
     for_floating(param, [&](auto tag) {
       using T = decltype(tag);
-      T* p = param.data_ptr<T>();
-      const T* g = grad.data_ptr<T>();
-      T* buf = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
-      const T wd = static_cast<T>(opt.weight_decay()), mom = static_cast<T>(opt.momentum());
-      const T one_minus_damp = static_cast<T>(1 - opt.dampening()),
-              neg_lr = static_cast<T>(-opt.lr());
+      const SgdArrays<T> arrays{param.data_ptr<T>(), grad.data_ptr<T>(),
+                                buffer.defined() ? buffer.data_ptr<T>() : nullptr};
+      const SgdConstants<T> constants{static_cast<T>(opt.weight_decay()),
+                                      static_cast<T>(opt.momentum()),
+                                      static_cast<T>(1 - opt.dampening()),
+                                      static_cast<T>(-opt.lr()),
+                                      opt.maximize(),
+                                      opt.weight_decay() != 0,
+                                      first,
+                                      opt.nesterov()};
       kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          T d_p = opt.maximize() ? -g[i] : g[i];                       // d_p = -grad if maximize
-          if (opt.weight_decay() != 0) d_p = std::fma(p[i], wd, d_p);  // d_p.add(param, alpha=wd)
-          if (buf) {
-            if (first) {
-              buf[i] = d_p;  // buf = clone(d_p)
-            } else {
-              buf[i] = buf[i] * mom;                           // buf.mul_(momentum)
-              buf[i] = std::fma(d_p, one_minus_damp, buf[i]);  //    .add_(d_p, alpha=1-damp)
-            }
-            d_p = opt.nesterov() ? std::fma(buf[i], mom, d_p) : buf[i];  // d_p.add(buf, alpha=mom)
-          }
-          p[i] = std::fma(d_p, neg_lr, p[i]);  // param.add_(d_p, alpha=-lr)
-        }
+        sgd_update(arrays, constants, i0, i1);
       });
     });
   });
@@ -189,80 +181,35 @@ void check_adam(const char* optimizer, const Options& o) {
 // pass over memory: every parameter's elements, cut into blocks of kAdamBlock, are shared out to
 // the threads in one parallel loop (the hundreds of small biases and LayerNorm parameters of a
 // GPT do not each start one), and each element reads param, grad and both moments once and
-// writes them back once. The loop body is PyTorch 1.13's _single_tensor_adam(w) for one element,
-// rounded as the top of this file says, so the bits are those of its op-by-op loop
-// (tests/optim/test_optim_bits.cpp compares them with PyTorch's, test_adam_fused.cpp with an
-// op-by-op scalar loop at 1 and 2 threads). The body is compiled once per combination of
-// the loop-invariant choices (decoupled, maximize, amsgrad), with restrict pointers, so that
-// the compiler turns it into vector code (a scalar loop per parameter costs ~12% of a GPT-124M
-// training step).
+// writes them back once (adam_update, update_kernels.h: PyTorch 1.13's _single_tensor_adam(w)
+// for one element, rounded as the top of this file says, on vectors; tests/optim/
+// test_optim_bits.cpp compares the bits with PyTorch's, test_adam_fused.cpp with an op-by-op
+// scalar loop at 1 and 2 threads).
 struct AdamJob {
   Tensor param, grad, exp_avg, exp_avg_sq, max_sq;
   double beta1, beta2, lr, wd, eps, step_size, bias_correction2_sqrt;
+  bool decoupled, maximize, amsgrad;
 };
 
-template <typename T, bool kDecoupled, bool kMaximize, bool kAmsgrad>
-void adam_elements(const AdamJob& job, int64_t begin, int64_t end) {
-  T* __restrict p = job.param.data_ptr<T>();
-  const T* __restrict g = job.grad.data_ptr<T>();
-  T* __restrict m = job.exp_avg.data_ptr<T>();
-  T* __restrict v = job.exp_avg_sq.data_ptr<T>();
-  T* __restrict vmax = kAmsgrad ? job.max_sq.data_ptr<T>() : nullptr;
-  const T b1 = static_cast<T>(job.beta1), b2 = static_cast<T>(job.beta2);
-  const T one_minus_b1 = static_cast<T>(1 - job.beta1),
-          one_minus_b2 = static_cast<T>(1 - job.beta2);
-  const T wd_t = static_cast<T>(job.wd), decay = static_cast<T>(1 - job.lr * job.wd);
-  const T bc2_sqrt = static_cast<T>(job.bias_correction2_sqrt), eps = static_cast<T>(job.eps);
-  const T neg_step_size = static_cast<T>(-job.step_size);
-  const bool l2 = !kDecoupled && job.wd != 0;
-  for (int64_t i = begin; i < end; ++i) {
-    T gi = kMaximize ? -g[i] : g[i];
-    T pi = p[i];
-    if (kDecoupled) {
-      pi = pi * decay;  // param.mul_(1 - lr * wd)
-    } else if (l2) {
-      gi = std::fma(pi, wd_t, gi);  // grad.add(param, alpha=wd)
-    }
-    T mi = m[i] * b1;                          // exp_avg.mul_(beta1)
-    mi = std::fma(gi, one_minus_b1, mi);       //    .add_(grad, alpha=1-beta1)
-    T vi = v[i] * b2;                          // exp_avg_sq.mul_(beta2)
-    vi = std::fma(one_minus_b2 * gi, gi, vi);  //    .addcmul_(grad, grad, 1-beta2)
-    m[i] = mi;
-    v[i] = vi;
-    T denom;
-    if (kAmsgrad) {
-      const T vm = std::max(vmax[i], vi);  // torch.maximum(max_sq, exp_avg_sq)
-      vmax[i] = vm;
-      denom = std::sqrt(vm) / bc2_sqrt + eps;  // (max.sqrt() / bc2_sqrt).add_(eps)
-    } else {
-      denom = std::sqrt(vi) / bc2_sqrt + eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-    }
-    p[i] = pi + (neg_step_size * mi) / denom;  // param.addcdiv_(m, denom, -step_size)
-  }
-}
-
 template <typename T>
-void adam_range(const AdamJob& job, bool decoupled, bool maximize, bool amsgrad, int64_t begin,
-                int64_t end) {
-  const int which = (decoupled ? 4 : 0) + (maximize ? 2 : 0) + (amsgrad ? 1 : 0);
-  switch (which) {
-    case 0:
-      return adam_elements<T, false, false, false>(job, begin, end);
-    case 1:
-      return adam_elements<T, false, false, true>(job, begin, end);
-    case 2:
-      return adam_elements<T, false, true, false>(job, begin, end);
-    case 3:
-      return adam_elements<T, false, true, true>(job, begin, end);
-    case 4:
-      return adam_elements<T, true, false, false>(job, begin, end);
-    case 5:
-      return adam_elements<T, true, false, true>(job, begin, end);
-    case 6:
-      return adam_elements<T, true, true, false>(job, begin, end);
-    default:
-      return adam_elements<T, true, true, true>(job, begin, end);
-  }
+void adam_range(const AdamJob& job, int64_t begin, int64_t end) {
+  const AdamArrays<T> arrays{job.param.data_ptr<T>(), job.grad.data_ptr<T>(),
+                             job.exp_avg.data_ptr<T>(), job.exp_avg_sq.data_ptr<T>(),
+                             job.amsgrad ? job.max_sq.data_ptr<T>() : nullptr};
+  const AdamConstants<T> constants{static_cast<T>(job.beta1),
+                                   static_cast<T>(job.beta2),
+                                   static_cast<T>(1 - job.beta1),
+                                   static_cast<T>(1 - job.beta2),
+                                   static_cast<T>(job.wd),
+                                   static_cast<T>(1 - job.lr * job.wd),
+                                   static_cast<T>(job.bias_correction2_sqrt),
+                                   static_cast<T>(job.eps),
+                                   static_cast<T>(-job.step_size),
+                                   job.decoupled,
+                                   job.maximize,
+                                   job.amsgrad,
+                                   !job.decoupled && job.wd != 0};
+  adam_update(arrays, constants, begin, end);
 }
 
 constexpr int64_t kAdamBlock = int64_t{1} << 15;
@@ -276,7 +223,6 @@ void adam_step(
         for_each,
     bool decoupled) {
   std::vector<AdamJob> jobs;
-  std::vector<std::pair<bool, bool>> flags;  // (maximize, amsgrad) of each job
   for_each([&](Tensor& param, const Tensor& grad, const OptimizerOptions& o, ParamState& state) {
     const auto& opt = options_of<Options>(o);
     const double step = increment_step(state);  // step_t += 1
@@ -295,8 +241,10 @@ void adam_step(
     const double bias_correction2 = 1 - std::pow(job.beta2, step);
     job.step_size = job.lr / bias_correction1;
     job.bias_correction2_sqrt = std::sqrt(bias_correction2);
+    job.decoupled = decoupled;
+    job.maximize = opt.maximize();
+    job.amsgrad = opt.amsgrad();
     jobs.push_back(std::move(job));
-    flags.emplace_back(opt.maximize(), opt.amsgrad());
   });
   struct Block {
     std::size_t job;
@@ -315,11 +263,8 @@ void adam_step(
         for (int64_t b = b0; b < b1; ++b) {
           const Block& k = blocks[static_cast<std::size_t>(b)];
           const AdamJob& job = jobs[k.job];
-          // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
-          const bool maximize = flags[k.job].first, amsgrad = flags[k.job].second;
-          for_floating(job.param, [&](auto tag) {
-            adam_range<decltype(tag)>(job, decoupled, maximize, amsgrad, k.begin, k.end);
-          });
+          for_floating(job.param,
+                       [&](auto tag) { adam_range<decltype(tag)>(job, k.begin, k.end); });
         }
       });
 }
@@ -437,40 +382,20 @@ Tensor RMSprop::step(const std::function<Tensor()>& closure) {
         Tensor grad_avg = opt.centered() ? state_like(state, "grad_avg", param) : Tensor();
         for_floating(param, [&](auto tag) {
           using T = decltype(tag);
-          T* p = param.data_ptr<T>();
-          const T* g = grad.data_ptr<T>();
-          T* sq = square_avg.data_ptr<T>();
-          T* buf = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
-          T* ga = grad_avg.defined() ? grad_avg.data_ptr<T>() : nullptr;
-          const T alpha = static_cast<T>(opt.alpha()),
-                  one_minus_alpha = static_cast<T>(1 - opt.alpha());
-          const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
-          const T mom = static_cast<T>(opt.momentum()), neg_lr = static_cast<T>(-opt.lr());
+          const RmspropArrays<T> arrays{param.data_ptr<T>(), grad.data_ptr<T>(),
+                                        square_avg.data_ptr<T>(),
+                                        buffer.defined() ? buffer.data_ptr<T>() : nullptr,
+                                        grad_avg.defined() ? grad_avg.data_ptr<T>() : nullptr};
+          const RmspropConstants<T> constants{static_cast<T>(opt.alpha()),
+                                              static_cast<T>(1 - opt.alpha()),
+                                              static_cast<T>(opt.weight_decay()),
+                                              static_cast<T>(opt.eps()),
+                                              static_cast<T>(opt.momentum()),
+                                              static_cast<T>(-opt.lr()),
+                                              opt.maximize(),
+                                              opt.weight_decay() != 0};
           kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) {
-              T gi = opt.maximize() ? -g[i] : g[i];
-              if (opt.weight_decay() != 0)
-                gi = std::fma(p[i], wd, gi);                      // grad.add(param, alpha=wd)
-              sq[i] = sq[i] * alpha;                              // square_avg.mul_(alpha)
-              sq[i] = std::fma(one_minus_alpha * gi, gi, sq[i]);  //    .addcmul_(g, g, 1-alpha)
-              T avg;
-              if (ga) {
-                ga[i] = ga[i] * alpha;                         // grad_avg.mul_(alpha)
-                ga[i] = std::fma(gi, one_minus_alpha, ga[i]);  //    .add_(grad, alpha=1-alpha)
-                // square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
-                avg = std::sqrt(std::fma(T(-1) * ga[i], ga[i], sq[i]));
-              } else {
-                avg = std::sqrt(sq[i]);  // square_avg.sqrt()
-              }
-              avg = avg + eps;  // avg.add_(eps)
-              if (buf) {
-                buf[i] = buf[i] * mom;                  // buf.mul_(momentum)
-                buf[i] = buf[i] + gi / avg;             //    .addcdiv_(grad, avg)
-                p[i] = std::fma(buf[i], neg_lr, p[i]);  // param.add_(buf, alpha=-lr)
-              } else {
-                p[i] = p[i] + (neg_lr * gi) / avg;  // param.addcdiv_(grad, avg, -lr)
-              }
-            }
+            rmsprop_update(arrays, constants, i0, i1);
           });
         });
       });
@@ -531,20 +456,12 @@ Tensor Adagrad::step(const std::function<Tensor()>& closure) {
         const double clr = opt.lr() / (1 + (step - 1) * opt.lr_decay());
         for_floating(param, [&](auto tag) {
           using T = decltype(tag);
-          T* p = param.data_ptr<T>();
-          const T* g = grad.data_ptr<T>();
-          T* s = sum.data_ptr<T>();
-          const T wd = static_cast<T>(opt.weight_decay()), eps = static_cast<T>(opt.eps());
-          const T neg_clr = static_cast<T>(-clr);
+          const AdagradArrays<T> arrays{param.data_ptr<T>(), grad.data_ptr<T>(), sum.data_ptr<T>()};
+          const AdagradConstants<T> constants{static_cast<T>(opt.weight_decay()),
+                                              static_cast<T>(opt.eps()), static_cast<T>(-clr),
+                                              opt.maximize(), opt.weight_decay() != 0};
           kernels::parallel_ranges(param.numel(), param.numel(), [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) {
-              T gi = opt.maximize() ? -g[i] : g[i];
-              if (opt.weight_decay() != 0)
-                gi = std::fma(p[i], wd, gi);         // grad.add(param, alpha=wd)
-              s[i] = std::fma(T(1) * gi, gi, s[i]);  // state_sum.addcmul_(g, g, 1)
-              const T std_ = std::sqrt(s[i]) + eps;  // state_sum.sqrt().add_(eps)
-              p[i] = p[i] + (neg_clr * gi) / std_;   // param.addcdiv_(g, std, -clr)
-            }
+            adagrad_update(arrays, constants, i0, i1);
           });
         });
       });
