@@ -1,16 +1,163 @@
 // LayerNorm forward and backward kernels; the derivation is in layer_norm.h.
-#include "core/kernels/layer_norm.h"
+//
+// The elementwise passes (the forwards' normalisation and affine map, the backward's dx from the
+// row's two means, and its per-column sums for dw and db) are written once over Highway
+// (core/kernels/README.md) and compiled for each target: each scalar operation of the plain loops
+// (under HWY_ONCE) is one vector operation, in the same order and precision (floats widened to
+// double exactly where the plain loop widens them; no fused multiply-adds), so every lane rounds
+// as the plain loop does. The row sums stay as they are: nn.LayerNorm's one running double sum
+// per row is a serial chain, and the book's four-lane double sums (reduce_kernels.h) are shared
+// with var().
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/layer_norm.cpp"
+#include "hwy/foreach_target.h"  // before highway.h
 
+#include <cstdint>
+#include <type_traits>
+
+#include "core/kernels/simd-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::HWY_NAMESPACE {
+
+namespace {
+
+// x[i, i + count) widened to double (exact), as a vector of D64.
+template <class D64, typename T>
+HWY_INLINE hn::Vec<D64> load_as_double(D64 d, const T* x, size_t count) {
+  if constexpr (std::is_same_v<T, double>) {
+    return load_lanes(d, x, count);
+  } else {
+    return hn::PromoteTo(d, load_lanes(hn::Rebind<T, D64>(), x, count));
+  }
+}
+
+// v rounded to T (one rounding, as static_cast<T>), stored to x[0, count).
+template <class D64, typename T>
+HWY_INLINE void store_from_double(D64 d, hn::Vec<D64> v, T* x, size_t count) {
+  if constexpr (std::is_same_v<T, double>) {
+    store_lanes(d, v, x, count);
+  } else {
+    const hn::Rebind<T, D64> dt;
+    store_lanes(dt, hn::DemoteTo(dt, v), x, count);
+  }
+}
+
+// y = x * s + shift, then * w (if any), then + b (if any), in T.
+template <typename T>
+void NormalizeAffine(const T* x, const T* w, const T* b, T* y, int64_t n, T s, T shift) {
+  for_each_vector<T>(0, n, [&](int64_t j, auto d, size_t count) {
+    auto v = hn::Add(hn::Mul(load_lanes(d, x + j, count), hn::Set(d, s)), hn::Set(d, shift));
+    if (w != nullptr) v = hn::Mul(v, load_lanes(d, w + j, count));
+    if (b != nullptr) v = hn::Add(v, load_lanes(d, b + j, count));
+    store_lanes(d, v, y + j, count);
+  });
+}
+
+// y = scale * ((x - m) / denom) + shift, in T.
+template <typename T>
+void NormalizeBook(const T* x, const T* scale, const T* shift, T* y, int64_t n, T m, T denom) {
+  for_each_vector<T>(0, n, [&](int64_t j, auto d, size_t count) {
+    const auto xhat =
+        hn::Div(hn::Sub(load_lanes(d, x + j, count), hn::Set(d, m)), hn::Set(d, denom));
+    const auto v =
+        hn::Add(hn::Mul(load_lanes(d, scale + j, count), xhat), load_lanes(d, shift + j, count));
+    store_lanes(d, v, y + j, count);
+  });
+}
+
+// dx = s (g - g_mean - xhat g_xhat_mean) in double, rounded to T; xhat = (x - m) s,
+// g = dy w (dy without w).
+template <typename T>
+void DxRow(const T* x, const T* w, const T* dy, T* dx, int64_t n, double m, double s, double g_mean,
+           double g_xhat_mean) {
+  for_each_vector<double>(0, n, [&](int64_t j, auto d, size_t count) {
+    const auto sv = hn::Set(d, s);
+    const auto xhat = hn::Mul(hn::Sub(load_as_double(d, x + j, count), hn::Set(d, m)), sv);
+    auto g = load_as_double(d, dy + j, count);
+    if (w != nullptr) g = hn::Mul(g, load_as_double(d, w + j, count));
+    const auto inner =
+        hn::Sub(hn::Sub(g, hn::Set(d, g_mean)), hn::Mul(xhat, hn::Set(d, g_xhat_mean)));
+    store_from_double(d, hn::Mul(sv, inner), dx + j, count);
+  });
+}
+
+// One row's terms added to the column sums: dw_sum[j] += dy (xhat), db_sum[j] += dy, in double
+// (either sum null: not wanted).
+template <typename T>
+void AddColumnSums(const T* x, const T* dy, int64_t n, double m, double s, double* dw_sum,
+                   double* db_sum) {
+  for_each_vector<double>(0, n, [&](int64_t j, auto d, size_t count) {
+    const auto g = load_as_double(d, dy + j, count);
+    if (dw_sum != nullptr) {
+      const auto xhat =
+          hn::Mul(hn::Sub(load_as_double(d, x + j, count), hn::Set(d, m)), hn::Set(d, s));
+      store_lanes(d, hn::Add(load_lanes(d, dw_sum + j, count), hn::Mul(g, xhat)), dw_sum + j,
+                  count);
+    }
+    if (db_sum != nullptr) {
+      store_lanes(d, hn::Add(load_lanes(d, db_sum + j, count), g), db_sum + j, count);
+    }
+  });
+}
+
+}  // namespace
+
+// The entry points of this target, one per type (HWY_EXPORT takes plain functions).
+#define EMBER_LAYER_NORM_ENTRIES(T, Name)                                                          \
+  void NormalizeAffine##Name(const T* x, const T* w, const T* b, T* y, int64_t n, T s, T shift) {  \
+    NormalizeAffine(x, w, b, y, n, s, shift);                                                      \
+  }                                                                                                \
+  void NormalizeBook##Name(const T* x, const T* scale, const T* shift, T* y, int64_t n, T m,       \
+                           T denom) {                                                              \
+    NormalizeBook(x, scale, shift, y, n, m, denom);                                                \
+  }                                                                                                \
+  void DxRow##Name(const T* x, const T* w, const T* dy, T* dx, int64_t n, double m, double s,      \
+                   double g_mean, double g_xhat_mean) {                                            \
+    DxRow(x, w, dy, dx, n, m, s, g_mean, g_xhat_mean);                                             \
+  }                                                                                                \
+  void AddColumnSums##Name(const T* x, const T* dy, int64_t n, double m, double s, double* dw_sum, \
+                           double* db_sum) {                                                       \
+    AddColumnSums(x, dy, n, m, s, dw_sum, db_sum);                                                 \
+  }
+EMBER_LAYER_NORM_ENTRIES(float, F32)
+EMBER_LAYER_NORM_ENTRIES(double, F64)
+#undef EMBER_LAYER_NORM_ENTRIES
+
+}  // namespace ember::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include <cmath>
 #include <vector>
 
+#include "core/base/cpu.h"
 #include "core/kernels/cascade_sum.h"
+#include "core/kernels/layer_norm.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/reduce_kernels.h"
 
 namespace ember::kernels {
 
+HWY_EXPORT(NormalizeAffineF32);
+HWY_EXPORT(NormalizeAffineF64);
+HWY_EXPORT(NormalizeBookF32);
+HWY_EXPORT(NormalizeBookF64);
+HWY_EXPORT(DxRowF32);
+HWY_EXPORT(DxRowF64);
+HWY_EXPORT(AddColumnSumsF32);
+HWY_EXPORT(AddColumnSumsF64);
+
 namespace {
+
+// HWY_DYNAMIC_DISPATCH(Kernel##F32 or Kernel##F64), by T.
+#define EMBER_DISPATCH_BY_TYPE(Kernel, ...)         \
+  if constexpr (std::is_same_v<T, float>) {         \
+    HWY_DYNAMIC_DISPATCH(Kernel##F32)(__VA_ARGS__); \
+  } else {                                          \
+    HWY_DYNAMIC_DISPATCH(Kernel##F64)(__VA_ARGS__); \
+  }
 
 // The biased variance of a row around its double mean, both sums in double, one running sum
 // each in index order (nn.LayerNorm's own; the book's GPTLayerNorm takes x.var(-1), with four
@@ -30,11 +177,10 @@ double row_variance(const T* x, int64_t n, double* row_mean) {
   return squares / count;
 }
 
-}  // namespace
-
 template <typename T>
-void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
-                        int64_t n, double eps) {
+void forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
+             double eps, bool vector) {
+  if (vector) cpu::apply_capability();
   parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       const T* xr = x + r * n;
@@ -46,13 +192,13 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
       mean[r] = m;
       rstd[r] = s;
       const T shift = -s * m;
-      if (w && b) {
-        for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] * s + shift) * w[j] + b[j];
+      if (vector) {
+        EMBER_DISPATCH_BY_TYPE(NormalizeAffine, xr, w, b, yr, n, s, shift)
       } else {
         for (int64_t j = 0; j < n; ++j) {
           T value = xr[j] * s + shift;
-          if (w) value *= w[j];
-          if (b) value += b[j];
+          if (w) value = value * w[j];
+          if (b) value = value + b[j];
           yr[j] = value;
         }
       }
@@ -61,8 +207,9 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
 }
 
 template <typename T>
-void layer_norm_book_forward(const T* x, const T* scale, const T* shift, T* y, T* mean, T* denom,
-                             int64_t rows, int64_t n, double eps) {
+void book_forward(const T* x, const T* scale, const T* shift, T* y, T* mean, T* denom, int64_t rows,
+                  int64_t n, double eps, bool vector) {
+  if (vector) cpu::apply_capability();
   const T eps_t = static_cast<T>(eps);  // the Python float eps, a float32 scalar next to x
   const T count = static_cast<T>(n);
   // R rows from row r: the variances' double sums (x.var(-1)'s: kernels::variance's arithmetic
@@ -82,7 +229,11 @@ void layer_norm_book_forward(const T* x, const T* scale, const T* shift, T* y, T
       const T d = std::sqrt(var + eps_t);                                 // sqrt(var + eps)
       mean[r + i] = m;
       denom[r + i] = d;
-      for (int64_t j = 0; j < n; ++j) yr[j] = scale[j] * ((xr[i][j] - m) / d) + shift[j];
+      if (vector) {
+        EMBER_DISPATCH_BY_TYPE(NormalizeBook, xr[i], scale, shift, yr, n, m, d)
+      } else {
+        for (int64_t j = 0; j < n; ++j) yr[j] = scale[j] * ((xr[i][j] - m) / d) + shift[j];
+      }
     }
   };
   parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
@@ -93,9 +244,10 @@ void layer_norm_book_forward(const T* x, const T* scale, const T* shift, T* y, T
 }
 
 template <typename T>
-void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
-                         bool saved_denominator, T* dx, T* dw, T* db, int64_t rows, int64_t n) {
+void backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
+              bool saved_denominator, T* dx, T* dw, T* db, int64_t rows, int64_t n, bool vector) {
   if (rows == 0) return;
+  if (vector) cpu::apply_capability();
   const int64_t elements = rows * n;
   auto row_rstd = [&](int64_t r) {
     return saved_denominator ? 1.0 / static_cast<double>(rstd[r]) : static_cast<double>(rstd[r]);
@@ -129,10 +281,14 @@ void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, con
         }
         const double g_mean = g_sum / count, g_xhat_mean = g_xhat_sum / count;
         T* dxr = dx + r * n;
-        for (int64_t j = 0; j < n; ++j) {
-          const double xhat = (xr[j] - m) * s;
-          const double g = w ? dyr[j] * static_cast<double>(w[j]) : dyr[j];
-          dxr[j] = static_cast<T>(s * (g - g_mean - xhat * g_xhat_mean));
+        if (vector) {
+          EMBER_DISPATCH_BY_TYPE(DxRow, xr, w, dyr, dxr, n, m, s, g_mean, g_xhat_mean)
+        } else {
+          for (int64_t j = 0; j < n; ++j) {
+            const double xhat = (xr[j] - m) * s;
+            const double g = w ? dyr[j] * static_cast<double>(w[j]) : dyr[j];
+            dxr[j] = static_cast<T>(s * (g - g_mean - xhat * g_xhat_mean));
+          }
         }
       }
     });
@@ -145,6 +301,11 @@ void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, con
         const T* xr = x + r * n;
         const T* dyr = dy + r * n;
         const double m = mean[r], s = row_rstd(r);
+        if (vector) {
+          EMBER_DISPATCH_BY_TYPE(AddColumnSums, xr + j0, dyr + j0, j1 - j0, m, s,
+                                 dw ? dw_sum.data() : nullptr, db ? db_sum.data() : nullptr)
+          continue;
+        }
         if (dw) {
           for (int64_t j = j0; j < j1; ++j) dw_sum[j - j0] += dyr[j] * ((xr[j] - m) * s);
         }
@@ -160,15 +321,60 @@ void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, con
   }
 }
 
+#undef EMBER_DISPATCH_BY_TYPE
+
+}  // namespace
+
+template <typename T>
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
+                        int64_t n, double eps) {
+  forward(x, w, b, y, mean, rstd, rows, n, eps, /*vector=*/true);
+}
+template <typename T>
+void layer_norm_forward_plain(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
+                              int64_t rows, int64_t n, double eps) {
+  forward(x, w, b, y, mean, rstd, rows, n, eps, /*vector=*/false);
+}
+
+template <typename T>
+void layer_norm_book_forward(const T* x, const T* scale, const T* shift, T* y, T* mean, T* denom,
+                             int64_t rows, int64_t n, double eps) {
+  book_forward(x, scale, shift, y, mean, denom, rows, n, eps, /*vector=*/true);
+}
+template <typename T>
+void layer_norm_book_forward_plain(const T* x, const T* scale, const T* shift, T* y, T* mean,
+                                   T* denom, int64_t rows, int64_t n, double eps) {
+  book_forward(x, scale, shift, y, mean, denom, rows, n, eps, /*vector=*/false);
+}
+
+template <typename T>
+void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
+                         bool saved_denominator, T* dx, T* dw, T* db, int64_t rows, int64_t n) {
+  backward(x, w, dy, mean, rstd, saved_denominator, dx, dw, db, rows, n, /*vector=*/true);
+}
+template <typename T>
+void layer_norm_backward_plain(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
+                               bool saved_denominator, T* dx, T* dw, T* db, int64_t rows,
+                               int64_t n) {
+  backward(x, w, dy, mean, rstd, saved_denominator, dx, dw, db, rows, n, /*vector=*/false);
+}
+
 #define EMBER_LAYER_NORM_INSTANCES(T)                                                              \
   template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,  \
                                       double);                                                     \
   template void layer_norm_book_forward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t,      \
                                            int64_t, double);                                       \
   template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, const T*, bool, T*, \
-                                       T*, T*, int64_t, int64_t);
+                                       T*, T*, int64_t, int64_t);                                  \
+  template void layer_norm_forward_plain<T>(const T*, const T*, const T*, T*, T*, T*, int64_t,     \
+                                            int64_t, double);                                      \
+  template void layer_norm_book_forward_plain<T>(const T*, const T*, const T*, T*, T*, T*,         \
+                                                 int64_t, int64_t, double);                        \
+  template void layer_norm_backward_plain<T>(const T*, const T*, const T*, const T*, const T*,     \
+                                             bool, T*, T*, T*, int64_t, int64_t);
 EMBER_LAYER_NORM_INSTANCES(float)
 EMBER_LAYER_NORM_INSTANCES(double)
 #undef EMBER_LAYER_NORM_INSTANCES
 
 }  // namespace ember::kernels
+#endif  // HWY_ONCE

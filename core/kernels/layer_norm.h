@@ -48,4 +48,18 @@ template <typename T>
 void layer_norm_backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
                          bool saved_denominator, T* dx, T* dw, T* db, int64_t rows, int64_t n);
 
+// The same three with plain loops for their elementwise passes: the reference that the vector
+// kernels (Highway, layer_norm.cpp) equal bit for bit on every target
+// (tests/core/kernels/test_layer_norm_kernels.cpp).
+template <typename T>
+void layer_norm_forward_plain(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd,
+                              int64_t rows, int64_t n, double eps);
+template <typename T>
+void layer_norm_book_forward_plain(const T* x, const T* scale, const T* shift, T* y, T* mean,
+                                   T* denom, int64_t rows, int64_t n, double eps);
+template <typename T>
+void layer_norm_backward_plain(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
+                               bool saved_denominator, T* dx, T* dw, T* db, int64_t rows,
+                               int64_t n);
+
 }  // namespace ember::kernels
