@@ -52,14 +52,52 @@
 // Threads: the forward's blocks are independent (any thread computes any block); the backward
 // gives each thread whole heads (dK and dV of a head are sums over all its blocks). Either way a
 // number is computed by one thread in a fixed order: results do not depend on the thread count.
+//
+// The dropout mask's products (the rows of weights or their gradients times the mask's rows) are
+// written once over Highway (core/kernels/README.md), compiled for each target: MultiplyRow
+// below, one rounding per product as the plain loop multiply_row_plain; the rest of the file is
+// compiled once (HWY_ONCE).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/attention.cpp"
+#include "hwy/foreach_target.h"  // before highway.h
+
+#include <cstdint>
+
+#include "core/kernels/simd-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::HWY_NAMESPACE {
+
+// y[j] = a[j] * b[j] for j in [0, n) (y == a allowed).
+template <typename T>
+void MultiplyRow(const T* a, const T* b, T* y, int64_t n) {
+  for_each_vector<T>(0, n, [&](int64_t j, auto d, size_t count) {
+    store_lanes(d, hn::Mul(load_lanes(d, a + j, count), load_lanes(d, b + j, count)), y + j, count);
+  });
+}
+
+void MultiplyRowF32(const float* a, const float* b, float* y, int64_t n) {
+  MultiplyRow(a, b, y, n);
+}
+void MultiplyRowF64(const double* a, const double* b, double* y, int64_t n) {
+  MultiplyRow(a, b, y, n);
+}
+
+}  // namespace ember::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "core/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 
 #include "core/base/allocator.h"
+#include "core/base/cpu.h"
 #include "core/base/parallel.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
@@ -67,6 +105,29 @@
 #include "core/kernels/reduce_kernels.h"
 
 namespace ember::kernels {
+
+HWY_EXPORT(MultiplyRowF32);
+HWY_EXPORT(MultiplyRowF64);
+
+template <typename T>
+void multiply_row(const T* a, const T* b, T* y, int64_t n) {
+  cpu::apply_capability();
+  if constexpr (std::is_same_v<T, float>) {
+    HWY_DYNAMIC_DISPATCH(MultiplyRowF32)(a, b, y, n);
+  } else {
+    HWY_DYNAMIC_DISPATCH(MultiplyRowF64)(a, b, y, n);
+  }
+}
+
+template <typename T>
+void multiply_row_plain(const T* a, const T* b, T* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = a[j] * b[j];
+}
+
+template void multiply_row<float>(const float*, const float*, float*, int64_t);
+template void multiply_row<double>(const double*, const double*, double*, int64_t);
+template void multiply_row_plain<float>(const float*, const float*, float*, int64_t);
+template void multiply_row_plain<double>(const double*, const double*, double*, int64_t);
 
 namespace {
 
@@ -155,7 +216,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
       softmax_row(x, divisor, valid, n_k, kv, &max, &inverse);
       if (noise != nullptr) {
         const T* nrow = noise + (bh * n + i) * n_k;
-        for (int64_t j = 0; j < valid; ++j) x[j] = x[j] * nrow[j];
+        multiply_row(x, nrow, x, valid);
       }
       row_max[bh * n + i] = max;
       row_inverse[bh * n + i] = inverse;
@@ -223,7 +284,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
         if (noise != nullptr) {
           T* wdr = wd + (i - i0) * kv;
           const T* nrow = noise + (bh * n + i) * n;
-          for (int64_t j = 0; j < valid; ++j) wdr[j] = wr[j] * nrow[j];
+          multiply_row(wr, nrow, wdr, valid);
           std::fill(wdr + valid, wdr + kv, T(0));
         }
       }
@@ -243,7 +304,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
         const int64_t valid = i + 1;
         if (noise != nullptr) {
           const T* nrow = noise + (bh * n + i) * n;
-          for (int64_t j = 0; j < valid; ++j) dsr[j] = dsr[j] * nrow[j];
+          multiply_row(dsr, nrow, dsr, valid);
         }
         // D_i, dA_ij, dS_ij; zeros past i (softmax_backward_row: the steps of
         // softmax_backward_row_steps, reduce_kernels.h, in one call)
@@ -269,3 +330,4 @@ EMBER_INSTANTIATE_ATTENTION(double)
 #undef EMBER_INSTANTIATE_ATTENTION
 
 }  // namespace ember::kernels
+#endif  // HWY_ONCE

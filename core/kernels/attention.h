@@ -56,4 +56,12 @@ void causal_attention_backward(const AttentionDims& dims, Heads<const T> q, Head
                                const T* row_inverse, Heads<const T> grad_out, Heads<T> grad_q,
                                Heads<T> grad_k, Heads<T> grad_v);
 
+// y[j] = a[j] * b[j] for j in [0, n), one rounding each (y == a allowed): the dropout mask's
+// product of a row, on vectors (Highway), and its plain loop, which it equals bit for bit on
+// every target (tests/core/kernels/test_attention_kernels.cpp).
+template <typename T>
+void multiply_row(const T* a, const T* b, T* y, int64_t n);
+template <typename T>
+void multiply_row_plain(const T* a, const T* b, T* y, int64_t n);
+
 }  // namespace ember::kernels
