@@ -145,9 +145,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
-#include "core/base/cpu.h"
+#include "core/kernels/dispatch_by_type.h"
 
 namespace ember::optim {
 
@@ -162,12 +161,7 @@ HWY_EXPORT(AdagradF64);
 
 template <typename T>
 void adam_update(const AdamArrays<T>& a, const AdamConstants<T>& c, int64_t begin, int64_t end) {
-  cpu::apply_capability();
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(AdamF32)(a, c, begin, end);
-  } else {
-    HWY_DYNAMIC_DISPATCH(AdamF64)(a, c, begin, end);
-  }
+  EMBER_DISPATCH_BY_TYPE(T, Adam, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_adam(w) for one element at a time, each line its tensor op.
@@ -200,12 +194,7 @@ void adam_update_plain(const AdamArrays<T>& a, const AdamConstants<T>& c, int64_
 
 template <typename T>
 void sgd_update(const SgdArrays<T>& a, const SgdConstants<T>& c, int64_t begin, int64_t end) {
-  cpu::apply_capability();
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(SgdF32)(a, c, begin, end);
-  } else {
-    HWY_DYNAMIC_DISPATCH(SgdF64)(a, c, begin, end);
-  }
+  EMBER_DISPATCH_BY_TYPE(T, Sgd, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_sgd for one element at a time.
@@ -232,12 +221,7 @@ void sgd_update_plain(const SgdArrays<T>& a, const SgdConstants<T>& c, int64_t b
 template <typename T>
 void rmsprop_update(const RmspropArrays<T>& a, const RmspropConstants<T>& c, int64_t begin,
                     int64_t end) {
-  cpu::apply_capability();
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(RmspropF32)(a, c, begin, end);
-  } else {
-    HWY_DYNAMIC_DISPATCH(RmspropF64)(a, c, begin, end);
-  }
+  EMBER_DISPATCH_BY_TYPE(T, Rmsprop, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_rmsprop for one element at a time.
@@ -276,12 +260,7 @@ void rmsprop_update_plain(const RmspropArrays<T>& a, const RmspropConstants<T>& 
 template <typename T>
 void adagrad_update(const AdagradArrays<T>& a, const AdagradConstants<T>& c, int64_t begin,
                     int64_t end) {
-  cpu::apply_capability();
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(AdagradF32)(a, c, begin, end);
-  } else {
-    HWY_DYNAMIC_DISPATCH(AdagradF64)(a, c, begin, end);
-  }
+  EMBER_DISPATCH_BY_TYPE(T, Adagrad, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_adagrad for one element at a time.

@@ -94,11 +94,10 @@ HWY_AFTER_NAMESPACE();
 #include <cmath>
 #include <cstdlib>
 #include <new>
-#include <type_traits>
 
 #include "core/base/allocator.h"
-#include "core/base/cpu.h"
 #include "core/base/parallel.h"
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/parallel_for.h"
@@ -111,12 +110,7 @@ HWY_EXPORT(MultiplyRowF64);
 
 template <typename T>
 void multiply_row(const T* a, const T* b, T* y, int64_t n) {
-  cpu::apply_capability();
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(MultiplyRowF32)(a, b, y, n);
-  } else {
-    HWY_DYNAMIC_DISPATCH(MultiplyRowF64)(a, b, y, n);
-  }
+  EMBER_DISPATCH_BY_TYPE(T, MultiplyRow, a, b, y, n);
 }
 
 template <typename T>

@@ -89,9 +89,8 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
-#include <type_traits>
 
-#include "core/base/cpu.h"
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/tanh.h"
 
@@ -160,7 +159,6 @@ void gelu_backward_block(const T* x, const T* t, const T* dy, T* dx, int64_t n, 
 // The block loops, over the Highway kernels (vector = true) or the plain loops.
 template <typename T>
 void forward_blocks(const T* x, T* y, int64_t n, T k, T* t_out, bool vector) {
-  if (vector) cpu::apply_capability();
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
     T block[kBlock];
     for (int64_t b = first; b < last; b += kBlock) {
@@ -168,18 +166,14 @@ void forward_blocks(const T* x, T* y, int64_t n, T k, T* t_out, bool vector) {
       T* t = t_out != nullptr ? t_out + b : block;
       if (!vector) {
         tanh_argument(x + b, t, m, k);
-      } else if constexpr (std::is_same_v<T, float>) {
-        HWY_DYNAMIC_DISPATCH(TanhArgumentF32)(x + b, t, m, k);
       } else {
-        HWY_DYNAMIC_DISPATCH(TanhArgumentF64)(x + b, t, m, k);
+        EMBER_DISPATCH_BY_TYPE(T, TanhArgument, x + b, t, m, k);
       }
       tanh_row(t, t, m);
       if (!vector) {
         gelu_output(x + b, t, y + b, m);
-      } else if constexpr (std::is_same_v<T, float>) {
-        HWY_DYNAMIC_DISPATCH(GeluOutputF32)(x + b, t, y + b, m);
       } else {
-        HWY_DYNAMIC_DISPATCH(GeluOutputF64)(x + b, t, y + b, m);
+        EMBER_DISPATCH_BY_TYPE(T, GeluOutput, x + b, t, y + b, m);
       }
     }
   });
@@ -188,16 +182,13 @@ void forward_blocks(const T* x, T* y, int64_t n, T k, T* t_out, bool vector) {
 template <typename T>
 void backward_blocks(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n, T k,
                      GeluBackward form, bool vector) {
-  if (vector) cpu::apply_capability();
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; b += kBlock) {
       const int64_t m = std::min(kBlock, last - b);
       if (!vector) {
         gelu_backward_block(x + b, tanh_u + b, dy + b, dx + b, m, k, form);
-      } else if constexpr (std::is_same_v<T, float>) {
-        HWY_DYNAMIC_DISPATCH(GeluBackwardF32)(x + b, tanh_u + b, dy + b, dx + b, m, k, form);
       } else {
-        HWY_DYNAMIC_DISPATCH(GeluBackwardF64)(x + b, tanh_u + b, dy + b, dx + b, m, k, form);
+        EMBER_DISPATCH_BY_TYPE(T, GeluBackward, x + b, tanh_u + b, dy + b, dx + b, m, k, form);
       }
     }
   });

@@ -132,8 +132,8 @@ HWY_AFTER_NAMESPACE();
 #include <cmath>
 #include <vector>
 
-#include "core/base/cpu.h"
 #include "core/kernels/cascade_sum.h"
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/layer_norm.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/reduce_kernels.h"
@@ -150,14 +150,6 @@ HWY_EXPORT(AddColumnSumsF32);
 HWY_EXPORT(AddColumnSumsF64);
 
 namespace {
-
-// HWY_DYNAMIC_DISPATCH(Kernel##F32 or Kernel##F64), by T.
-#define EMBER_DISPATCH_BY_TYPE(Kernel, ...)         \
-  if constexpr (std::is_same_v<T, float>) {         \
-    HWY_DYNAMIC_DISPATCH(Kernel##F32)(__VA_ARGS__); \
-  } else {                                          \
-    HWY_DYNAMIC_DISPATCH(Kernel##F64)(__VA_ARGS__); \
-  }
 
 // The biased variance of a row around its double mean, both sums in double, one running sum
 // each in index order (nn.LayerNorm's own; the book's GPTLayerNorm takes x.var(-1), with four
@@ -180,7 +172,6 @@ double row_variance(const T* x, int64_t n, double* row_mean) {
 template <typename T>
 void forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
              double eps, bool vector) {
-  if (vector) cpu::apply_capability();
   parallel_ranges(rows, rows * n, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       const T* xr = x + r * n;
@@ -193,7 +184,7 @@ void forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t
       rstd[r] = s;
       const T shift = -s * m;
       if (vector) {
-        EMBER_DISPATCH_BY_TYPE(NormalizeAffine, xr, w, b, yr, n, s, shift)
+        EMBER_DISPATCH_BY_TYPE(T, NormalizeAffine, xr, w, b, yr, n, s, shift);
       } else {
         for (int64_t j = 0; j < n; ++j) {
           T value = xr[j] * s + shift;
@@ -209,7 +200,6 @@ void forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t
 template <typename T>
 void book_forward(const T* x, const T* scale, const T* shift, T* y, T* mean, T* denom, int64_t rows,
                   int64_t n, double eps, bool vector) {
-  if (vector) cpu::apply_capability();
   const T eps_t = static_cast<T>(eps);  // the Python float eps, a float32 scalar next to x
   const T count = static_cast<T>(n);
   // R rows from row r: the variances' double sums (x.var(-1)'s: kernels::variance's arithmetic
@@ -230,7 +220,7 @@ void book_forward(const T* x, const T* scale, const T* shift, T* y, T* mean, T* 
       mean[r + i] = m;
       denom[r + i] = d;
       if (vector) {
-        EMBER_DISPATCH_BY_TYPE(NormalizeBook, xr[i], scale, shift, yr, n, m, d)
+        EMBER_DISPATCH_BY_TYPE(T, NormalizeBook, xr[i], scale, shift, yr, n, m, d);
       } else {
         for (int64_t j = 0; j < n; ++j) yr[j] = scale[j] * ((xr[i][j] - m) / d) + shift[j];
       }
@@ -247,7 +237,6 @@ template <typename T>
 void backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
               bool saved_denominator, T* dx, T* dw, T* db, int64_t rows, int64_t n, bool vector) {
   if (rows == 0) return;
-  if (vector) cpu::apply_capability();
   const int64_t elements = rows * n;
   auto row_rstd = [&](int64_t r) {
     return saved_denominator ? 1.0 / static_cast<double>(rstd[r]) : static_cast<double>(rstd[r]);
@@ -282,7 +271,7 @@ void backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
         const double g_mean = g_sum / count, g_xhat_mean = g_xhat_sum / count;
         T* dxr = dx + r * n;
         if (vector) {
-          EMBER_DISPATCH_BY_TYPE(DxRow, xr, w, dyr, dxr, n, m, s, g_mean, g_xhat_mean)
+          EMBER_DISPATCH_BY_TYPE(T, DxRow, xr, w, dyr, dxr, n, m, s, g_mean, g_xhat_mean);
         } else {
           for (int64_t j = 0; j < n; ++j) {
             const double xhat = (xr[j] - m) * s;
@@ -302,15 +291,15 @@ void backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
         const T* dyr = dy + r * n;
         const double m = mean[r], s = row_rstd(r);
         if (vector) {
-          EMBER_DISPATCH_BY_TYPE(AddColumnSums, xr + j0, dyr + j0, j1 - j0, m, s,
-                                 dw ? dw_sum.data() : nullptr, db ? db_sum.data() : nullptr)
-          continue;
-        }
-        if (dw) {
-          for (int64_t j = j0; j < j1; ++j) dw_sum[j - j0] += dyr[j] * ((xr[j] - m) * s);
-        }
-        if (db) {
-          for (int64_t j = j0; j < j1; ++j) db_sum[j - j0] += dyr[j];
+          EMBER_DISPATCH_BY_TYPE(T, AddColumnSums, xr + j0, dyr + j0, j1 - j0, m, s,
+                                 dw ? dw_sum.data() : nullptr, db ? db_sum.data() : nullptr);
+        } else {
+          if (dw) {
+            for (int64_t j = j0; j < j1; ++j) dw_sum[j - j0] += dyr[j] * ((xr[j] - m) * s);
+          }
+          if (db) {
+            for (int64_t j = j0; j < j1; ++j) db_sum[j - j0] += dyr[j];
+          }
         }
       }
       for (int64_t j = j0; j < j1; ++j) {
@@ -320,8 +309,6 @@ void backward(const T* x, const T* w, const T* dy, const T* mean, const T* rstd,
     });
   }
 }
-
-#undef EMBER_DISPATCH_BY_TYPE
 
 }  // namespace
 

@@ -26,25 +26,6 @@ using optim::RmspropConstants;
 using optim::SgdArrays;
 using optim::SgdConstants;
 
-template <typename T>
-auto bits(T v) {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<uint32_t>(v);
-  } else {
-    return std::bit_cast<uint64_t>(v);
-  }
-}
-
-template <typename T>
-void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want,
-                      const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(bits(got[i]), bits(want[i]))
-        << what << " element " << i << ": " << got[i] << " vs the plain loop's " << want[i];
-  }
-}
-
 // n values of about `scale`, of both signs, from `seed` (a zero and a tiny one among them).
 template <typename T>
 std::vector<T> values(int64_t n, double seed, double scale, bool positive = false) {
@@ -71,6 +52,12 @@ std::vector<Range> ranges() {
 }
 
 template <typename T>
+std::string describe(int options, Range r) {
+  return std::to_string(sizeof(T) * 8) + "-bit, options " + std::to_string(options) +
+         ", n = " + std::to_string(r.size) + " from " + std::to_string(r.begin);
+}
+
+template <typename T>
 void check_adam() {
   for (int which = 0; which < 16; ++which) {
     const bool decoupled = which & 1, maximize = which & 2, amsgrad = which & 4, decay = which & 8;
@@ -89,9 +76,7 @@ void check_adam() {
                              amsgrad,
                              !decoupled && wd != 0};
     for (const Range r : ranges()) {
-      const std::string what = std::to_string(sizeof(T) * 8) + "-bit, options " +
-                               std::to_string(which) + ", n = " + std::to_string(r.size) +
-                               " from " + std::to_string(r.begin);
+      const std::string what = describe<T>(which, r);
       const std::vector<T> p0 = values<T>(r.size, 0.3, 0.5), g = values<T>(r.size, 1.1, 1e-2),
                            m0 = values<T>(r.size, 2.3, 1e-3),
                            v0 = values<T>(r.size, 3.7, 1e-5, true),
@@ -106,10 +91,10 @@ void check_adam() {
       test::on_every_target([&] {
         std::vector<T> p1 = p0, m1 = m0, v1 = v0, max1 = max0;
         optim::adam_update(arrays(p1, m1, v1, max1), c, r.begin, r.size);
-        expect_same_bits(p1, p, what + ", param");
-        expect_same_bits(m1, m, what + ", exp_avg");
-        expect_same_bits(v1, v, what + ", exp_avg_sq");
-        expect_same_bits(max1, vmax, what + ", max_exp_avg_sq");
+        test::expect_same_bits(p1, p, what + ", param");
+        test::expect_same_bits(m1, m, what + ", exp_avg");
+        test::expect_same_bits(v1, v, what + ", exp_avg_sq");
+        test::expect_same_bits(max1, vmax, what + ", max_exp_avg_sq");
       });
     }
   }
@@ -130,9 +115,7 @@ void check_sgd() {
                             first,
                             nesterov};
     for (const Range r : ranges()) {
-      const std::string what = std::to_string(sizeof(T) * 8) + "-bit, options " +
-                               std::to_string(which) + ", n = " + std::to_string(r.size) +
-                               " from " + std::to_string(r.begin);
+      const std::string what = describe<T>(which, r);
       const std::vector<T> p0 = values<T>(r.size, 0.3, 0.5), g = values<T>(r.size, 1.1, 1e-1),
                            buf0 = values<T>(r.size, 2.3, 1e-1);
       std::vector<T> p = p0, buf = buf0;
@@ -142,8 +125,8 @@ void check_sgd() {
         std::vector<T> p1 = p0, buf1 = buf0;
         optim::sgd_update(SgdArrays<T>{p1.data(), g.data(), momentum ? buf1.data() : nullptr}, c,
                           r.begin, r.size);
-        expect_same_bits(p1, p, what + ", param");
-        expect_same_bits(buf1, buf, what + ", momentum_buffer");
+        test::expect_same_bits(p1, p, what + ", param");
+        test::expect_same_bits(buf1, buf, what + ", momentum_buffer");
       });
     }
   }
@@ -162,9 +145,7 @@ void check_rmsprop() {
                                 maximize,
                                 decay};
     for (const Range r : ranges()) {
-      const std::string what = std::to_string(sizeof(T) * 8) + "-bit, options " +
-                               std::to_string(which) + ", n = " + std::to_string(r.size) +
-                               " from " + std::to_string(r.begin);
+      const std::string what = describe<T>(which, r);
       const std::vector<T> p0 = values<T>(r.size, 0.3, 0.5), g = values<T>(r.size, 1.1, 1e-1),
                            sq0 = values<T>(r.size, 2.3, 1e-2, true),
                            buf0 = values<T>(r.size, 3.1, 1e-1), ga0 = values<T>(r.size, 4.7, 1e-2);
@@ -178,10 +159,10 @@ void check_rmsprop() {
       test::on_every_target([&] {
         std::vector<T> p1 = p0, sq1 = sq0, buf1 = buf0, ga1 = ga0;
         optim::rmsprop_update(arrays(p1, sq1, buf1, ga1), c, r.begin, r.size);
-        expect_same_bits(p1, p, what + ", param");
-        expect_same_bits(sq1, sq, what + ", square_avg");
-        expect_same_bits(buf1, buf, what + ", momentum_buffer");
-        expect_same_bits(ga1, ga, what + ", grad_avg");
+        test::expect_same_bits(p1, p, what + ", param");
+        test::expect_same_bits(sq1, sq, what + ", square_avg");
+        test::expect_same_bits(buf1, buf, what + ", momentum_buffer");
+        test::expect_same_bits(ga1, ga, what + ", grad_avg");
       });
     }
   }
@@ -194,9 +175,7 @@ void check_adagrad() {
     const AdagradConstants<T> c{static_cast<T>(decay ? 0.01 : 0.0), static_cast<T>(1e-10),
                                 static_cast<T>(-0.01 / (1 + 2 * 0.001)), maximize, decay};
     for (const Range r : ranges()) {
-      const std::string what = std::to_string(sizeof(T) * 8) + "-bit, options " +
-                               std::to_string(which) + ", n = " + std::to_string(r.size) +
-                               " from " + std::to_string(r.begin);
+      const std::string what = describe<T>(which, r);
       const std::vector<T> p0 = values<T>(r.size, 0.3, 0.5), g = values<T>(r.size, 1.1, 1e-1),
                            sum0 = values<T>(r.size, 2.3, 1e-2, true);
       std::vector<T> p = p0, sum = sum0;
@@ -206,8 +185,8 @@ void check_adagrad() {
         std::vector<T> p1 = p0, sum1 = sum0;
         optim::adagrad_update(AdagradArrays<T>{p1.data(), g.data(), sum1.data()}, c, r.begin,
                               r.size);
-        expect_same_bits(p1, p, what + ", param");
-        expect_same_bits(sum1, sum, what + ", sum");
+        test::expect_same_bits(p1, p, what + ", param");
+        test::expect_same_bits(sum1, sum, what + ", sum");
       });
     }
   }

@@ -42,6 +42,28 @@ std::vector<std::string> on_every_target(F f) {
   return names;
 }
 
+// The bits of a float or a double.
+template <typename T>
+auto bit_pattern(T v) {
+  if constexpr (sizeof(T) == 4) {
+    return std::bit_cast<uint32_t>(v);
+  } else {
+    return std::bit_cast<uint64_t>(v);
+  }
+}
+
+// got and want have the same bits, element by element; the first difference fails the test,
+// named by `what` and the element.
+template <typename T>
+void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(bit_pattern(got[i]), bit_pattern(want[i]))
+        << what << " element " << i << ": " << got[i] << " vs the plain loop's " << want[i];
+  }
+}
+
 inline std::vector<uint32_t> bits_of(const std::vector<float>& v) {
   std::vector<uint32_t> out;
   for (float x : v) out.push_back(std::bit_cast<uint32_t>(x));

@@ -18,15 +18,6 @@ namespace ember {
 namespace {
 
 template <typename T>
-auto bits(T v) {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<uint32_t>(v);
-  } else {
-    return std::bit_cast<uint64_t>(v);
-  }
-}
-
-template <typename T>
 void check() {
   constexpr int64_t kMax = 70;
   std::vector<T> a(kMax), mask(kMax);
@@ -45,8 +36,10 @@ void check() {
       std::vector<T> in_place = a;
       kernels::multiply_row(in_place.data(), mask.data(), in_place.data(), n);
       for (int64_t j = 0; j < kMax; ++j) {
-        ASSERT_EQ(bits(got[j]), bits(want[j])) << sizeof(T) * 8 << "-bit, n = " << n << ", " << j;
-        ASSERT_EQ(bits(in_place[j]), bits(j < n ? want[j] : a[j])) << "in place, n = " << n;
+        ASSERT_EQ(test::bit_pattern(got[j]), test::bit_pattern(want[j]))
+            << sizeof(T) * 8 << "-bit, n = " << n << ", " << j;
+        ASSERT_EQ(test::bit_pattern(in_place[j]), test::bit_pattern(j < n ? want[j] : a[j]))
+            << "in place, n = " << n;
       }
       if (n > 1) {
         ASSERT_EQ(want[1], T(0));  // the plain loop multiplied

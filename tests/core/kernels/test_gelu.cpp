@@ -20,29 +20,6 @@
 namespace ember {
 namespace {
 
-template <typename T>
-auto bits(T v) {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<uint32_t>(v);
-  } else {
-    return std::bit_cast<uint64_t>(v);
-  }
-}
-
-template <typename T>
-void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want,
-                      const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (std::size_t i = 0; i < got.size() && reported < 5; ++i) {
-    if (bits(got[i]) != bits(want[i])) {
-      ++reported;
-      ADD_FAILURE() << what << " element " << i << ": " << got[i] << " vs the plain loop's "
-                    << want[i];
-    }
-  }
-}
-
 // n values over [-6, 6), some tiny and some large, and the special values at the front.
 template <typename T>
 std::vector<T> inputs(int64_t n) {
@@ -84,17 +61,17 @@ void check_every_target(const std::vector<int64_t>& sizes) {
       test::on_every_target([&] {
         std::vector<T> y(x.size()), t(x.size()), dx(x.size());
         kernels::gelu_tanh_forward(x.data(), y.data(), n, kt, t.data());
-        expect_same_bits(y, y_plain, what + ", forward");
-        expect_same_bits(t, t_plain, what + ", tanh(u)");
+        test::expect_same_bits(y, y_plain, what + ", forward");
+        test::expect_same_bits(t, t_plain, what + ", tanh(u)");
         std::vector<T> in_place = x;  // x == y, no tanh output
         kernels::gelu_tanh_forward(in_place.data(), in_place.data(), n, kt);
-        expect_same_bits(in_place, y_plain, what + ", forward in place");
+        test::expect_same_bits(in_place, y_plain, what + ", forward in place");
         kernels::gelu_tanh_backward(x.data(), t.data(), dy.data(), dx.data(), n, kt,
                                     kernels::GeluBackward::kSlope);
-        expect_same_bits(dx, slope_plain, what + ", backward (slope)");
+        test::expect_same_bits(dx, slope_plain, what + ", backward (slope)");
         kernels::gelu_tanh_backward(x.data(), t.data(), dy.data(), dx.data(), n, kt,
                                     kernels::GeluBackward::kBookChain);
-        expect_same_bits(dx, chain_plain, what + ", backward (the book's chain)");
+        test::expect_same_bits(dx, chain_plain, what + ", backward (the book's chain)");
       });
     }
   }

@@ -19,25 +19,6 @@ namespace ember {
 namespace {
 
 template <typename T>
-auto bits(T v) {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<uint32_t>(v);
-  } else {
-    return std::bit_cast<uint64_t>(v);
-  }
-}
-
-template <typename T>
-void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want,
-                      const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(bits(got[i]), bits(want[i]))
-        << what << " element " << i << ": " << got[i] << " vs the plain loop's " << want[i];
-  }
-}
-
-template <typename T>
 std::vector<T> values(int64_t n, double seed, double scale, double offset = 0) {
   std::vector<T> v(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i)
@@ -67,20 +48,20 @@ void check(int64_t rows, int64_t n) {
       std::vector<T> y1(size), mean1(rows), rstd1(rows);
       kernels::layer_norm_forward(x.data(), wp, bp, y1.data(), mean1.data(), rstd1.data(), rows, n,
                                   eps);
-      expect_same_bits(y1, y, here + ", forward");
-      expect_same_bits(mean1, mean, here + ", mean");
-      expect_same_bits(rstd1, rstd, here + ", rstd");
+      test::expect_same_bits(y1, y, here + ", forward");
+      test::expect_same_bits(mean1, mean, here + ", mean");
+      test::expect_same_bits(rstd1, rstd, here + ", rstd");
       std::vector<T> dx1(size), dw1(n), db1(n);
       kernels::layer_norm_backward(x.data(), wp, dy.data(), mean.data(), rstd.data(), false,
                                    dx1.data(), dw1.data(), db1.data(), rows, n);
-      expect_same_bits(dx1, dx, here + ", dx");
-      expect_same_bits(dw1, dw, here + ", dw");
-      expect_same_bits(db1, db, here + ", db");
+      test::expect_same_bits(dx1, dx, here + ", dx");
+      test::expect_same_bits(dw1, dw, here + ", dw");
+      test::expect_same_bits(db1, db, here + ", db");
       std::vector<T> db_only(n);  // dx and dw not wanted
       kernels::layer_norm_backward(x.data(), wp, dy.data(), mean.data(), rstd.data(), false,
                                    static_cast<T*>(nullptr), static_cast<T*>(nullptr),
                                    db_only.data(), rows, n);
-      expect_same_bits(db_only, db, here + ", db alone");
+      test::expect_same_bits(db_only, db, here + ", db alone");
     });
   }
   // The book's forward, and the backward from its saved denominator.
@@ -93,14 +74,14 @@ void check(int64_t rows, int64_t n) {
     std::vector<T> y1(size), mean1(rows), denom1(rows), dx1(size), dw1(n), db1(n);
     kernels::layer_norm_book_forward(x.data(), w.data(), b.data(), y1.data(), mean1.data(),
                                      denom1.data(), rows, n, eps);
-    expect_same_bits(y1, y, what + ", the book's forward");
-    expect_same_bits(mean1, mean, what + ", the book's mean");
-    expect_same_bits(denom1, denom, what + ", the book's denominator");
+    test::expect_same_bits(y1, y, what + ", the book's forward");
+    test::expect_same_bits(mean1, mean, what + ", the book's mean");
+    test::expect_same_bits(denom1, denom, what + ", the book's denominator");
     kernels::layer_norm_backward(x.data(), w.data(), dy.data(), mean.data(), denom.data(), true,
                                  dx1.data(), dw1.data(), db1.data(), rows, n);
-    expect_same_bits(dx1, dx, what + ", dx from the denominator");
-    expect_same_bits(dw1, dw, what + ", dw from the denominator");
-    expect_same_bits(db1, db, what + ", db from the denominator");
+    test::expect_same_bits(dx1, dx, what + ", dx from the denominator");
+    test::expect_same_bits(dw1, dw, what + ", dw from the denominator");
+    test::expect_same_bits(db1, db, what + ", db from the denominator");
   });
 }
 
