@@ -156,7 +156,7 @@ void gelu_backward_block(const T* x, const T* t, const T* dy, T* dx, int64_t n, 
   }
 }
 
-// The block loops, over the Highway kernels (vector = true) or the plain loops.
+// The loops over blocks or ranges, on the Highway kernels (vector = true) or the plain loops.
 template <typename T>
 void forward_blocks(const T* x, T* y, int64_t n, T k, T* t_out, bool vector) {
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
@@ -179,17 +179,18 @@ void forward_blocks(const T* x, T* y, int64_t n, T k, T* t_out, bool vector) {
   });
 }
 
+// (The backward reads what the forward saved: no block needs to stay in L1 between two loops, so
+// each thread's range is one call.)
 template <typename T>
-void backward_blocks(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n, T k,
+void backward_ranges(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n, T k,
                      GeluBackward form, bool vector) {
   parallel_ranges(n, n, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; b += kBlock) {
-      const int64_t m = std::min(kBlock, last - b);
-      if (!vector) {
-        gelu_backward_block(x + b, tanh_u + b, dy + b, dx + b, m, k, form);
-      } else {
-        EMBER_DISPATCH_BY_TYPE(T, GeluBackward, x + b, tanh_u + b, dy + b, dx + b, m, k, form);
-      }
+    const int64_t m = last - first;
+    if (!vector) {
+      gelu_backward_block(x + first, tanh_u + first, dy + first, dx + first, m, k, form);
+    } else {
+      EMBER_DISPATCH_BY_TYPE(T, GeluBackward, x + first, tanh_u + first, dy + first, dx + first, m,
+                             k, form);
     }
   });
 }
@@ -204,7 +205,7 @@ void gelu_tanh_forward(const T* x, T* y, int64_t n, T k, T* t_out) {
 template <typename T>
 void gelu_tanh_backward(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n, T k,
                         GeluBackward form) {
-  backward_blocks(x, tanh_u, dy, dx, n, k, form, /*vector=*/true);
+  backward_ranges(x, tanh_u, dy, dx, n, k, form, /*vector=*/true);
 }
 
 template <typename T>
@@ -215,7 +216,7 @@ void gelu_tanh_forward_plain(const T* x, T* y, int64_t n, T k, T* t_out) {
 template <typename T>
 void gelu_tanh_backward_plain(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n, T k,
                               GeluBackward form) {
-  backward_blocks(x, tanh_u, dy, dx, n, k, form, /*vector=*/false);
+  backward_ranges(x, tanh_u, dy, dx, n, k, form, /*vector=*/false);
 }
 
 #define EMBER_GELU_INSTANCES(T)                                                                    \
