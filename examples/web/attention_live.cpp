@@ -23,7 +23,7 @@
 #include "nn/attention.h"
 
 using namespace ember;
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in the order written: the parameters' order
 
 namespace {
 

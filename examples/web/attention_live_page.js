@@ -50,7 +50,8 @@ function recompute() {
 function numberInput(path) {
   const holder = path.slice(0, -1).reduce((object, key) => object[key], page.settings);
   const last = path[path.length - 1];
-  const input = web.element('input', { type: 'number', step: '0.01', value: String(holder[last]) });
+  // Shown to 6 digits (0.43, not the float's 0.4300000071525574); sent exactly until edited.
+  const input = web.element('input', { type: 'number', step: '0.01', value: String(Number(holder[last].toPrecision(6))) });
   input.addEventListener('input', () => {
     if (input.value === '' || Number.isNaN(Number(input.value))) return;
     holder[last] = Number(input.value);
@@ -92,8 +93,8 @@ function drawResults() {
   const attention = document.getElementById('attention');
   attention.replaceChildren();
   s.attn_weights.forEach((head, h) => {
-    attention.append(web.element('h3', {}, `head ${h + 1} (row: query token, column: key token)`),
-                     web.table(head, { rowNames: s.tokens, columnNames: s.tokens, scale: 1 }));
+    attention.append(web.element('div', { class: 'map' }, web.element('h3', {}, `head ${h + 1}`),
+                                 web.table(head, { rowNames: s.tokens, columnNames: s.tokens, scale: 1 })));
   });
   document.getElementById('context').replaceChildren(web.table(s.context, { rowNames: s.tokens }));
   document.getElementById('loss').textContent = web.format(s.loss);

@@ -16,7 +16,7 @@ const web = {
   // A background colour for x on a scale from -scale (blue) through 0 (white) to +scale (red).
   colour(x, scale) {
     const t = Math.max(-1, Math.min(1, scale > 0 ? x / scale : 0));
-    const fade = Math.round(255 * (1 - Math.abs(t)));
+    const fade = Math.round(255 * (1 - 0.6 * Math.abs(t)));  // at most 60%: the text stays legible
     return t >= 0 ? `rgb(255,${fade},${fade})` : `rgb(${fade},${fade},255)`;
   },
 
