@@ -146,6 +146,10 @@ def main():
     parser.add_argument("--settings", action="append", default=[])
     parser.add_argument("--files", nargs="+", default=[])
     parser.add_argument("--screenshot")
+    # The test's own check: a page that loads URL (an <img>), with its CSP (--plant) or without
+    # it (--plant-without-csp), must fail it: through the CSP count, or through the net log.
+    parser.add_argument("--plant")
+    parser.add_argument("--plant-without-csp")
     parser.add_argument("--chromium", default=shutil.which("chromium") and "/usr/lib/chromium/chromium")
     args = parser.parse_args()
     failures = []
@@ -158,6 +162,19 @@ def main():
     if total > SIZE_BUDGET:
         failures.append(f"the page's files weigh {total} B, more than {SIZE_BUDGET} B")
 
+    workdir = tempfile.mkdtemp(prefix="ember_page_test_")
+    plant = args.plant or args.plant_without_csp
+    if plant:  # a copy of the site whose page loads `plant`
+        site = os.path.join(workdir, "site")
+        shutil.copytree(args.site, site)
+        page_file = os.path.join(site, args.page + ".html")
+        text = open(page_file).read().replace("</body>", f'<img src="{plant}" alt="">\n</body>')
+        if args.plant_without_csp:
+            text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+        open(page_file, "w").write(text)
+        print(f"planted in {args.page}.html: <img src=\"{plant}\">" + (", CSP removed" if args.plant_without_csp else ""))
+        args.site = site
+
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -166,7 +183,6 @@ def main():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    workdir = tempfile.mkdtemp(prefix="ember_page_test_")
     try:
         if args.train_toy:
             failures += check_training(args, port, workdir)
