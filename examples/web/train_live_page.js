@@ -25,8 +25,11 @@ var Module = {
       const started = performance.now();
       trainSteps(settings.run);
       const seconds = (performance.now() - started) / 1000;
-      document.getElementById('speed').textContent = `${(settings.run / seconds).toFixed(1)} steps/s`;
-      train.stepsPerSecond = settings.run / seconds;
+      // (Under a headless browser's virtual time the clock stands still: no speed then.)
+      if (seconds > 0) {
+        document.getElementById('speed').textContent = `${(settings.run / seconds).toFixed(1)} steps/s`;
+        train.stepsPerSecond = settings.run / seconds;
+      }
       evaluate();
     }
     draw();
@@ -82,7 +85,7 @@ function frame() {
   const done = trainSteps(train.stepsPerFrame);
   const seconds = (performance.now() - started) / 1000;
   // About 50 ms of training per frame, so that the page stays responsive.
-  if (done > 0) {
+  if (done > 0 && seconds > 0) {
     train.stepsPerFrame = Math.max(1, Math.min(20, Math.round(0.05 / (seconds / done))));
     document.getElementById('speed').textContent = `${(done / seconds).toFixed(1)} steps/s`;
   }
