@@ -63,7 +63,6 @@ function reset() {
   train.losses = [];
   train.evaluation = null;
   if (call('reset', ['string'], [JSON.stringify(train.settings)]) === null) return;
-  evaluate();
   draw();
 }
 
@@ -75,8 +74,9 @@ function trainSteps(count) {
   return answer.losses.length;
 }
 
+// Greedy generation on the first 64 held-out sequences (all 512 take seconds in WebAssembly).
 function evaluate() {
-  train.evaluation = call('evaluate') ?? train.evaluation;
+  train.evaluation = call('evaluate', ['number'], [64]) ?? train.evaluation;
 }
 
 function frame() {
@@ -89,8 +89,6 @@ function frame() {
     train.stepsPerFrame = Math.max(1, Math.min(20, Math.round(0.05 / (seconds / done))));
     document.getElementById('speed').textContent = `${(done / seconds).toFixed(1)} steps/s`;
   }
-  const step = train.losses.length;
-  if (step % 25 < done || !train.running) evaluate();
   draw();
   writeState();
   if (train.running) requestAnimationFrame(frame);
@@ -105,6 +103,7 @@ function start() {
 }
 
 function pause() {
+  if (train.running && train.losses.length) evaluate();
   train.running = false;
   document.getElementById('start').disabled = false;
   document.getElementById('pause').disabled = true;
@@ -174,11 +173,15 @@ document.getElementById('pause').addEventListener('click', pause);
 document.getElementById('step').addEventListener('click', () => {
   pause();
   trainSteps(1);
-  evaluate();
   draw();
   writeState();
 });
 document.getElementById('reset').addEventListener('click', reset);
+document.getElementById('evaluate').addEventListener('click', () => {
+  evaluate();
+  draw();
+  writeState();
+});
 document.getElementById('try').addEventListener('click', () => {
   const answer = call('answer', ['string'], [document.getElementById('try-input').value]);
   if (answer === null) return;
