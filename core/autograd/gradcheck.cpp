@@ -8,7 +8,6 @@
 // with grad_output = e_j gives d output_j / d every input element, a row of the textbook dy/dx).
 #include "core/autograd/gradcheck.h"
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iomanip>
@@ -16,6 +15,7 @@
 #include <sstream>
 
 #include "core/autograd/engine.h"
+#include "core/base/bit_cast.h"
 #include "core/base/generator.h"
 #include "core/base/grad_mode.h"
 #include "core/graph/node.h"
@@ -239,7 +239,8 @@ void compare_bitwise(const CheckedInput& input, const Shape& output_shape, const
                      const Jacobian& second, std::vector<std::string>& problems) {
   for (std::size_t i = 0; i < first.size(); ++i) {
     for (std::size_t j = 0; j < first[i].size(); ++j) {
-      if (std::bit_cast<uint64_t>(first[i][j]) == std::bit_cast<uint64_t>(second[i][j])) continue;
+      if (ember::bit_cast<uint64_t>(first[i][j]) == ember::bit_cast<uint64_t>(second[i][j]))
+        continue;
       std::ostringstream s;
       s << std::setprecision(17) << "backward is not reentrant for input " << input.position
         << ": two backward passes over the same graph gave " << first[i][j] << " and "

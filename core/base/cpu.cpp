@@ -57,8 +57,13 @@ void apply_capability() {
     const char* value = std::getenv("EMBER_CPU_CAPABILITY");
     const int64_t allowed = value != nullptr ? allowed_targets(value) : 0;
     // Caps what hwy::SupportedTargets() reports, which stays what the CPU has; the next
-    // HWY_DYNAMIC_DISPATCH chooses again.
+    // HWY_DYNAMIC_DISPATCH chooses again. A build of one target (the wasm preset's EMU128) has
+    // no dispatcher and nothing to choose from.
+#if (HWY_TARGETS & (HWY_TARGETS - 1)) != 0
     if (allowed != 0) hwy::DisableTargets(~allowed);
+#else
+    (void)allowed;
+#endif
     return true;
   }();
   (void)applied;

@@ -8,12 +8,12 @@
 #include "core/base/generator.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numbers>
 
+#include "core/base/bit_cast.h"
 #include "core/base/error.h"
 
 namespace ember {
@@ -230,7 +230,7 @@ void fill_uniform53(double* data, int64_t n, Generator& g) {
 // and its default -ffp-contract=fast) fuses some of them; the std::fmaf calls below are exactly
 // those fusions.
 
-float float_from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
+float float_from_bits(uint32_t bits) { return ember::bit_cast<float>(bits); }
 
 // Natural log for x in (0, 1], the only inputs the normal kernel gives it.
 float avx2_log(float x) {
@@ -247,7 +247,7 @@ float avx2_log(float x) {
   x = std::fmax(x, std::numeric_limits<float>::min());
 
   // Split x = m * 2^e with the mantissa m in [0.5, 1).
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t bits = ember::bit_cast<uint32_t>(x);
   float exponent = static_cast<float>(static_cast<int32_t>(bits >> 23) - 127) + 1.0f;
   const float mantissa = float_from_bits((bits & ~0x7F800000u) | 0x3F000000u);
 
@@ -283,7 +283,7 @@ void avx2_sincos(float t, float& sin_out, float& cos_out) {
   const float kSin2 = float_from_bits(0xBE2AAAA3);
   constexpr uint32_t kSignBit = 0x80000000u;
 
-  uint32_t sign_sin = std::bit_cast<uint32_t>(t) & kSignBit;
+  uint32_t sign_sin = ember::bit_cast<uint32_t>(t) & kSignBit;
   float x = std::fabs(t);
 
   // j = the octant, rounded up to even (cvttps truncates toward zero).
@@ -317,8 +317,8 @@ void avx2_sincos(float t, float& sin_out, float& cos_out) {
   // The original selects with masks and adds the unselected lane's +0, which turns -0 into +0.
   const float sin_value = (sine_poly_is_sin ? sin_poly : cos_poly) + 0.0f;
   const float cos_value = (sine_poly_is_sin ? cos_poly : sin_poly) + 0.0f;
-  sin_out = std::bit_cast<float>(std::bit_cast<uint32_t>(sin_value) ^ sign_sin);
-  cos_out = std::bit_cast<float>(std::bit_cast<uint32_t>(cos_value) ^ sign_cos);
+  sin_out = ember::bit_cast<float>(ember::bit_cast<uint32_t>(sin_value) ^ sign_sin);
+  cos_out = ember::bit_cast<float>(ember::bit_cast<uint32_t>(cos_value) ^ sign_cos);
 }
 
 // ---------------------------------------------------------------------------------------------

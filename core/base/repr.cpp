@@ -3,19 +3,40 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <version>
 
 namespace ember {
+
+namespace {
+
+// The shortest scientific digits that read back as the same double ("-1.5e-07"): std::to_chars
+// where the standard library has it for floating point; elsewhere (libc++ 13, the wasm preset's)
+// the first precision at which printf's correctly rounded digits read back exactly.
+std::string shortest_scientific(double value) {
+  char buffer[64];
+#if defined(__cpp_lib_to_chars)
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  return std::string(buffer, result.ptr);
+#else
+  for (int precision = 0;; ++precision) {
+    const int length = std::snprintf(buffer, sizeof buffer, "%.*e", precision, value);
+    if (precision == 16 || std::strtod(buffer, nullptr) == value)
+      return std::string(buffer, length);
+  }
+#endif
+}
+
+}  // namespace
 
 // Python's float repr: the shortest digits that read back as the same double, written
 // positionally when the decimal exponent is in [-4, 16), in scientific notation otherwise.
 std::string float_repr(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buffer[64];
-  const auto result =
-      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
-  const std::string scientific(buffer, result.ptr);  // "-1.5e-07"
+  const std::string scientific = shortest_scientific(value);  // "-1.5e-07"
   const std::size_t e = scientific.find('e');
   std::string mantissa = scientific.substr(0, e);
   const int exponent = std::stoi(scientific.substr(e + 1));

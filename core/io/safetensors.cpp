@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/base/bit_cast.h"
 #include "core/base/error.h"
 
 namespace ember {
@@ -83,10 +83,12 @@ float half_to_float(uint16_t h) {
   } else {
     bits = sign | (exponent + 127 - 15) << 23 | mantissa << 13;
   }
-  return std::bit_cast<float>(bits);
+  return ember::bit_cast<float>(bits);
 }
 
-float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bfloat16_to_float(uint16_t b) {
+  return ember::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 template <typename T>
 T read_le(const uint8_t* p) {

@@ -4,17 +4,17 @@
 // description. Every operation rounds: Ember compiles with -ffp-contract=off.
 #include "core/kernels/libm.h"
 
-#include <bit>
 #include <cstdint>
 
+#include "core/base/bit_cast.h"
 #include "core/kernels/exp.h"
 
 namespace ember::kernels::libm {
 
 namespace {
 
-float from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
-uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
+float from_bits(uint32_t bits) { return ember::bit_cast<float>(bits); }
+uint32_t bits_of(float x) { return ember::bit_cast<uint32_t>(x); }
 
 // y with k added to its exponent field (2^k y, no rounding)
 float scale(float y, int32_t k) {

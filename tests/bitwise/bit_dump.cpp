@@ -3,13 +3,13 @@
 // build and requires identical output: every preset computes the same numbers (a build flag must
 // never change a result; the project compiles with -ffp-contract=off, so -O3 cannot fuse what -O1
 // does not).
-#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "core/base/bit_cast.h"
 #include "core/ember.h"
 #include "core/ops/nn_ops.h"
 #include "nn/attention.h"
@@ -25,12 +25,12 @@ void dump(const std::string& name, const Tensor& t) {
   if (t.dtype() == DType::Float64) {
     for (double v : t.to_vector<double>()) {
       std::snprintf(buf, sizeof buf, " %016llx",
-                    static_cast<unsigned long long>(std::bit_cast<uint64_t>(v)));
+                    static_cast<unsigned long long>(ember::bit_cast<uint64_t>(v)));
       std::cout << buf;
     }
   } else {
     for (float v : t.to(DType::Float32).to_vector<float>()) {
-      std::snprintf(buf, sizeof buf, " %08x", std::bit_cast<uint32_t>(v));
+      std::snprintf(buf, sizeof buf, " %08x", ember::bit_cast<uint32_t>(v));
       std::cout << buf;
     }
   }

@@ -1,0 +1,141 @@
+// The numbers of examples/web/attention_live.html: chapter 3's multi-head attention on its six
+// tokens, forward and backward, for the settings the learner picked in the page.
+//
+// One function, attention_state, compiled twice: into the page's WebAssembly (the wasm preset;
+// the page calls ember_attention_live_state through Module.ccall) and into the native program
+// attention_live (every other preset), which prints the same JSON for the settings given on its
+// command line. The page's test (attention_live_test.sh) compares the two.
+//
+// Settings (JSON; every key optional, the chapter's value when absent):
+//   inputs   [6][3]  the embeddings of "Your journey starts with one step" (cell [24])
+//   heads    1 or 2  MultiHeadAttention(d_in 3, d_out 2, context 6, dropout, heads) (cell [131])
+//   dropout  bool    dropout 0.5 on the attention weights, its mask drawn after manual_seed(123)
+//   weights  {name: nested list}  parameters in place of those torch.manual_seed(123) draws
+// The state: the settings used, the attention weights of each head, the context vectors, the
+// loss (the mean of the squared context vectors: a target of zero, so that every number has a
+// gradient), the gradient of every parameter and of the inputs, and the autograd graph as
+// autograd::explore_data writes it (the nodes with their formulas, values and gradients).
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/ember.h"
+#include "nn/attention.h"
+
+using namespace ember;
+using json = nlohmann::ordered_json;  // keys in the order written: the parameters' order
+
+namespace {
+
+const std::vector<std::string> kTokens = {"Your", "journey", "starts", "with", "one", "step"};
+const json kChapterInputs = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
+                             {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
+
+// A float32 tensor as nested JSON lists (each float widened to double: the same digits
+// everywhere, written by nlohmann's shortest round-trip printer).
+json to_json(const Tensor& t) {
+  const std::vector<float> values = t.contiguous().to_vector<float>();
+  const Shape shape = t.shape();
+  std::function<json(size_t, size_t&)> nest = [&](size_t dim, size_t& at) {
+    json out = json::array();
+    for (int64_t i = 0; i < shape[dim]; ++i)
+      out.push_back(dim + 1 == shape.size() ? json(static_cast<double>(values[at++]))
+                                            : nest(dim + 1, at));
+    return out;
+  };
+  size_t at = 0;
+  return shape.empty() ? json(static_cast<double>(values[0])) : nest(0, at);
+}
+
+// A tensor of `like`'s shape from nested JSON lists.
+Tensor from_json(const json& nested, const Shape& shape) {
+  std::vector<double> flat;
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_array())
+      for (const json& item : j) walk(item);
+    else
+      flat.push_back(j.get<double>());
+  };
+  walk(nested);
+  return from_vector(flat, shape);
+}
+
+}  // namespace
+
+std::string attention_state(const std::string& settings_text) {
+  const json settings = settings_text.empty() ? json::object() : json::parse(settings_text);
+  const json inputs_json = settings.value("inputs", kChapterInputs);
+  const int64_t heads = settings.value("heads", 2);
+  const bool use_dropout = settings.value("dropout", false);
+  check(heads == 1 || heads == 2, "heads must be 1 or 2 (d_out is 2)");
+
+  manual_seed(123);
+  auto mha = std::make_shared<nn::MultiHeadAttention>(3, 2, 6, use_dropout ? 0.5 : 0.0, heads);
+  mha->keep_trace = true;
+  if (settings.contains("weights")) {
+    NoGradGuard no_grad;
+    for (auto& [name, parameter] : mha->named_parameters())
+      if (settings["weights"].contains(name))
+        parameter.copy_(from_json(settings["weights"][name], parameter.shape()));
+  }
+  Tensor inputs = from_json(inputs_json, {6, 3}).requires_grad_();
+
+  manual_seed(123);  // the dropout mask of cell [116]
+  Tensor context;
+  Tensor loss;
+  json graph;
+  {
+    autograd::KeepValuesGuard keep_values;  // the graph's intermediate values, for the page
+    context = mha->forward(inputs.unsqueeze(0));
+    loss = (context * context).mean();
+    autograd::ExploreOptions options;
+    options.name_all(mha->named_parameters()).name("inputs", inputs).name("context", context);
+    graph = json::parse(autograd::explore_data(loss, options));
+  }
+  loss.backward();
+
+  json state;
+  state["tokens"] = kTokens;
+  state["inputs"] = to_json(inputs.detach());
+  state["heads"] = heads;
+  state["dropout"] = use_dropout;
+  state["attn_weights"] = to_json(mha->trace.attn_weights.detach()[0]);
+  state["context"] = to_json(context.detach()[0]);
+  state["loss"] = to_json(loss.detach());
+  state["weights"] = json::object();
+  state["grads"] = json::object();
+  for (const auto& [name, parameter] : mha->named_parameters()) {
+    state["weights"][name] = to_json(parameter.detach());
+    state["grads"][name] = to_json(parameter.grad());
+  }
+  state["grads"]["inputs"] = to_json(inputs.grad());
+  state["graph"] = graph;
+  return state.dump();
+}
+
+#ifdef __EMSCRIPTEN__
+// The page's entry point: the state as JSON text, or {"error": ...} (valid until the next call).
+extern "C" const char* ember_attention_live_state(const char* settings) {
+  static std::string result;
+  try {
+    result = attention_state(settings);
+  } catch (const std::exception& e) {
+    result = json{{"error", e.what()}}.dump();
+  }
+  return result.c_str();
+}
+#else
+#include <iostream>
+
+// attention_live [SETTINGS_JSON]: the state the page shows for these settings (default: the
+// chapter's).
+int main(int argc, char** argv) {
+  try {
+    std::cout << attention_state(argc > 1 ? argv[1] : "") << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "attention_live: " << e.what() << "\n";
+    return 2;
+  }
+}
+#endif
