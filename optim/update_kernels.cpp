@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/simd-inl.h"
 #include "hwy/highway.h"
 #include "optim/update_kernels.h"
@@ -123,21 +124,10 @@ void AdagradRange(const AdagradArrays<T>& a, const AdagradConstants<T>& c, int64
 }  // namespace
 
 // The entry points of this target, one per type (HWY_EXPORT takes plain functions).
-// (Kernel##F32 and Kernel##F64 call Kernel##Range, over Kernel##Arrays and Kernel##Constants.)
-#define EMBER_UPDATE_ENTRY(Kernel, T, Name)                                                   \
-  void Kernel##Name(const Kernel##Arrays<T>& a, const Kernel##Constants<T>& c, int64_t begin, \
-                    int64_t end) {                                                            \
-    Kernel##Range(a, c, begin, end);                                                          \
-  }
-#define EMBER_UPDATE_ENTRIES(Kernel)     \
-  EMBER_UPDATE_ENTRY(Kernel, float, F32) \
-  EMBER_UPDATE_ENTRY(Kernel, double, F64)
-EMBER_UPDATE_ENTRIES(Adam)
-EMBER_UPDATE_ENTRIES(Sgd)
-EMBER_UPDATE_ENTRIES(Rmsprop)
-EMBER_UPDATE_ENTRIES(Adagrad)
-#undef EMBER_UPDATE_ENTRIES
-#undef EMBER_UPDATE_ENTRY
+EMBER_ENTRIES_BY_TYPE(AdamRange)
+EMBER_ENTRIES_BY_TYPE(SgdRange)
+EMBER_ENTRIES_BY_TYPE(RmspropRange)
+EMBER_ENTRIES_BY_TYPE(AdagradRange)
 
 }  // namespace ember::optim::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -146,22 +136,16 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <cmath>
 
-#include "core/kernels/dispatch_by_type.h"
-
 namespace ember::optim {
 
-HWY_EXPORT(AdamF32);
-HWY_EXPORT(AdamF64);
-HWY_EXPORT(SgdF32);
-HWY_EXPORT(SgdF64);
-HWY_EXPORT(RmspropF32);
-HWY_EXPORT(RmspropF64);
-HWY_EXPORT(AdagradF32);
-HWY_EXPORT(AdagradF64);
+EMBER_EXPORT_BY_TYPE(AdamRange);
+EMBER_EXPORT_BY_TYPE(SgdRange);
+EMBER_EXPORT_BY_TYPE(RmspropRange);
+EMBER_EXPORT_BY_TYPE(AdagradRange);
 
 template <typename T>
 void adam_update(const AdamArrays<T>& a, const AdamConstants<T>& c, int64_t begin, int64_t end) {
-  EMBER_DISPATCH_BY_TYPE(T, Adam, a, c, begin, end);
+  EMBER_DISPATCH_BY_TYPE(T, AdamRange, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_adam(w) for one element at a time, each line its tensor op.
@@ -194,7 +178,7 @@ void adam_update_plain(const AdamArrays<T>& a, const AdamConstants<T>& c, int64_
 
 template <typename T>
 void sgd_update(const SgdArrays<T>& a, const SgdConstants<T>& c, int64_t begin, int64_t end) {
-  EMBER_DISPATCH_BY_TYPE(T, Sgd, a, c, begin, end);
+  EMBER_DISPATCH_BY_TYPE(T, SgdRange, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_sgd for one element at a time.
@@ -221,7 +205,7 @@ void sgd_update_plain(const SgdArrays<T>& a, const SgdConstants<T>& c, int64_t b
 template <typename T>
 void rmsprop_update(const RmspropArrays<T>& a, const RmspropConstants<T>& c, int64_t begin,
                     int64_t end) {
-  EMBER_DISPATCH_BY_TYPE(T, Rmsprop, a, c, begin, end);
+  EMBER_DISPATCH_BY_TYPE(T, RmspropRange, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_rmsprop for one element at a time.
@@ -260,7 +244,7 @@ void rmsprop_update_plain(const RmspropArrays<T>& a, const RmspropConstants<T>& 
 template <typename T>
 void adagrad_update(const AdagradArrays<T>& a, const AdagradConstants<T>& c, int64_t begin,
                     int64_t end) {
-  EMBER_DISPATCH_BY_TYPE(T, Adagrad, a, c, begin, end);
+  EMBER_DISPATCH_BY_TYPE(T, AdagradRange, a, c, begin, end);
 }
 
 // PyTorch 1.13's _single_tensor_adagrad for one element at a time.

@@ -63,6 +63,7 @@
 
 #include <cstdint>
 
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/simd-inl.h"
 #include "hwy/highway.h"
 
@@ -77,12 +78,7 @@ void MultiplyRow(const T* a, const T* b, T* y, int64_t n) {
   });
 }
 
-void MultiplyRowF32(const float* a, const float* b, float* y, int64_t n) {
-  MultiplyRow(a, b, y, n);
-}
-void MultiplyRowF64(const double* a, const double* b, double* y, int64_t n) {
-  MultiplyRow(a, b, y, n);
-}
+EMBER_ENTRIES_BY_TYPE(MultiplyRow)
 
 }  // namespace ember::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -97,7 +93,6 @@ HWY_AFTER_NAMESPACE();
 
 #include "core/base/allocator.h"
 #include "core/base/parallel.h"
-#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/parallel_for.h"
@@ -105,8 +100,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace ember::kernels {
 
-HWY_EXPORT(MultiplyRowF32);
-HWY_EXPORT(MultiplyRowF64);
+EMBER_EXPORT_BY_TYPE(MultiplyRow);
 
 template <typename T>
 void multiply_row(const T* a, const T* b, T* y, int64_t n) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/gelu.h"
 #include "core/kernels/simd-inl.h"
 #include "hwy/highway.h"
@@ -73,16 +74,9 @@ void GeluBackwardBlock(const T* x, const T* t, const T* dy, T* dx, int64_t n, T 
 }  // namespace
 
 // The entry points of this target, one per type (HWY_EXPORT takes plain functions).
-#define EMBER_GELU_ENTRIES(T, Name)                                                          \
-  void TanhArgument##Name(const T* x, T* u, int64_t n, T k) { TanhArgument(x, u, n, k); }    \
-  void GeluOutput##Name(const T* x, const T* t, T* y, int64_t n) { GeluOutput(x, t, y, n); } \
-  void GeluBackward##Name(const T* x, const T* t, const T* dy, T* dx, int64_t n, T k,        \
-                          GeluBackward form) {                                               \
-    GeluBackwardBlock(x, t, dy, dx, n, k, form);                                             \
-  }
-EMBER_GELU_ENTRIES(float, F32)
-EMBER_GELU_ENTRIES(double, F64)
-#undef EMBER_GELU_ENTRIES
+EMBER_ENTRIES_BY_TYPE(TanhArgument)
+EMBER_ENTRIES_BY_TYPE(GeluOutput)
+EMBER_ENTRIES_BY_TYPE(GeluBackwardBlock)
 
 }  // namespace ember::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -90,18 +84,14 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <algorithm>
 
-#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/tanh.h"
 
 namespace ember::kernels {
 
-HWY_EXPORT(TanhArgumentF32);
-HWY_EXPORT(TanhArgumentF64);
-HWY_EXPORT(GeluOutputF32);
-HWY_EXPORT(GeluOutputF64);
-HWY_EXPORT(GeluBackwardF32);
-HWY_EXPORT(GeluBackwardF64);
+EMBER_EXPORT_BY_TYPE(TanhArgument);
+EMBER_EXPORT_BY_TYPE(GeluOutput);
+EMBER_EXPORT_BY_TYPE(GeluBackwardBlock);
 
 namespace {
 
@@ -189,8 +179,8 @@ void backward_ranges(const T* x, const T* tanh_u, const T* dy, T* dx, int64_t n,
     if (!vector) {
       gelu_backward_block(x + first, tanh_u + first, dy + first, dx + first, m, k, form);
     } else {
-      EMBER_DISPATCH_BY_TYPE(T, GeluBackward, x + first, tanh_u + first, dy + first, dx + first, m,
-                             k, form);
+      EMBER_DISPATCH_BY_TYPE(T, GeluBackwardBlock, x + first, tanh_u + first, dy + first,
+                             dx + first, m, k, form);
     }
   });
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/base/fma-inl.h"
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/gemm_microkernel.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -24,7 +25,7 @@ namespace {
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_HAVE_SCALABLE
 template <typename T>
-Config<T> target_config() {
+Config<T> TargetConfig() {
   return portable_config<T>();
 }
 #else
@@ -148,7 +149,7 @@ void pair(int64_t kc, const T* a, int64_t rs, int64_t ks, const T* b0, const T* 
 }
 
 template <typename T>
-Config<T> target_config() {
+Config<T> TargetConfig() {
   // A read in place only by a tile of 32 columns or more: a narrower tile reads the block of A
   // from as many more B panels, and reading A unpacked then costs more than packing it once
   // (bench_gemm measures it). Two panels at once where a panel is at most half the tile's
@@ -170,8 +171,7 @@ Config<T> target_config() {
 
 }  // namespace
 
-Config<float> ConfigF32() { return target_config<float>(); }
-Config<double> ConfigF64() { return target_config<double>(); }
+EMBER_ENTRIES_BY_TYPE(TargetConfig)
 
 }  // namespace ember::kernels::gemm_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -181,19 +181,18 @@ HWY_AFTER_NAMESPACE();
 
 namespace ember::kernels::gemm_detail {
 
-HWY_EXPORT(ConfigF32);
-HWY_EXPORT(ConfigF64);
+EMBER_EXPORT_BY_TYPE(TargetConfig);
 
 template <>
 Config<float> config<float>() {
   cpu::apply_capability();
-  return HWY_DYNAMIC_DISPATCH(ConfigF32)();
+  return HWY_DYNAMIC_DISPATCH(TargetConfigF32)();
 }
 
 template <>
 Config<double> config<double>() {
   cpu::apply_capability();
-  return HWY_DYNAMIC_DISPATCH(ConfigF64)();
+  return HWY_DYNAMIC_DISPATCH(TargetConfigF64)();
 }
 
 template <>

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/gemm_internal.h"
 #include "core/kernels/gemm_transpose-inl.h"
 #include "hwy/highway.h"
@@ -160,8 +161,8 @@ void pack_lines(const T* src, int64_t stride, int64_t kc, int64_t len, int64_t w
 
 // A[i0:i0+mc, p0:p0+kc] as ceil(mc / MR) panels of kc x MR (rows past mc are zeros).
 template <typename T>
-void pack_a_panels(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
-                   T* out) {
+void PackA(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
+           T* out) {
   if (op.lda_row == 1 && op.lda_col > 1) {  // A^T: columns of A contiguous
     pack_lines(op.A + i0 + p0 * op.lda_col, op.lda_col, kc, mc, MR, out);
     return;
@@ -192,8 +193,8 @@ void pack_a_panels(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int
 
 // B[p0:p0+kc, j0:j0+nc] as ceil(nc / NR) panels of kc x NR (columns past nc are zeros).
 template <typename T>
-void pack_b_panels(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
-                   T* out) {
+void PackB(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
+           T* out) {
   if (op.ldb_col == 1) {  // rows of B contiguous
     pack_lines(op.B + p0 * op.ldb_row + j0, op.ldb_row, kc, nc, NR, out);
     return;
@@ -225,19 +226,10 @@ void pack_b_panels(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int
 }  // namespace
 
 // The entry points of this target, one per type (HWY_EXPORT takes plain functions).
-#define EMBER_PACK_ENTRIES(T, Name)                                                      \
-  void PackA##Name(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, \
-                   int64_t MR, T* out) {                                                 \
-    pack_a_panels(op, i0, mc, p0, kc, MR, out);                                          \
-  }                                                                                      \
-  void PackB##Name(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, \
-                   int64_t NR, T* out) {                                                 \
-    pack_b_panels(op, p0, kc, j0, nc, NR, out);                                          \
-  }
-EMBER_PACK_ENTRIES(float, F32)
-EMBER_PACK_ENTRIES(double, F64)
-EMBER_PACK_ENTRIES(int64_t, I64)
-#undef EMBER_PACK_ENTRIES
+EMBER_ENTRIES_BY_TYPE(PackA)
+EMBER_ENTRIES_BY_TYPE(PackB)
+constexpr auto& PackAI64 = PackA<int64_t>;
+constexpr auto& PackBI64 = PackB<int64_t>;
 
 }  // namespace ember::kernels::gemm_detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -245,11 +237,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ember::kernels::gemm_detail {
 
-HWY_EXPORT(PackAF32);
-HWY_EXPORT(PackAF64);
+EMBER_EXPORT_BY_TYPE(PackA);
+EMBER_EXPORT_BY_TYPE(PackB);
 HWY_EXPORT(PackAI64);
-HWY_EXPORT(PackBF32);
-HWY_EXPORT(PackBF64);
 HWY_EXPORT(PackBI64);
 
 template <typename T>

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/simd-inl.h"
 #include "hwy/highway.h"
 
@@ -105,25 +106,10 @@ void AddColumnSums(const T* x, const T* dy, int64_t n, double m, double s, doubl
 }  // namespace
 
 // The entry points of this target, one per type (HWY_EXPORT takes plain functions).
-#define EMBER_LAYER_NORM_ENTRIES(T, Name)                                                          \
-  void NormalizeAffine##Name(const T* x, const T* w, const T* b, T* y, int64_t n, T s, T shift) {  \
-    NormalizeAffine(x, w, b, y, n, s, shift);                                                      \
-  }                                                                                                \
-  void NormalizeBook##Name(const T* x, const T* scale, const T* shift, T* y, int64_t n, T m,       \
-                           T denom) {                                                              \
-    NormalizeBook(x, scale, shift, y, n, m, denom);                                                \
-  }                                                                                                \
-  void DxRow##Name(const T* x, const T* w, const T* dy, T* dx, int64_t n, double m, double s,      \
-                   double g_mean, double g_xhat_mean) {                                            \
-    DxRow(x, w, dy, dx, n, m, s, g_mean, g_xhat_mean);                                             \
-  }                                                                                                \
-  void AddColumnSums##Name(const T* x, const T* dy, int64_t n, double m, double s, double* dw_sum, \
-                           double* db_sum) {                                                       \
-    AddColumnSums(x, dy, n, m, s, dw_sum, db_sum);                                                 \
-  }
-EMBER_LAYER_NORM_ENTRIES(float, F32)
-EMBER_LAYER_NORM_ENTRIES(double, F64)
-#undef EMBER_LAYER_NORM_ENTRIES
+EMBER_ENTRIES_BY_TYPE(NormalizeAffine)
+EMBER_ENTRIES_BY_TYPE(NormalizeBook)
+EMBER_ENTRIES_BY_TYPE(DxRow)
+EMBER_ENTRIES_BY_TYPE(AddColumnSums)
 
 }  // namespace ember::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -133,21 +119,16 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "core/kernels/cascade_sum.h"
-#include "core/kernels/dispatch_by_type.h"
 #include "core/kernels/layer_norm.h"
 #include "core/kernels/parallel_for.h"
 #include "core/kernels/reduce_kernels.h"
 
 namespace ember::kernels {
 
-HWY_EXPORT(NormalizeAffineF32);
-HWY_EXPORT(NormalizeAffineF64);
-HWY_EXPORT(NormalizeBookF32);
-HWY_EXPORT(NormalizeBookF64);
-HWY_EXPORT(DxRowF32);
-HWY_EXPORT(DxRowF64);
-HWY_EXPORT(AddColumnSumsF32);
-HWY_EXPORT(AddColumnSumsF64);
+EMBER_EXPORT_BY_TYPE(NormalizeAffine);
+EMBER_EXPORT_BY_TYPE(NormalizeBook);
+EMBER_EXPORT_BY_TYPE(DxRow);
+EMBER_EXPORT_BY_TYPE(AddColumnSums);
 
 namespace {
 
