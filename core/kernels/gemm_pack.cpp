@@ -242,29 +242,29 @@ EMBER_EXPORT_BY_TYPE(PackB);
 HWY_EXPORT(PackAI64);
 HWY_EXPORT(PackBI64);
 
+// EMBER_DISPATCH_BY_TYPE with int64_t's entry point too: integer matmuls pack as floats do.
+#define EMBER_DISPATCH_PACK(T, Kernel, ...)           \
+  do {                                                \
+    if constexpr (std::is_same_v<T, int64_t>) {       \
+      HWY_DYNAMIC_DISPATCH(Kernel##I64)(__VA_ARGS__); \
+    } else {                                          \
+      EMBER_DISPATCH_BY_TYPE(T, Kernel, __VA_ARGS__); \
+    }                                                 \
+  } while (false)
+
 template <typename T>
 void pack_a(const Product<T>& op, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t MR,
             T* out) {
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(PackAF32)(op, i0, mc, p0, kc, MR, out);
-  } else if constexpr (std::is_same_v<T, double>) {
-    HWY_DYNAMIC_DISPATCH(PackAF64)(op, i0, mc, p0, kc, MR, out);
-  } else {
-    HWY_DYNAMIC_DISPATCH(PackAI64)(op, i0, mc, p0, kc, MR, out);
-  }
+  EMBER_DISPATCH_PACK(T, PackA, op, i0, mc, p0, kc, MR, out);
 }
 
 template <typename T>
 void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t NR,
             T* out) {
-  if constexpr (std::is_same_v<T, float>) {
-    HWY_DYNAMIC_DISPATCH(PackBF32)(op, p0, kc, j0, nc, NR, out);
-  } else if constexpr (std::is_same_v<T, double>) {
-    HWY_DYNAMIC_DISPATCH(PackBF64)(op, p0, kc, j0, nc, NR, out);
-  } else {
-    HWY_DYNAMIC_DISPATCH(PackBI64)(op, p0, kc, j0, nc, NR, out);
-  }
+  EMBER_DISPATCH_PACK(T, PackB, op, p0, kc, j0, nc, NR, out);
 }
+
+#undef EMBER_DISPATCH_PACK
 
 #define EMBER_INSTANTIATE_PACK(T)                                                              \
   template void pack_a<T>(const Product<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, T*); \
