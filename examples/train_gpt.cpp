@@ -40,6 +40,7 @@
 // train and validation loaders draws.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -120,21 +121,47 @@ double forward_flops(const nn::GPTConfig& cfg, int64_t batch, int64_t tokens) {
   return static_cast<double>(cfg.n_layers) * block + 2 * b * t * d * v;
 }
 
-// The products' FLOPs of the job so far: the book's code's for the same run (whatever Ember
-// would skip still counts), so that the figure compares with PyTorch's run of the same job.
-double job_flops = 0;
+// The job's parts, each with its products' FLOPs (the book's code's for the same run: whatever
+// Ember would skip still counts, so that the figures compare with PyTorch's run of the same job)
+// and its wall time, for the final lines: where the time went.
+enum Part { kTraining, kEvaluation, kSampling, kSaving, kParts };
+constexpr const char* kPartNames[kParts] = {"training steps", "evaluations", "samples", "saving"};
+struct PartTotals {
+  double flops = 0, seconds = 0;
+};
+std::array<PartTotals, kParts> job_parts;
+
+double job_flops() {
+  double sum = 0;
+  for (const PartTotals& part : job_parts) sum += part.flops;
+  return sum;
+}
+
+// Adds the wall time of its scope to a part of the job.
+class TimedPart {
+ public:
+  explicit TimedPart(Part part) : part_(part) {}
+  ~TimedPart() { job_parts[part_].seconds += clock_.seconds(); }
+  TimedPart(const TimedPart&) = delete;
+  TimedPart& operator=(const TimedPart&) = delete;
+
+ private:
+  Part part_;
+  examples::Stopwatch clock_;
+};
 
 // A forward pass over a batch of token ids, and its backward when a graph is being built.
 void count_pass(const nn::GPTConfig& cfg, const Tensor& input_batch) {
-  const double passes = GradMode::is_enabled() ? 3 : 1;
-  job_flops += passes * forward_flops(cfg, input_batch.size(0), input_batch.size(1));
+  const bool training = GradMode::is_enabled();
+  job_parts[training ? kTraining : kEvaluation].flops +=
+      (training ? 3 : 1) * forward_flops(cfg, input_batch.size(0), input_batch.size(1));
 }
 
 // The forward passes that generate `new_tokens` after `prompt` tokens, one per token over the
 // tokens so far (cropped to the context).
 void count_generation(const nn::GPTConfig& cfg, int64_t prompt, int64_t new_tokens) {
   for (int64_t i = 0; i < new_tokens; ++i) {
-    job_flops += forward_flops(cfg, 1, std::min(prompt + i, cfg.context_length));
+    job_parts[kSampling].flops += forward_flops(cfg, 1, std::min(prompt + i, cfg.context_length));
   }
 }
 
@@ -164,6 +191,7 @@ double calc_loss_loader(const nn::DataLoader& data_loader, nn::GPTModel& model,
 // The mean losses of eval_iter batches of each loader, in evaluation mode and without a graph.
 std::pair<double, double> evaluate_model(nn::GPTModel& model, const nn::DataLoader& train_loader,
                                          const nn::DataLoader& val_loader, int64_t eval_iter) {
+  const TimedPart timed(kEvaluation);  // (Ember's addition)
   model.eval();
   NoGradGuard no_grad;
   const double train_loss = calc_loss_loader(train_loader, model, eval_iter);
@@ -177,6 +205,7 @@ std::pair<double, double> evaluate_model(nn::GPTModel& model, const nn::DataLoad
 void generate_and_print_sample(nn::GPTModel& model, const nn::GPT2Tokenizer& tokenizer,
                                const std::string& start_context, examples::Progress& progress,
                                bool use_cache) {
+  const TimedPart timed(kSampling);  // (Ember's addition)
   model.eval();
   const int64_t context_size = model.pos_emb->weight.size(0);
   const Tensor encoded = text_to_token_ids(start_context, tokenizer);
@@ -250,10 +279,12 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
         extras.save(h);
         return h;
       }
-      optimizer.zero_grad();  // reset the gradients of the previous batch
+      std::optional<TimedPart> timed(kTraining);  // (Ember's addition)
+      optimizer.zero_grad();                      // reset the gradients of the previous batch
       const Tensor loss = calc_loss_batch(batch->input, batch->target, model);
       loss.backward();   // the loss's gradients
       optimizer.step();  // update the weights with them
+      timed.reset();
       h.tokens_seen += batch->input.numel();
       h.global_step += 1;
       if (extras.print_losses) {
@@ -401,21 +432,38 @@ double gemm_rate(const nn::GPTConfig& cfg, int64_t rows) {
   return 2 * static_cast<double>(rows) * d * 4 * d / bench::median(seconds);
 }
 
-// The job's line: its products (job_flops) over its wall time, as a share of the GEMM rate, and
+// The job's lines: its products (job_flops) over its wall time, as a share of the GEMM rate, and
 // the memory of its tensors (ember::memory_stats: the most held at once, what the allocator keeps
-// for reuse, what tensors hold now) beside the process's peak resident set. Printed once the
-// training job is done and saved, before the final samples (cells 86 and 115, about 0.5% of the
-// run's products, left out), so that the program's last lines stay the book's.
+// for reuse, what tensors hold now) beside the process's peak resident set; then where the time
+// went, part by part, each part's products as a share of the same rate (the samples' share
+// counts the book's products, which the KV cache mostly skips). Printed once the training job is
+// done and saved, before the final samples (cells 86 and 115, about 0.5% of the run's products,
+// left out), so that the program's last lines stay the book's.
 void print_job_line(const nn::GPTConfig& cfg, int64_t rows, double seconds) {
-  const double rate = gemm_rate(cfg, rows), achieved = job_flops / seconds;
+  const double rate = gemm_rate(cfg, rows), achieved = job_flops() / seconds;
   const MemoryStats m = memory_stats();
   const double gb = 1e9;
   std::printf(
       "train_gpt: job %.2f TFLOP of products in %.1f s: %.1f GFLOP/s, %.0f%% of the GEMM rate "
       "(%.1f GFLOP/s) | memory: peak %.2f GB, cached %.2f GB, in use %.2f GB; peak RSS %.2f GB\n",
-      job_flops / 1e12, seconds, achieved / 1e9, 100 * achieved / rate, rate / 1e9,
+      job_flops() / 1e12, seconds, achieved / 1e9, 100 * achieved / rate, rate / 1e9,
       static_cast<double>(m.mapped_peak) / gb, static_cast<double>(m.mapped_kept) / gb,
       static_cast<double>(m.mapped_in_use) / gb, bench::peak_rss_mb() * 1024 * 1024 / gb);
+  std::string parts;
+  double rest = seconds;
+  for (int p = 0; p < kParts; ++p) {
+    const PartTotals& part = job_parts[p];
+    rest -= part.seconds;
+    char text[128];
+    if (part.flops > 0 && part.seconds > 0) {
+      std::snprintf(text, sizeof text, "%s %.1f s (%.2f TFLOP, %.0f%%), ", kPartNames[p],
+                    part.seconds, part.flops / 1e12, 100 * part.flops / part.seconds / rate);
+    } else {
+      std::snprintf(text, sizeof text, "%s %.1f s, ", kPartNames[p], part.seconds);
+    }
+    parts += text;
+  }
+  std::printf("train_gpt: where the time went: %sthe rest %.1f s\n", parts.c_str(), rest);
 }
 
 // The flags: the book's settings (GPT_CONFIG_124M with a context of 256, the loaders', AdamW's,
@@ -572,15 +620,18 @@ int run(int argc, char** argv) {
       nn::GPTModel model(cfg);
       model.eval();
       const Tensor prompt = text_to_token_ids(s.start_context, tokenizer);
+      std::optional<TimedPart> timed(kSampling);
       const Tensor token_ids =
           generate_text_simple(model, prompt, 10, cfg.context_length, s.kv_cache);
       count_generation(cfg, prompt.size(1), 10);
+      timed.emplace(kEvaluation);
       std::printf("Output text:\n %s\n", token_ids_to_text(token_ids, tokenizer).c_str());
       // Cell 71: its losses.
       manual_seed(s.seed);
       NoGradGuard no_grad;
       const double train_loss = calc_loss_loader(train_loader, model);
       const double val_loss = calc_loss_loader(val_loader, model);
+      timed.reset();
       std::printf("Training loss: %s\nValidation loss: %s\n", float_repr(train_loss).c_str(),
                   float_repr(val_loss).c_str());
       std::fflush(stdout);
@@ -606,6 +657,7 @@ int run(int argc, char** argv) {
     const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
     examples::Progress progress(s.epochs * train_loader.size(), s.print_every);
     const auto save = [&](const History& h) {
+      const TimedPart timed(kSaving);
       save_checkpoint(checkpoint_path, model, optimizer, h);
     };
     const Extras extras{progress,       start,      s.stop_after_epoch, s.max_steps,

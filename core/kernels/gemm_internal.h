@@ -167,6 +167,10 @@ struct SkinnyKernel {
                   int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
                   int64_t j0, int64_t j1);  // null: no skinny path on this target
   bool tail;                                // rows 9..12 of a product with W^T in a tail kernel
+  // y[j0:j1] (+)= x W^T for one row x (M = 1) and W^T (column j of B at w + j * ldw); null: the
+  // row takes `columns`.
+  void (*row)(int64_t K, const float* x, const float* w, int64_t ldw, float* y, bool accumulate,
+              int64_t j0, int64_t j1);
 };
 
 }  // namespace ember::kernels::gemm_detail

@@ -28,7 +28,7 @@ namespace ember::kernels::gemm_detail::HWY_NAMESPACE {
 namespace {
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_HAVE_SCALABLE
-SkinnyKernel target_skinny() { return {nullptr, false}; }
+SkinnyKernel target_skinny() { return {nullptr, false, nullptr}; }
 #else
 namespace hn = hwy::HWY_NAMESPACE;
 using simd::HWY_NAMESPACE::Fma;
@@ -152,8 +152,10 @@ constexpr bool kTail = EMBER_SKINNY_TAIL;
 // per eight elements of W and tail row, instead of the second register of a 16-row tile (one
 // fma per element of W, for rows that are mostly padding). An accumulator's fmas form one chain
 // (4 cycles each), so NT x G chains run side by side. at holds the tail rows of A row-major:
-// at[t * K + k] = A[8 + t, k].
-template <int NT, int G>
+// at[t * K + k] = A[8 + t, k]. kStream: W comes from memory, not from the cache (M = 1, below),
+// so each of the 8G rows is prefetched kAhead floats ahead of the loads, one line every 16 k.
+constexpr int64_t kAhead = 64;
+template <int NT, int G, bool kStream = false>
 void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, float* out,
                      int64_t ldo) {
   static_assert(kL == 8 && kBlockN == 8, "the tail works on 8 x 8 blocks");
@@ -163,6 +165,12 @@ void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, flo
     for (int t = 0; t < NT; ++t) acc[g][t] = hn::LoadU(d, out + t * ldo + g * 8);
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
+    if constexpr (kStream) {
+      if (k % 16 == 0) {
+#pragma GCC unroll 32
+        for (int j = 0; j < 8 * G; ++j) __builtin_prefetch(b + j * bj + k + kAhead, 0, 0);
+      }
+    }
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const float* w = b + g * 8 * bj + k;
@@ -220,6 +228,33 @@ void skinny_tail_tiles_f32(int nt, int tiles, int64_t K, const float* at, const 
       }
       g += 1;
     }
+  }
+}
+
+// One row of A times W^T (M = 1, B = W^T: column j of B is row j of W, at w + j * ldw), the
+// product of a linear layer at each step of a generation with the KV cache: y[j0:j1] (+)= x W^T.
+// The tiles above would put the row in one lane of eight and compute seven padded rows, one fma
+// per element of W: at M = 1 that fma, not memory, bounds the loop. Here the tail rows' kernel
+// (skinny_tail_f32, NT = 1) takes the row instead: 8 x 8 blocks of W transposed in registers, one
+// fma per eight elements, four tiles' chains side by side, each y[j] still one fma chain in
+// increasing k (the contract's order); columns past the last whole tile take a plain fma loop.
+// W streams from memory as 8G rows side by side, each prefetched ahead of its loads (the
+// hardware prefetcher does not follow 32 streams at once). x is the row, contiguous.
+void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y, bool accumulate,
+                int64_t j0, int64_t j1) {
+  if (!accumulate) std::fill(y + j0, y + j1, 0.0f);
+  int64_t j = j0;
+  // Rows a multiple of 4 KB apart (K a multiple of 1024) fall on the same sets of L1: 32 of them
+  // streamed side by side evict each other's lines, so such rows go 16 at a time.
+  if (ldw % 1024 != 0) {
+    for (; j + 32 <= j1; j += 32) skinny_tail_f32<1, 4, true>(K, x, w + j * ldw, ldw, y + j, 0);
+  }
+  for (; j + 16 <= j1; j += 16) skinny_tail_f32<1, 2, true>(K, x, w + j * ldw, ldw, y + j, 0);
+  for (; j + 8 <= j1; j += 8) skinny_tail_f32<1, 1, true>(K, x, w + j * ldw, ldw, y + j, 0);
+  for (; j < j1; ++j) {
+    float sum = y[j];
+    for (int64_t k = 0; k < K; ++k) sum = std::fma(x[k], w[j * ldw + k], sum);
+    y[j] = sum;
   }
 }
 
@@ -299,7 +334,11 @@ void columns_f32(int R, int64_t M, int64_t K, const float* a, const float* at, c
   }
 }
 
-SkinnyKernel target_skinny() { return {columns_f32, kTail}; }
+#if EMBER_SKINNY_TAIL
+SkinnyKernel target_skinny() { return {columns_f32, kTail, row_wt_f32}; }
+#else
+SkinnyKernel target_skinny() { return {columns_f32, kTail, nullptr}; }
+#endif
 #endif
 
 }  // namespace
@@ -326,6 +365,8 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
   if (kernel.columns == nullptr) return false;
   // Up to 8 rows: one register of rows. 9..12 rows of a product with W^T: the same, plus
   // skinny_tail_f32 for the rest (where the target has it). Else two registers of rows (R = 2).
+  // One row with W^T: the row kernel (row_wt_f32), where the target has it.
+  const bool row = kernel.row != nullptr && M == 1 && ldb_row == 1;
   const bool tail = kernel.tail && M > 8 && M <= 8 + kSkinnyTailRows && ldb_row == 1;
   const int R = M > 8 && !tail ? 2 : 1;
   const int64_t rows = 8 * R, group = 8 / R;  // rows of packed A, columns per tile
@@ -346,6 +387,11 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
     if (j0 >= j1) return;
     float* a = ws.a(thread);
     const float* src = A + b * a_bs;
+    if (row) {
+      for (int64_t k = 0; k < K; ++k) a[k] = src[k * lda_col];
+      kernel.row(K, a, B + b * b_bs, ldb_col, C + b * c_bs, accumulate, j0, j1);
+      return;
+    }
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t i = 0; i < rows; ++i) {
         a[k * rows + i] = i < M ? src[i * lda_row + k * lda_col] : 0.0f;
