@@ -236,19 +236,16 @@ void skinny_tail_tiles_f32(int nt, int tiles, int64_t K, const float* at, const 
 // The tiles above would put the row in one lane of eight and compute seven padded rows, one fma
 // per element of W: at M = 1 that fma, not memory, bounds the loop. Here the tail rows' kernel
 // (skinny_tail_f32, NT = 1) takes the row instead: 8 x 8 blocks of W transposed in registers, one
-// fma per eight elements, four tiles' chains side by side, each y[j] still one fma chain in
+// fma per eight elements, two tiles' chains side by side, each y[j] still one fma chain in
 // increasing k (the contract's order); columns past the last whole tile take a plain fma loop.
-// W streams from memory as 8G rows side by side, each prefetched ahead of its loads (the
-// hardware prefetcher does not follow 32 streams at once). x is the row, contiguous.
+// W streams from memory as 16 rows side by side, each prefetched ahead of its loads (the
+// hardware prefetcher does not follow that many streams at once). x is the row, contiguous.
 void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y, bool accumulate,
                 int64_t j0, int64_t j1) {
   if (!accumulate) std::fill(y + j0, y + j1, 0.0f);
   int64_t j = j0;
-  // Rows a multiple of 4 KB apart (K a multiple of 1024) fall on the same sets of L1: 32 of them
-  // streamed side by side evict each other's lines, so such rows go 16 at a time.
-  if (ldw % 1024 != 0) {
-    for (; j + 32 <= j1; j += 32) skinny_tail_f32<1, 4, true>(K, x, w + j * ldw, ldw, y + j, 0);
-  }
+  // 16 rows side by side: with 32, the rate a process gets moved between runs by up to half
+  // (rows 4 KB apart, K a multiple of 1024, also evict each other's lines from L1's sets).
   for (; j + 16 <= j1; j += 16) skinny_tail_f32<1, 2, true>(K, x, w + j * ldw, ldw, y + j, 0);
   for (; j + 8 <= j1; j += 8) skinny_tail_f32<1, 1, true>(K, x, w + j * ldw, ldw, y + j, 0);
   for (; j < j1; ++j) {

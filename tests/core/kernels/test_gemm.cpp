@@ -171,8 +171,8 @@ void sweep_skinny() {
       }
       expect_same_as_reference<T>(M, 50257, 9, false, true, M % 2 == 1);
     }
-    // One row with W^T (the row kernel): 59 = 32 + 16 + 8 + 3 columns, rows of W 4 KB apart
-    // (K = 1024: 16 rows at a time) and not (K = 1000: 32 at a time), accumulating or not.
+    // One row with W^T (the row kernel): 59 = 16 + 16 + 16 + 8 + 3 columns, rows of W 4 KB
+    // apart (K = 1024) and not (K = 1000), accumulating or not.
     for (int64_t K : {1000, 1024}) {
       for (bool accumulate : {false, true}) {
         expect_same_as_reference<T>(1, 59, K, false, true, accumulate);
