@@ -259,6 +259,8 @@ void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y
   }
 }
 
+#endif  // EMBER_SKINNY_TAIL
+
 // One row of A times a B whose rows are contiguous (M = 1, ldb_col = 1): at each step of a
 // generation with the KV cache, attention's weights times V. The tiles above would put the row
 // in one lane of eight; here the lanes run along the row of C instead, as in the blocked path's
@@ -301,8 +303,6 @@ void row_b_f32(int64_t K, const float* x, const float* b, int64_t ldb, float* y,
 // and M > 8 (B = W^T only), rows 8.. come from skinny_tail_tiles_f32 after every few tiles
 // (while their rows of W are still in cache), their A rows in at; a single column's from a
 // plain fma loop.
-#endif  // EMBER_SKINNY_TAIL
-
 template <int R>
 void skinny_columns_f32(int64_t M, int64_t K, const float* a, const float* at, const float* B,
                         int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
