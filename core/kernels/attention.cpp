@@ -123,6 +123,9 @@ namespace {
 // tiles per thread (W and dW~) stay within L2 at T = 1024.
 constexpr int64_t kQueryBlock = 48;
 
+// Query rows of a KV cache's step that gemm's skinny path takes without packing K and V.
+constexpr int64_t kFewRows = 8;
+
 // Threads for `work` multiply-adds: one unless there is enough to share.
 int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads() : 1; }
 
@@ -175,16 +178,23 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   const int threads = static_cast<int>(
       std::min<int64_t>(threads_for(double(heads) * n * n_k * d.head_dim), heads * blocks));
   // One [kQueryBlock, n_k] tile per thread, allocated here (not inside the parallel region), and
-  // every head's K^T and V packed once for the products of all its blocks.
+  // every head's K^T and V packed once for the products of all its blocks. Except for a KV
+  // cache's few new rows (a generation step: one row against the whole cache), whose two
+  // products read K and V in place through gemm (its skinny path): packing the cache for a row
+  // or two cost more than the row's products. The same bits either way (gemm's contract).
+  const bool in_place = d.offset > 0 && n <= kFewRows;
   const Aligned<T> tiles(threads * kQueryBlock * n_k);  // each tile is written before it is read
-  const int64_t kt_size = panels_size<T>(d.head_dim, n_k), v_size = panels_size<T>(n_k, d.head_dim);
+  const int64_t kt_size = in_place ? 0 : panels_size<T>(d.head_dim, n_k),
+                v_size = in_place ? 0 : panels_size<T>(n_k, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
-  parallel_for(heads, threads, [&](int64_t bh, int) {
-    const int64_t b = bh / d.heads, h = bh % d.heads;
-    T* kt = packed.get() + bh * (kt_size + v_size);
-    pack_b_panels<T>(d.head_dim, n_k, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, n_k]
-    pack_b_panels<T>(n_k, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [n_k, d]
-  });
+  if (!in_place) {
+    parallel_for(heads, threads, [&](int64_t bh, int) {
+      const int64_t b = bh / d.heads, h = bh % d.heads;
+      T* kt = packed.get() + bh * (kt_size + v_size);
+      pack_b_panels<T>(d.head_dim, n_k, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, n_k]
+      pack_b_panels<T>(n_k, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [n_k, d]
+    });
+  }
 
   parallel_for<Schedule::kDynamic>(heads * blocks, threads, [&](int64_t task, int thread) {
     const int64_t bh = task / blocks, b = bh / d.heads, h = bh % d.heads;
@@ -194,7 +204,12 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     T* s = tiles.get() + thread * kQueryBlock * n_k;
 
     const T* kt = packed.get() + bh * (kt_size + v_size);
-    scores(d, q.at(b, h), q.row_stride, kt, i0, i1, kv, s);
+    if (in_place) {  // S = Q[i0:i1] K[0:kv]^T, K^T read through K's strides
+      gemm<T>(i1 - i0, kv, d.head_dim, q.at(b, h) + i0 * q.row_stride, q.row_stride, 1, k.at(b, h),
+              1, k.row_stride, s, kv, false);
+    } else {
+      scores(d, q.at(b, h), q.row_stride, kt, i0, i1, kv, s);
+    }
     for (int64_t i = i0; i < i1; ++i) {
       T* x = s + (i - i0) * kv;
       const int64_t valid = d.offset + i + 1;  // keys 0 .. offset + i; the rest is masked
@@ -209,8 +224,14 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
       row_max[bh * n + i] = max;
       row_inverse[bh * n + i] = inverse;
     }
-    gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n_k,
-                     out.at(b, h) + i0 * out.row_stride, out.row_stride, false);
+    T* o = out.at(b, h) + i0 * out.row_stride;
+    if (in_place) {  // O = W~ V[0:kv], V read in place
+      gemm<T>(i1 - i0, d.head_dim, kv, s, kv, 1, v.at(b, h), v.row_stride, 1, o, out.row_stride,
+              false);
+    } else {
+      gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n_k, o, out.row_stride,
+                       false);
+    }
   });
 }
 

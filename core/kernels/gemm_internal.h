@@ -171,6 +171,10 @@ struct SkinnyKernel {
   // row takes `columns`.
   void (*row)(int64_t K, const float* x, const float* w, int64_t ldw, float* y, bool accumulate,
               int64_t j0, int64_t j1);
+  // y[j0:j1] (+)= x B[:, j0:j1] for one row x (M = 1) and a B whose rows are contiguous (B[k, j]
+  // at b + k * ldb + j); null: the row takes `columns`.
+  void (*row_b)(int64_t K, const float* x, const float* b, int64_t ldb, float* y, bool accumulate,
+                int64_t j0, int64_t j1);
 };
 
 }  // namespace ember::kernels::gemm_detail

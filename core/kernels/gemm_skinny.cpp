@@ -28,7 +28,7 @@ namespace ember::kernels::gemm_detail::HWY_NAMESPACE {
 namespace {
 
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_HAVE_SCALABLE
-SkinnyKernel target_skinny() { return {nullptr, false, nullptr}; }
+SkinnyKernel target_skinny() { return {nullptr, false, nullptr, nullptr}; }
 #else
 namespace hn = hwy::HWY_NAMESPACE;
 using simd::HWY_NAMESPACE::Fma;
@@ -153,11 +153,13 @@ constexpr bool kTail = EMBER_SKINNY_TAIL;
 // fma per element of W, for rows that are mostly padding). An accumulator's fmas form one chain
 // (4 cycles each), so NT x G chains run side by side. at holds the tail rows of A row-major:
 // at[t * K + k] = A[8 + t, k]. kStream: W comes from memory, not from the cache (M = 1, below),
-// so each of the 8G rows is prefetched kAhead floats ahead of the loads, one line every 16 k.
-constexpr int64_t kAhead = 64;
+// so while this tile's 8G rows stream, the next tile's 8G rows (from next; null after the last
+// tile) are prefetched into L2 at the same k, one line per row for every 16 k, and every tile
+// finds its rows in L2 (as the tiles of skinny_kernel_f32 do). Prefetching a few lines ahead
+// within the tile's own rows instead left whole generations 5-15% slower (core/kernels/HISTORY.md).
 template <int NT, int G, bool kStream = false>
 void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, float* out,
-                     int64_t ldo) {
+                     int64_t ldo, const float* next = nullptr) {
   static_assert(kL == 8 && kBlockN == 8, "the tail works on 8 x 8 blocks");
   const DF d;
   VF acc[G][NT];
@@ -166,9 +168,9 @@ void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, flo
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
     if constexpr (kStream) {
-      if (k % 16 == 0) {
+      if (next != nullptr && k % 16 == 0) {
 #pragma GCC unroll 32
-        for (int j = 0; j < 8 * G; ++j) __builtin_prefetch(b + j * bj + k + kAhead, 0, 0);
+        for (int j = 0; j < 8 * G; ++j) __builtin_prefetch(next + j * bj + k, 0, 2);
       }
     }
 #pragma GCC unroll 4
@@ -238,7 +240,7 @@ void skinny_tail_tiles_f32(int nt, int tiles, int64_t K, const float* at, const 
 // (skinny_tail_f32, NT = 1) takes the row instead: 8 x 8 blocks of W transposed in registers, one
 // fma per eight elements, two tiles' chains side by side, each y[j] still one fma chain in
 // increasing k (the contract's order); columns past the last whole tile take a plain fma loop.
-// W streams from memory as 16 rows side by side, each prefetched ahead of its loads (the
+// W streams from memory as 16 rows side by side, the next 16 prefetched into L2 meanwhile (the
 // hardware prefetcher does not follow that many streams at once). x is the row, contiguous.
 void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y, bool accumulate,
                 int64_t j0, int64_t j1) {
@@ -246,11 +248,51 @@ void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y
   int64_t j = j0;
   // 16 rows side by side: with 32, the rate a process gets moved between runs by up to half
   // (rows 4 KB apart, K a multiple of 1024, also evict each other's lines from L1's sets).
-  for (; j + 16 <= j1; j += 16) skinny_tail_f32<1, 2, true>(K, x, w + j * ldw, ldw, y + j, 0);
+  for (; j + 16 <= j1; j += 16)
+    skinny_tail_f32<1, 2, true>(K, x, w + j * ldw, ldw, y + j, 0,
+                                j + 32 <= j1 ? w + (j + 16) * ldw : nullptr);
   for (; j + 8 <= j1; j += 8) skinny_tail_f32<1, 1, true>(K, x, w + j * ldw, ldw, y + j, 0);
   for (; j < j1; ++j) {
     float sum = y[j];
     for (int64_t k = 0; k < K; ++k) sum = std::fma(x[k], w[j * ldw + k], sum);
+    y[j] = sum;
+  }
+}
+
+#endif  // EMBER_SKINNY_TAIL
+
+// One row of A times a B whose rows are contiguous (M = 1, ldb_col = 1): at each step of a
+// generation with the KV cache, attention's weights times V. The tiles above would put the row
+// in one lane of eight; here the lanes run along the row of C instead, as in the blocked path's
+// micro-tiles: y[j:j + U kL] in U registers, and for each k one broadcast of x[k] and U fmas
+// with row k of B. Each y[j] is still one fma chain in increasing k (the contract's order).
+template <int U>
+void row_b_block_f32(int64_t K, const float* x, const float* b, int64_t ldb, float* y) {
+  const DF d;
+  VF acc[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = hn::LoadU(d, y + u * kL);
+  for (int64_t k = 0; k < K; ++k) {
+    const VF xk = hn::Set(d, x[k]);
+    const float* row = b + k * ldb;
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) acc[u] = Fma(xk, hn::LoadU(d, row + u * kL), acc[u]);
+  }
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) hn::StoreU(acc[u], d, y + u * kL);
+}
+
+// y[j0:j1] (+)= x B[:, j0:j1]: eight registers of columns at a time (eight independent chains
+// cover the fma's latency), then one, then single columns.
+void row_b_f32(int64_t K, const float* x, const float* b, int64_t ldb, float* y, bool accumulate,
+               int64_t j0, int64_t j1) {
+  if (!accumulate) std::fill(y + j0, y + j1, 0.0f);
+  int64_t j = j0;
+  for (; j + 8 * kL <= j1; j += 8 * kL) row_b_block_f32<8>(K, x, b + j, ldb, y + j);
+  for (; j + kL <= j1; j += kL) row_b_block_f32<1>(K, x, b + j, ldb, y + j);
+  for (; j < j1; ++j) {
+    float sum = y[j];
+    for (int64_t k = 0; k < K; ++k) sum = std::fma(x[k], b[k * ldb + j], sum);
     y[j] = sum;
   }
 }
@@ -261,8 +303,6 @@ void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y
 // and M > 8 (B = W^T only), rows 8.. come from skinny_tail_tiles_f32 after every few tiles
 // (while their rows of W are still in cache), their A rows in at; a single column's from a
 // plain fma loop.
-#endif  // EMBER_SKINNY_TAIL
-
 template <int R>
 void skinny_columns_f32(int64_t M, int64_t K, const float* a, const float* at, const float* B,
                         int64_t ldb_row, int64_t ldb_col, float* C, int64_t ldc, bool accumulate,
@@ -332,9 +372,9 @@ void columns_f32(int R, int64_t M, int64_t K, const float* a, const float* at, c
 }
 
 #if EMBER_SKINNY_TAIL
-SkinnyKernel target_skinny() { return {columns_f32, kTail, row_wt_f32}; }
+SkinnyKernel target_skinny() { return {columns_f32, kTail, row_wt_f32, row_b_f32}; }
 #else
-SkinnyKernel target_skinny() { return {columns_f32, kTail, nullptr}; }
+SkinnyKernel target_skinny() { return {columns_f32, kTail, nullptr, row_b_f32}; }
 #endif
 #endif
 
@@ -362,11 +402,14 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
   if (kernel.columns == nullptr) return false;
   // Up to 8 rows: one register of rows. 9..12 rows of a product with W^T: the same, plus
   // skinny_tail_f32 for the rest (where the target has it). Else two registers of rows (R = 2).
-  // One row with W^T: the row kernel (row_wt_f32), where the target has it.
+  // One row with W^T: the row kernel (row_wt_f32), where the target has it; with B's rows
+  // contiguous, row_b_f32.
   const bool row = kernel.row != nullptr && M == 1 && ldb_row == 1;
-  const bool tail = kernel.tail && M > 8 && M <= 8 + kSkinnyTailRows && ldb_row == 1;
+  const bool row_b = !row && kernel.row_b != nullptr && M == 1 && ldb_col == 1;
+  const bool tail = !row && kernel.tail && M > 8 && M <= 8 + kSkinnyTailRows && ldb_row == 1;
   const int R = M > 8 && !tail ? 2 : 1;
-  const int64_t rows = 8 * R, group = 8 / R;  // rows of packed A, columns per tile
+  const int64_t group = 8 / R;                    // columns per tile
+  const int64_t rows = row || row_b ? 1 : 8 * R;  // rows of packed A (a row path: x itself)
   const int64_t tail_rows = tail ? M - 8 : 0;
   const int64_t work = batch * M * N * K;
   int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
@@ -384,9 +427,16 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
     if (j0 >= j1) return;
     float* a = ws.a(thread);
     const float* src = A + b * a_bs;
-    if (row) {
-      for (int64_t k = 0; k < K; ++k) a[k] = src[k * lda_col];
-      kernel.row(K, a, B + b * b_bs, ldb_col, C + b * c_bs, accumulate, j0, j1);
+    if (row || row_b) {  // x as it is when contiguous, else gathered
+      if (lda_col != 1) {
+        for (int64_t k = 0; k < K; ++k) a[k] = src[k * lda_col];
+      }
+      const float* x = lda_col == 1 ? src : a;
+      if (row) {
+        kernel.row(K, x, B + b * b_bs, ldb_col, C + b * c_bs, accumulate, j0, j1);
+      } else {
+        kernel.row_b(K, x, B + b * b_bs, ldb_row, C + b * c_bs, accumulate, j0, j1);
+      }
       return;
     }
     for (int64_t k = 0; k < K; ++k) {

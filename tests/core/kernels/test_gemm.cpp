@@ -178,6 +178,14 @@ void sweep_skinny() {
         expect_same_as_reference<T>(1, 59, K, false, true, accumulate);
       }
     }
+    // One row with B's rows contiguous (row_b_f32): 211 = 3 x 64 + 2 x 8 + 3 columns (on x86;
+    // 6 x 32 + 4 x 4 + 3 on NEON), K = 1000 and 64 (attention's weights times V), accumulating or
+    // not.
+    for (int64_t K : {1000, 64}) {
+      for (bool accumulate : {false, true}) {
+        expect_same_as_reference<T>(1, 211, K, false, false, accumulate);
+      }
+    }
     expect_same_as_reference<T>(8, 300, 40, true, true, false);  // A^T read through strides
   }
 }

@@ -5,6 +5,7 @@
 // (T > 64) and T not a multiple of 4; a float64 gradcheck; errors.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -180,26 +181,42 @@ Tensor cached_rows(const Qkv& heads, int64_t t, int64_t c) {
                           heads.v.narrow(2, 0, t + c));
 }
 
+// The bit patterns of t's elements in its own dtype (float32 or float64), row-major.
+std::vector<uint64_t> own_bits(const Tensor& t) {
+  std::vector<uint64_t> out;
+  if (t.dtype() == DType::Float64) {
+    for (double v : t.to_vector<double>()) out.push_back(std::bit_cast<uint64_t>(v));
+  } else {
+    for (float v : t.to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+// A cache's few new rows (c <= 8) read K and V in place, more are packed: the same bits.
 TEST(FusedAttention, CachedRowsAreTheRowsOfTheWholeSequenceBitForBit) {
   NoGradGuard no_grad;
-  for (int64_t n : {5, 8, 9, 60, 130}) {
-    const Qkv in = as_heads(make_inputs(2, 3, n, 64, DType::Float32));
-    const Tensor whole = causal_attention(in.q, in.k, in.v);
-    for (int64_t t = 0; t < n; t += (t < 10 ? 1 : 17)) {
-      for (int64_t c : {int64_t{1}, int64_t{3}, int64_t{50}}) {
-        if (t + c > n) continue;
-        SCOPED_TRACE(::testing::Message() << "n=" << n << " t=" << t << " c=" << c);
-        const int64_t n_k = t + c;
-        const std::vector<uint32_t> rows = test::bits_of(cached_rows(in, t, c));
-        // The same rows of the attention over the first n_k tokens: always the same bits.
-        const Tensor prefix = causal_attention(in.q.narrow(2, 0, n_k), in.k.narrow(2, 0, n_k),
-                                               in.v.narrow(2, 0, n_k));
-        EXPECT_EQ(rows, test::bits_of(prefix.narrow(2, t, c)));
-        // And those of the whole sequence's attention, when both sequences have at least 8 tokens
-        // or both fewer: the softmax adds a row's weights in eight lanes or in order (vec_lane_sum,
-        // core/kernels/reduce_kernels.h, PyTorch's orders), chosen by the row's length.
-        if ((n_k >= 8) == (n >= 8)) {
-          EXPECT_EQ(rows, test::bits_of(whole.narrow(2, t, c)));
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (int64_t n : {5, 8, 9, 60, 130}) {
+      const Qkv in = as_heads(make_inputs(2, 3, n, 64, dtype));
+      const Tensor whole = causal_attention(in.q, in.k, in.v);
+      for (int64_t t = 0; t < n; t += (t < 10 ? 1 : 17)) {
+        for (int64_t c : {1, 3, 8, 9, 50}) {
+          if (t + c > n) continue;
+          SCOPED_TRACE(::testing::Message()
+                       << dtype_name(dtype) << " n=" << n << " t=" << t << " c=" << c);
+          const int64_t n_k = t + c;
+          const std::vector<uint64_t> rows = own_bits(cached_rows(in, t, c));
+          // The same rows of the attention over the first n_k tokens: always the same bits.
+          const Tensor prefix = causal_attention(in.q.narrow(2, 0, n_k), in.k.narrow(2, 0, n_k),
+                                                 in.v.narrow(2, 0, n_k));
+          EXPECT_EQ(rows, own_bits(prefix.narrow(2, t, c)));
+          // And those of the whole sequence's attention, when both sequences have at least 8
+          // tokens or both fewer: the softmax adds a row's weights in eight lanes or in order
+          // (vec_lane_sum, core/kernels/reduce_kernels.h, PyTorch's orders), chosen by the
+          // row's length.
+          if ((n_k >= 8) == (n >= 8)) {
+            EXPECT_EQ(rows, own_bits(whole.narrow(2, t, c)));
+          }
         }
       }
     }
