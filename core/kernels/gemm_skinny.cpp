@@ -156,8 +156,8 @@ constexpr bool kTail = EMBER_SKINNY_TAIL;
 // so while this tile's 8G rows stream, the next tile's 8G rows (from next; null after the last
 // tile) are prefetched into L2 at the same k, one line per row for every 16 k, and every tile
 // finds its rows in L2 (as the tiles of skinny_kernel_f32 do). Prefetching a few lines ahead
-// within the tile's own rows instead made whole generations ~7% slower by the medians of six
-// alternating runs (core/kernels/HISTORY.md).
+// within the tile's own rows instead gave whole generations a 7% lower median over 11 alternating
+// runs, within a spread of 40-54 tokens/s for both (core/kernels/HISTORY.md).
 template <int NT, int G, bool kStream = false>
 void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, float* out,
                      int64_t ldo, const float* next = nullptr) {
