@@ -181,7 +181,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   // every head's K^T and V packed once for the products of all its blocks. Except for a KV
   // cache's few new rows (a generation step: one row against the whole cache), whose two
   // products read K and V in place through gemm (its skinny path): packing the cache for a row
-  // or two cost more than the row's products. The same bits either way (gemm's contract).
+  // or two costs more than the row's products. The same bits either way (gemm's contract).
   const bool in_place = d.offset > 0 && n <= kFewRows;
   const Aligned<T> tiles(threads * kQueryBlock * n_k);  // each tile is written before it is read
   const int64_t kt_size = in_place ? 0 : panels_size<T>(d.head_dim, n_k),

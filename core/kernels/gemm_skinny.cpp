@@ -155,9 +155,8 @@ constexpr bool kTail = EMBER_SKINNY_TAIL;
 // at[t * K + k] = A[8 + t, k]. kStream: W comes from memory, not from the cache (M = 1, below),
 // so while this tile's 8G rows stream, the next tile's 8G rows (from next; null after the last
 // tile) are prefetched into L2 at the same k, one line per row for every 16 k, and every tile
-// finds its rows in L2 (as the tiles of skinny_kernel_f32 do). Prefetching a few lines ahead
-// within the tile's own rows instead gave whole generations a 7% lower median over 11 alternating
-// runs, within a spread of 40-54 tokens/s for both (core/kernels/HISTORY.md).
+// finds its rows in L2 (as the tiles of skinny_kernel_f32 do), rather than a few lines ahead
+// within the tile's own rows (the variants measured: core/kernels/HISTORY.md).
 template <int NT, int G, bool kStream = false>
 void skinny_tail_f32(int64_t K, const float* at, const float* b, int64_t bj, float* out,
                      int64_t ldo, const float* next = nullptr) {
@@ -247,8 +246,8 @@ void row_wt_f32(int64_t K, const float* x, const float* w, int64_t ldw, float* y
                 int64_t j0, int64_t j1) {
   if (!accumulate) std::fill(y + j0, y + j1, 0.0f);
   int64_t j = j0;
-  // 16 rows side by side: with 32, the rate a process gets moved between runs by up to half
-  // (rows 4 KB apart, K a multiple of 1024, also evict each other's lines from L1's sets).
+  // 16 rows side by side, not 32: 32 rows 4 KB apart (K a multiple of 1024) also evict each
+  // other's lines from L1's sets (core/kernels/HISTORY.md).
   for (; j + 16 <= j1; j += 16)
     skinny_tail_f32<1, 2, true>(K, x, w + j * ldw, ldw, y + j, 0,
                                 j + 32 <= j1 ? w + (j + 16) * ldw : nullptr);
