@@ -480,7 +480,7 @@ struct Settings {
   double temperature = 1.4;
   int64_t top_k = 25, max_new_tokens = 15;
   std::string weights, model_name = "gpt2-small (124M)", generate;
-  bool skip_initial = false, print_losses = false, kv_cache = true;
+  bool skip_initial = false, print_losses = false, kv_cache = true, save = true;
   static constexpr int64_t kMaxEpochs = 1000000;
 
   void add_to(CLI::App& app) {
@@ -505,10 +505,15 @@ struct Settings {
                     examples::kMaxSteps);
     positive_option(app, "--stop-after-epoch", stop_after_epoch,
                     "save and stop after this epoch, as if interrupted", kMaxEpochs);
-    positive_option(app, "--save-every", save_every,
-                    "also save the checkpoint after every N epochs (it is saved at the end, and "
-                    "on Ctrl-C after the step under way)",
-                    kMaxEpochs);
+    CLI::Option* every =
+        positive_option(app, "--save-every", save_every,
+                        "also save the checkpoint after every N epochs (it is "
+                        "saved at the end, and on Ctrl-C after the step under way)",
+                        kMaxEpochs);
+    app.add_flag("!--no-save", save,
+                 "write no checkpoint (a run to watch, or a disk without room for the model and "
+                 "its optimizer state)")
+        ->excludes(every);
     app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
         "--print-losses", print_losses,
@@ -655,8 +660,21 @@ int run(int argc, char** argv) {
       }
     }
     const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
+    if (s.save) {
+      // The checkpoint holds the model's state dict and AdamW's two moments of every parameter: a
+      // disk without room for it is said now, not after the training.
+      uint64_t bytes = 0;
+      auto nbytes = [](const Tensor& t) {
+        return static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+      };
+      for (const auto& [name, t] : model.state_dict()) bytes += nbytes(t);
+      for (const Tensor& p : model.parameters()) bytes += 2 * nbytes(p);
+      examples::check_free_space(s.out, bytes, "train_gpt: the checkpoint",
+                                 "free some space, choose another --out, or pass --no-save");
+    }
     examples::Progress progress(s.epochs * train_loader.size(), s.print_every);
     const auto save = [&](const History& h) {
+      if (!s.save) return;
       const TimedPart timed(kSaving);
       save_checkpoint(checkpoint_path, model, optimizer, h);
     };
@@ -679,25 +697,27 @@ int run(int argc, char** argv) {
                   s.out + "/loss.svg");
       std::printf("wrote %s/loss.svg\n", s.out.c_str());
     }
+    // What the run wrote, and how to go on from it.
+    const std::string wrote = s.save ? "wrote " + checkpoint_path : "no checkpoint (--no-save)";
     if (h.interrupted) {
-      std::printf("interrupted (Ctrl-C) after step %lld: wrote %s; --resume %s continues the run\n",
-                  static_cast<long long>(h.global_step), checkpoint_path.c_str(),
-                  checkpoint_path.c_str());
+      std::printf("interrupted (Ctrl-C) after step %lld: %s%s\n",
+                  static_cast<long long>(h.global_step), wrote.c_str(),
+                  s.save ? ("; --resume " + checkpoint_path + " continues the run").c_str() : "");
       return examples::kInterruptedExit;
     }
     if (h.stopped) {
-      std::printf("stopped after step %lld; wrote %s\n", static_cast<long long>(h.global_step),
-                  checkpoint_path.c_str());
+      std::printf("stopped after step %lld; %s\n", static_cast<long long>(h.global_step),
+                  wrote.c_str());
       print_job_line(cfg, s.batch * s.context, job_clock.seconds());
       return 0;
     }
     if (h.epochs_done < s.epochs) {
-      std::printf("stopped after epoch %lld; checkpoint %s\n",
-                  static_cast<long long>(h.epochs_done), checkpoint_path.c_str());
+      std::printf("stopped after epoch %lld; %s\n", static_cast<long long>(h.epochs_done),
+                  wrote.c_str());
       print_job_line(cfg, s.batch * s.context, job_clock.seconds());
       return 0;
     }
-    std::printf("wrote %s\n", checkpoint_path.c_str());
+    std::printf("%s\n", wrote.c_str());
     print_job_line(cfg, s.batch * s.context, job_clock.seconds());
 
     // Cells 86 and 115: decoding with the trained model, greedy, then with temperature and top-k.

@@ -4,11 +4,14 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -19,6 +22,13 @@ namespace ember {
 namespace {
 
 std::string errno_text(int error) { return std::generic_category().message(error); }
+
+// "1.95 GB": a size for people (decimal units, as df -H and file managers print them).
+std::string gigabytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return text;
+}
 
 // Writes all of `bytes` to fd; false (errno set) on failure. A short write is retried, so a
 // full disk ends in ENOSPC rather than a silently short file.
@@ -75,6 +85,35 @@ void detail::AtomicFile::give_up(const char* what, int error) {
        special_ ? "" : " (the file was not replaced)");
 }
 
+void detail::AtomicFile::reserve(uint64_t bytes) {
+  check(fd_ >= 0, op_, ": '", path_, "' is already committed");
+  if (special_ || bytes == 0) return;
+  // The space free, as df shows it (the blocks an ordinary process may use): a file larger than
+  // that is refused, whatever the file system would do below.
+  struct statvfs fs {};
+  if (::fstatvfs(fd_, &fs) == 0 && fs.f_frsize > 0) {
+    const uint64_t blocks = fs.f_bavail;
+    const uint64_t free = blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
+    if (bytes > free) {
+      ::close(fd_);
+      fd_ = -1;
+      ::unlink(temp_.c_str());
+      fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
+           "); its file system has ", free, " bytes free (", gigabytes(free),
+           ") (the file was not replaced)");
+    }
+  }
+#ifdef __linux__
+  // The blocks themselves, claimed without changing the file's size (the writes fill them): the
+  // space cannot go to another process between this check and the last write.
+  if (bytes <= static_cast<uint64_t>(INT64_MAX) &&
+      ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) != 0 &&
+      (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
+    give_up("reserving space for", errno);
+  }
+#endif
+}
+
 void detail::AtomicFile::write(std::string_view bytes) {
   check(fd_ >= 0, op_, ": '", path_, "' is already committed");
   if (!write_all(fd_, bytes.data(), bytes.size())) give_up("writing", errno);
@@ -106,6 +145,7 @@ void detail::AtomicFile::commit() {
 
 void detail::write_file(const std::string& path, std::string_view bytes, const char* op) {
   AtomicFile file(path, op);
+  file.reserve(bytes.size());
   file.write(bytes);
   file.commit();
 }

@@ -1,6 +1,7 @@
 // Writing a file whole or not at all.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,11 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
+  // Before the first write: claims `bytes` of the disk for the file, or gives up at once (an
+  // ember::Error naming the size and the space free) when its file system cannot hold them, so
+  // that a save too big for the disk fails before writing, not after gigabytes. A file system
+  // that cannot reserve space (or a device) is written as before, its writes checked.
+  void reserve(uint64_t bytes);
   void write(std::string_view bytes);
   void commit();
 

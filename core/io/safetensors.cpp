@@ -223,7 +223,10 @@ std::string header_bytes(const NamedTensorList& tensors,
       fail("save_safetensors: the tensor name '", printable(name), "' ", problem);
     check(names.insert(name).second, "save_safetensors: duplicate tensor name '", name, "'");
     check(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
-    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    const auto numel = static_cast<uint64_t>(t.numel());
+    check(numel <= (UINT64_MAX - offset) / dtype_size(t.dtype()), "save_safetensors: tensor '",
+          name, "' of shape ", t.shape(), " would end past byte 2^64 of the data");
+    const uint64_t nbytes = numel * dtype_size(t.dtype());
     header[name] = {{"dtype", file_dtype(t.dtype())},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + nbytes}}};
@@ -474,7 +477,12 @@ void save_safetensors(const NamedTensorList& tensors, const std::string& path,
   // Streamed: the header, then each tensor's bytes from its own storage, so that saving a model
   // and its optimizer's state never holds a second copy of them (serialize_safetensors would).
   const std::string header = header_bytes(tensors, metadata);  // checked before the file is made
+  uint64_t data = 0;  // header_bytes checked that the data offsets do not overflow
+  for (const auto& [name, t] : tensors)
+    data += static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+  const uint64_t size = data > UINT64_MAX - header.size() ? UINT64_MAX : data + header.size();
   detail::AtomicFile file(path, "save_safetensors");
+  file.reserve(size);  // a file the disk cannot hold is refused before its first byte
   file.write(header);
   write_data(tensors, [&](std::string_view bytes) { file.write(bytes); });
   file.commit();

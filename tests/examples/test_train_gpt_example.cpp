@@ -189,10 +189,14 @@ TEST(TrainGptExample, TheBooksFirstEpochIsPyTorchs) {
   const fs::path dir = temp_dir("ember_train_gpt_book");
   int code = -1;
   const std::string output =
-      run("'" + kVerdict + "' --max-steps 9 --threads 2 --print-losses --print-every 3 --out '" +
-              dir.string() + "'",
+      run("'" + kVerdict + "' --max-steps 9 --threads 2 --print-losses --print-every 3 --no-save " +
+              "--out '" + dir.string() + "'",
           code);
   ASSERT_EQ(code, 0) << output;
+  // --no-save: the run needs no room for the 1.95 GB checkpoint (the model and AdamW's moments).
+  EXPECT_NE(output.find("stopped after step 8; no checkpoint (--no-save)"), std::string::npos)
+      << output;
+  EXPECT_FALSE(fs::exists(dir / "checkpoint.safetensors"));
   expect_untrained_and_initial_losses(output, torch);
 
   // Cell 77, the first epoch: every step's loss, every evaluation, every printed line.
@@ -290,8 +294,8 @@ TEST(TrainGptBookRun, TheBooksTenEpochsArePyTorchs) {
 
   const fs::path dir = temp_dir("ember_train_gpt_book_run");
   int code = -1;
-  const std::string output =
-      run("'" + kVerdict + "' --threads 2 --print-losses --out '" + dir.string() + "'", code);
+  const std::string output = run(
+      "'" + kVerdict + "' --threads 2 --print-losses --no-save --out '" + dir.string() + "'", code);
   ASSERT_EQ(code, 0) << output;
   expect_untrained_and_initial_losses(output, torch);
 
@@ -414,8 +418,9 @@ TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
 }
 
 // The checkpoint is written once, at the end, as the book saves (no "saved" line); --save-every 2
-// also writes it after epoch 2 (and 4), and then at the end.
-TEST(TrainGptExample, SaveEveryWritesAtItsEpochs) {
+// also writes it after epoch 2 (and 4), and then at the end; --no-save writes none (and cannot go
+// with --save-every).
+TEST(TrainGptExample, SaveEveryWritesAtItsEpochsAndNoSaveNone) {
   const fs::path dir = temp_dir("ember_train_gpt_save_every");
   const std::string common = "'" + kVerdict +
                              "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 "
@@ -437,6 +442,16 @@ TEST(TrainGptExample, SaveEveryWritesAtItsEpochs) {
   EXPECT_EQ(saved, (std::vector<std::string>{"saved the checkpoint after epoch 2",
                                              "saved the checkpoint after epoch 4"}));
   EXPECT_NE(every.find("wrote " + checkpoint), std::string::npos) << every;
+
+  fs::remove(checkpoint);
+  const std::string none = run(common + "--no-save", code);
+  ASSERT_EQ(code, 0) << none;
+  EXPECT_NE(none.find("\nno checkpoint (--no-save)\n"), std::string::npos) << none;
+  EXPECT_FALSE(fs::exists(checkpoint));
+  EXPECT_TRUE(fs::exists(dir / "loss.svg"));
+  const std::string both = run(common + "--no-save --save-every 2", code);
+  EXPECT_EQ(code, 2) << both;
+  EXPECT_NE(both.find(" excludes --"), std::string::npos) << both;
   fs::remove_all(dir);
 }
 

@@ -199,6 +199,52 @@ TEST(SafetensorsStrict, AFailedWriteLeavesTheOldFile) {
   EXPECT_EQ(load_safetensors(path).tensors[0].second.to_vector<double>()[0], 7.0);
 }
 
+// A file larger than the disk's free space (4 PiB of data, one float expanded) is refused before
+// its first byte: the error names the size and the space free, the old file stays, and no
+// temporary file is left. (Without the check, the writer would fill the disk, or fail on making
+// the tensor contiguous: the test would still fail.)
+TEST(SafetensorsStrict, AFileTheDiskCannotHoldIsRefusedBeforeWriting) {
+  const std::string dir = temp_path("strict_too_big");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/model.safetensors";
+  save_safetensors({{"good", full({4}, 7.0)}}, path);
+  const std::string good = read_bytes(path);
+
+  const int64_t n = int64_t{1} << 50;
+  const std::string error = test::error_of([&] {
+    save_safetensors({{"huge", ones({1}).expand({n})}}, path);
+  });
+  // 4 * 2^50 bytes of data and the header's few dozen.
+  EXPECT_NE(error.find("save_safetensors: writing '" + path + "' needs 45035996273705"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find(" bytes (4503599.63 GB); its file system has "), std::string::npos) << error;
+  EXPECT_NE(error.find("bytes free"), std::string::npos) << error;
+  EXPECT_NE(error.find("(the file was not replaced)"), std::string::npos) << error;
+  EXPECT_EQ(read_bytes(path), good);
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);
+}
+
+// Data past byte 2^64 (2^62 float64 values: 2^65 bytes) cannot have offsets in the header: an
+// error, not offsets that wrap around.
+TEST(SafetensorsStrict, DataPastByte2To64IsAnError) {
+  const Tensor t = zeros({1}, DType::Float64).expand({int64_t{1} << 62});
+  expect_error(
+      [&] {
+        serialize_safetensors({{"t", t}});
+      },
+      "save_safetensors: tensor 't' of shape [4611686018427387904] would end past byte "
+      "2^64 of the data");
+  expect_error(
+      [&] {
+        save_safetensors({{"a", ones({2})}, {"t", t}}, "/dev/null");
+      },
+      "would end past byte 2^64");
+}
+
 TEST(SafetensorsStrict, WritesThroughASymlinkReplaceTheTarget) {
   const std::string dir = temp_path("strict_symlink");
   std::filesystem::remove_all(dir);
