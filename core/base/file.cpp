@@ -89,9 +89,10 @@ void detail::AtomicFile::reserve(uint64_t bytes) {
   check(fd_ >= 0, op_, ": '", path_, "' is already committed");
   if (special_ || bytes == 0) return;
   // The space free, as df shows it (the blocks an ordinary process may use): a file larger than
-  // that is refused, whatever the file system would do below.
+  // that is refused, whatever the file system would do below. A file system that reports no
+  // blocks at all (some virtual and network ones) does not know its size: not checked.
   struct statvfs fs {};
-  if (::fstatvfs(fd_, &fs) == 0 && fs.f_frsize > 0) {
+  if (::fstatvfs(fd_, &fs) == 0 && fs.f_frsize > 0 && fs.f_blocks > 0) {
     const uint64_t blocks = fs.f_bavail;
     const uint64_t free = blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
     if (bytes > free) {

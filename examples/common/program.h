@@ -114,12 +114,12 @@ inline void make_output_directory(const std::string& path, const std::string& fl
 
 // Refuses, before any work, a run whose output could not be written at its end: the file system
 // of `dir` must have `bytes` free (what the process may use, as df shows). `what` names the file
-// and `instead` what the user can do. A file system that cannot say is not checked (the save
-// itself reserves its space first: core/base/file.cpp).
+// and `instead` what the user can do. A file system that cannot say (no blocks reported) is not
+// checked; the save itself reserves its space first (core/base/file.cpp).
 inline void check_free_space(const std::string& dir, uint64_t bytes, const std::string& what,
                              const std::string& instead) {
   struct statvfs fs {};
-  if (::statvfs(dir.c_str(), &fs) != 0 || fs.f_frsize == 0) return;
+  if (::statvfs(dir.c_str(), &fs) != 0 || fs.f_frsize == 0 || fs.f_blocks == 0) return;
   const uint64_t blocks = fs.f_bavail;
   const uint64_t free = blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
   auto gb = [](uint64_t n) {
