@@ -5,6 +5,8 @@
 //
 //   bench_attention [--threads 1] [--batch 1] [--tokens 1024] [--dim 768] [--heads 12]
 //                   [--reps 5] [--calls 1] [--composite 1]
+// (--help lists the flags; a value out of its range, or sizes whose tensors would not fit in
+// memory, are refused before any work.)
 //
 // Besides the wall-clock medians it prints the median process CPU time of the same reps
 // (fwd_cpu_ms, fwdbwd_cpu_ms): on a machine busy with other work, CPU time at 1 thread is a
@@ -18,13 +20,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/ember.h"
 #include "examples/common/bench_util.h"
-#include "examples/common/program.h"
+#include "examples/common/flags.h"
 #include "nn/attention.h"
 
 namespace {
@@ -41,36 +44,53 @@ double cpu_ms() {
 
 }  // namespace
 
+// The command line; --help lists it.
+struct Settings {
+  int threads = 1, reps = 5, calls = 1, composite = 0;
+  int64_t batch = 1, tokens = 1024, dim = 768, heads = 12;
+  static constexpr int64_t kMaxSize = int64_t{1} << 16;
+  static constexpr int kMaxReps = 1000000;
+
+  void add_to(CLI::App& app) {
+    using ember::examples::positive_option, ember::examples::range_option;
+    positive_option(app, "--threads", threads, "threads for the kernels",
+                    ember::examples::kMaxThreads);
+    positive_option(app, "--batch", batch, "sequences in the input", kMaxSize);
+    positive_option(app, "--tokens", tokens, "tokens per sequence (the module's context_length)",
+                    kMaxSize);
+    positive_option(app, "--dim", dim, "d_in = d_out", kMaxSize);
+    positive_option(app, "--heads", heads, "attention heads (they divide --dim)", int64_t{1024});
+    positive_option(app, "--reps", reps, "timed reps (the medians are reported)", kMaxReps);
+    positive_option(app, "--calls", calls, "calls per rep (the time per call is reported)",
+                    kMaxReps);
+    range_option(app, "--composite", composite, 0, 1,
+                 "1: the book's composite attention instead of the fused kernel");
+  }
+
+  // After parsing: the checks that involve several flags.
+  void check_sizes() const {
+    ember::check(dim % heads == 0, "--heads: expected a divisor of --dim ", dim, ", got ", heads);
+    // The input, q, k, v, the context and their gradients; the composite's scores [B, H, T, T]
+    // (with the softmax and their gradients); the four weight matrices and theirs; the mask.
+    const double B = static_cast<double>(batch), T = static_cast<double>(tokens),
+                 C = static_cast<double>(dim), H = static_cast<double>(heads);
+    ember::bench::check_fits_in_memory(4 * (16 * B * T * C + 4 * B * H * T * T + 8 * C * C + T * T),
+                                       "--batch, --tokens, --dim, --heads");
+  }
+};
+
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
-  int threads = 1, reps = 5, calls = 1;
-  bool composite = false;
-  int64_t batch = 1, tokens = 1024, dim = 768, heads = 12;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    const long value = std::stol(argv[i + 1]);
-    if (arg == "--threads") {
-      threads = static_cast<int>(value);
-    } else if (arg == "--batch") {
-      batch = value;
-    } else if (arg == "--tokens") {
-      tokens = value;
-    } else if (arg == "--dim") {
-      dim = value;
-    } else if (arg == "--heads") {
-      heads = value;
-    } else if (arg == "--reps") {
-      reps = static_cast<int>(std::max(1L, value));
-    } else if (arg == "--calls") {
-      calls = static_cast<int>(std::max(1L, value));
-    } else if (arg == "--composite") {
-      composite = value != 0;
-    } else {
-      std::fprintf(stderr, "bench_attention: unknown option %s\n", arg.c_str());
-      return 2;
-    }
-  }
   using namespace ember;
+  Settings s;
+  CLI::App app{"bench_attention: the chapter's MultiHeadAttention, forward and backward, timed"};
+  s.add_to(app);
+  if (auto code = examples::parse(app, argc, argv)) return *code;
+  s.check_sizes();
+  const int threads = s.threads;
+  const int64_t batch = s.batch, tokens = s.tokens, dim = s.dim, heads = s.heads;
+  const int reps = s.reps, calls = s.calls;
+  const bool composite = s.composite != 0;
   examples::set_threads(threads);
   manual_seed(0);
   nn::MultiHeadAttention m(dim, dim, tokens, 0.0, heads);
