@@ -3,6 +3,8 @@
 // medians are compared, so a machine busy with something else slows both alike.
 //
 //   bench_gemm [--threads 1,2] [--reps 7] [--json] [--shapes 768x512x128bt,512x128x768at]
+// (--help lists the flags; a thread count out of [1, 256], or a shape that is not one or whose
+// matrices would not fit in memory, is refused before any work.)
 //
 // Each shape is "M x N x K" (C[M, N] = A[M, K] B[K, N]); "B^T" reads B from a [N, K] matrix
 // (a linear layer's weight) and "A^T" reads A from a [K, M] matrix (a weight gradient's
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,7 +34,7 @@
 #include "core/base/parallel.h"
 #include "core/kernels/gemm.h"
 #include "examples/common/bench_util.h"
-#include "examples/common/program.h"
+#include "examples/common/flags.h"
 
 #ifdef EMBER_BENCH_WITH_OPENBLAS
 #include <cblas.h>
@@ -52,19 +55,30 @@ struct Shape {
   }
 };
 
-// "768x512x128bt" -> {768, 512, 128, false, true}; false if it is not a shape.
+// "768x512x128bt" -> {768, 512, 128, false, true}; false if it is not a shape MxNxK[at][bt] or if
+// a matrix would hold more than 2^28 floats (1 GiB).
 bool parse_shape(const std::string& text, Shape& out) {
-  long long m = 0, n = 0, k = 0;
-  int used = 0;
-  if (std::sscanf(text.c_str(), "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3) return false;
-  const std::string rest = text.substr(static_cast<std::size_t>(used));
-  if (m < 1 || n < 1 || k < 1 || m * n > (1LL << 28) || m * k > (1LL << 28) ||
-      n * k > (1LL << 28)) {
-    return false;
+  static const std::regex pattern("([0-9]+)x([0-9]+)x([0-9]+)(at)?(bt)?");
+  std::smatch m;
+  if (!std::regex_match(text, m, pattern)) return false;
+  constexpr int64_t kMaxElements = int64_t{1} << 28;
+  int64_t size[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    if (!ember::examples::parse_number(m[i + 1].str(), size[i]) || size[i] < 1 ||
+        size[i] > kMaxElements) {
+      return false;
+    }
   }
-  if (rest != "" && rest != "at" && rest != "bt" && rest != "atbt") return false;
-  out = {m, n, k, rest.find("at") != std::string::npos, rest.find("bt") != std::string::npos};
+  const auto [M, N, K] = size;
+  if (M * N > kMaxElements || M * K > kMaxElements || N * K > kMaxElements) return false;
+  out = {M, N, K, m[4].matched, m[5].matched};
   return true;
+}
+
+// The shape as --shapes spells it: "768x512x128bt".
+std::string shape_text(const Shape& s) {
+  return std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
+         (s.a_t ? "at" : "") + (s.b_t ? "bt" : "");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -118,17 +132,8 @@ Result run(const Shape& s, int threads, int reps) {
 
 }  // namespace
 
-// main's work; main (at the end) turns an error into one line and exit code 2.
-int run(int argc, char** argv) {
-#ifdef EMBER_BENCH_WITH_OPENBLAS
-  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
-    execv("/proc/self/exe", argv);
-    std::fprintf(stderr,
-                 "bench_gemm: could not restart with OPENBLAS_THREAD_TIMEOUT=4; OpenBLAS's "
-                 "idle threads may spin through Ember's reps\n");
-  }
-#endif
+// The command line; --help lists it.
+struct Settings {
   std::vector<int> thread_counts = {1, 2};
   int reps = 7;
   bool json = false;
@@ -138,36 +143,50 @@ int run(int argc, char** argv) {
       {1024, 2304, 768, false, false},  {1024, 1024, 64, false, false},
       {1024, 64, 1024, false, false},   {8, 50257, 768, false, true},
   };
-  const char* usage =
-      "usage: bench_gemm [--threads 1,2] [--reps 7] [--json] [--shapes MxNxK[at][bt],...]\n";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--threads" && i + 1 < argc) {
-      thread_counts.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');)
-        thread_counts.push_back(std::stoi(item));
-    } else if (arg == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::stoi(argv[++i]));
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--shapes" && i + 1 < argc) {
-      shapes.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');) {
-        Shape shape{};
-        if (!parse_shape(item, shape)) {
-          std::fprintf(stderr, "bench_gemm: '%s' is not a shape MxNxK[at][bt]\n%s", item.c_str(),
-                       usage);
-          return 2;
-        }
-        shapes.push_back(shape);
-      }
-    } else {
-      std::fprintf(stderr, "%s", usage);
-      return 2;
-    }
+
+  void add_to(CLI::App& app) {
+    using namespace ember::examples;
+    number_list_option(app, "--threads", thread_counts, 1, kMaxThreads,
+                       "thread counts to run every shape at, comma-separated");
+    positive_option(app, "--reps", reps, "timed reps per shape (the medians are compared)",
+                    1000000);
+    app.add_flag("--json", json, "one JSON line per shape and thread count instead of a table");
+    std::string defaults;
+    for (const Shape& shape : shapes) defaults += (defaults.empty() ? "" : ",") + shape_text(shape);
+    list_option(app, "--shapes", shapes, parse_shape,
+                "expected a comma-separated list of shapes MxNxK[at][bt], each matrix at most "
+                "2^28 floats",
+                defaults,
+                "the shapes, replacing the list: MxNxK (C[M, N] = A[M, K] B[K, N]), \"at\" after "
+                "it for A read from [K, M], \"bt\" for B read from [N, K]");
   }
+};
+
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"bench_gemm: Ember's GEMM beside OpenBLAS's sgemm, in GFLOP/s"};
+  s.add_to(app);
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
+#ifdef EMBER_BENCH_WITH_OPENBLAS
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    execv("/proc/self/exe", argv);
+    std::fprintf(stderr,
+                 "bench_gemm: could not restart with OPENBLAS_THREAD_TIMEOUT=4; OpenBLAS's "
+                 "idle threads may spin through Ember's reps\n");
+  }
+#endif
+  double largest = 0;  // the bytes of the three matrices of the largest shape
+  for (const Shape& shape : s.shapes) {
+    largest = std::max(largest, 4.0 * static_cast<double>(shape.M * shape.K + shape.K * shape.N +
+                                                          shape.M * shape.N));
+  }
+  ember::bench::check_fits_in_memory(largest, "--shapes");
+  const std::vector<int>& thread_counts = s.thread_counts;
+  const std::vector<Shape>& shapes = s.shapes;
+  const int reps = s.reps;
+  const bool json = s.json;
   if (!json) {
     std::printf("Ember GEMM (%s micro-kernel) vs OpenBLAS sgemm, median GFLOP/s of %d reps\n",
                 ember::kernels::gemm_isa(), reps);

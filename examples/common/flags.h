@@ -1,5 +1,6 @@
-// The training programs' command lines (CLI11): one-line helpers for the kinds of option they
-// add, and the flags train_toy and train_chars share. Not part of the library.
+// The example programs' command lines (CLI11): one-line helpers for the kinds of option they add
+// (a number in a range, a comma-separated list), and the flags train_toy and train_chars share.
+// Not part of the library.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "examples/common/program.h"
 
@@ -95,6 +97,69 @@ template <class T>
 CLI::Option* non_negative_option(CLI::App& app, const std::string& name, T& value,
                                  const std::string& help, T hi = std::numeric_limits<T>::max()) {
   return range_option(app, name, value, T{0}, hi, help);
+}
+
+// The items of a comma-separated list ("1,2" -> "1", "2"; "1,,2" keeps the empty item, which
+// the item's check then refuses).
+inline std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  for (std::string::size_type start = 0;;) {
+    const std::string::size_type comma = text.find(',', start);
+    items.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+// An option holding a comma-separated list (--threads 1,2), given once: `parse` reads one item
+// (bool parse(const std::string&, T&)), and an item it refuses makes the flag an error whose
+// message says `expected` and names the item. `default_text` is the list --help shows.
+template <class T, class Parse>
+CLI::Option* list_option(CLI::App& app, const std::string& name, std::vector<T>& values,
+                         Parse parse, const std::string& expected, const std::string& default_text,
+                         const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&values, parse](const std::string& text) {
+            values.clear();
+            for (const std::string& item : split_list(text)) {
+              T value{};
+              parse(item, value);  // checked by the validator below
+              values.push_back(value);
+            }
+          },
+          help)
+      ->check(CLI::Validator(
+          [parse, expected](std::string& text) {
+            for (const std::string& item : split_list(text)) {
+              T value{};
+              if (parse(item, value)) continue;
+              return expected + ", got '" + item + "'" + (item == text ? "" : " in '" + text + "'");
+            }
+            return std::string();
+          },
+          ""))
+      ->default_str(default_text)
+      ->type_name("LIST");
+}
+
+// The same, for a list of numbers in [lo, hi].
+template <class T, class Bound>
+CLI::Option* number_list_option(CLI::App& app, const std::string& name, std::vector<T>& values,
+                                Bound lo, Bound hi, const std::string& help) {
+  const T low = static_cast<T>(lo), high = static_cast<T>(hi);
+  std::ostringstream expected, default_text;
+  expected << "expected a comma-separated list of "
+           << (std::is_floating_point_v<T> ? "finite numbers" : "integers") << " in [" << +low
+           << ", " << +high << "]";
+  for (std::size_t i = 0; i < values.size(); ++i) default_text << (i ? "," : "") << +values[i];
+  return list_option(
+      app, name, values,
+      [low, high](const std::string& item, T& value) {
+        return parse_number(item, value) && value >= low && value <= high;
+      },
+      expected.str(), default_text.str(), help);
 }
 
 // Upper bounds of the training programs' counts: large enough for any run, small enough that
