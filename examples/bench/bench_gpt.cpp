@@ -11,6 +11,7 @@
 // as the PyTorch script, and the process's peak RSS.
 //
 //   bench_gpt [--threads 1] [--reps 3]
+// (--help lists the flags; a value out of its range is refused before any work.)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,7 +23,7 @@
 
 #include "core/ember.h"
 #include "examples/common/bench_util.h"
-#include "examples/common/program.h"
+#include "examples/common/flags.h"
 #include "nn/gpt.h"
 
 namespace {
@@ -36,21 +37,25 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+// The command line; --help lists it.
+struct Settings {
+  int threads = 1, reps = 3;
+
+  void add_to(CLI::App& app) {
+    using namespace ember::examples;
+    positive_option(app, "--threads", threads, "threads for the kernels", kMaxThreads);
+    positive_option(app, "--reps", reps,
+                    "timed reps of each measurement (the medians are reported)", 1000);
+  }
+};
+
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
-  int threads = 1, reps = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    const long value = std::stol(argv[i + 1]);
-    if (arg == "--threads") {
-      threads = static_cast<int>(value);
-    } else if (arg == "--reps") {
-      reps = static_cast<int>(std::max(1L, value));
-    } else {
-      std::fprintf(stderr, "bench_gpt: unknown option %s\n", arg.c_str());
-      return 2;
-    }
-  }
+  Settings s;
+  CLI::App app{"bench_gpt: chapter 4's GPT-124M timed: construction, forward, generation, randn"};
+  s.add_to(app);
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
+  const int threads = s.threads, reps = s.reps;
   using namespace ember;
   using clock = std::chrono::steady_clock;
   examples::set_threads(threads);
