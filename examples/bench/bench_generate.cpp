@@ -12,6 +12,8 @@
 //
 //   bench_generate [--threads 1] [--new-tokens 200] [--reps 3] [--weights model.safetensors]
 //                  [--no-uncached]
+// (--help lists the flags; a value out of its range, or --weights naming no file, is refused
+// before any work.)
 // One JSON line: tokens/s with and without the cache (new tokens over the whole call, the prompt
 // included; medians of --reps, one run without the cache), the bandwidth, the floor, the ids.
 #include <algorithm>
@@ -26,6 +28,7 @@
 
 #include "core/ember.h"
 #include "examples/common/bench_util.h"
+#include "examples/common/flags.h"
 #include "nn/gpt.h"
 #include "nn/gpt_weights.h"
 
@@ -95,74 +98,83 @@ std::string ids_text(const ember::Tensor& ids) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line; --help lists it.
+struct Settings {
   int threads = 1, reps = 3;
   int64_t new_tokens = 200;
   bool uncached = true;
   std::string weights;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--no-uncached") {
-      uncached = false;
-    } else if (arg == "--threads" && has_value) {
-      threads = std::max(1, std::stoi(argv[++i]));
-    } else if (arg == "--reps" && has_value) {
-      reps = std::max(1, std::stoi(argv[++i]));
-    } else if (arg == "--new-tokens" && has_value) {
-      new_tokens = std::max<int64_t>(1, std::stoll(argv[++i]));
-    } else if (arg == "--weights" && has_value) {
-      weights = argv[++i];
-    } else {
-      std::fprintf(stderr, "bench_generate: unknown option %s\n", arg.c_str());
-      return 2;
-    }
+
+  void add_to(CLI::App& app) {
+    using namespace ember::examples;
+    positive_option(app, "--threads", threads,
+                    "threads for the kernels and for the bandwidth measurement", kMaxThreads);
+    positive_option(app, "--new-tokens", new_tokens, "tokens to generate after the prompt",
+                    int64_t{1} << 20);
+    positive_option(app, "--reps", reps, "timed runs with the KV cache (the median is reported)",
+                    1000);
+    app.add_option("--weights", weights,
+                   "OpenAI's GPT-2 124M weights (model.safetensors) instead of random ones");
+    app.add_flag("!--no-uncached", uncached,
+                 "skip the run without the KV cache (minutes at 200 tokens)");
   }
+};
+
+}  // namespace
+
+// main's work; main (at the end) turns an error into one line and exit code 2.
+int run(int argc, char** argv) {
   using namespace ember;
-  try {
-    set_num_threads(threads);
-    const double bandwidth = read_bandwidth(threads, 5);
+  Settings s;
+  CLI::App app{"bench_generate: greedy generation with GPT-124M, with and without the KV cache"};
+  s.add_to(app);
+  if (auto code = examples::parse(app, argc, argv)) return *code;
+  if (!s.weights.empty()) examples::check_input_file(s.weights, "--weights");
+  const int threads = s.threads, reps = s.reps;
+  const int64_t new_tokens = s.new_tokens;
+  const bool uncached = s.uncached;
+  const std::string& weights = s.weights;
+  examples::set_threads(threads);
+  const double bandwidth = read_bandwidth(threads, 5);
 
-    manual_seed(123);
-    nn::GPTModel model(nn::GPT_CONFIG_124M);
-    if (!weights.empty()) nn::load_gpt2_weights(model, weights);
-    model.eval();
-    const double bytes = weight_bytes_per_token(model);
-    const Tensor hello = tensor({{15496, 11, 314, 716}}, DType::Int64);  // "Hello, I am"
-    const int64_t context = model.cfg.context_length;
+  manual_seed(123);
+  nn::GPTModel model(nn::GPT_CONFIG_124M);
+  if (!weights.empty()) nn::load_gpt2_weights(model, weights);
+  model.eval();
+  const double bytes = weight_bytes_per_token(model);
+  const Tensor hello = tensor({{15496, 11, 314, 716}}, DType::Int64);  // "Hello, I am"
+  const int64_t context = model.cfg.context_length;
 
-    nn::generate_text_simple(model, hello, 8, context, /*use_cache=*/true);  // warm-up
-    std::vector<double> cached_times;
-    Tensor cached_ids;
-    for (int rep = 0; rep < reps; ++rep) {
-      const auto t = clock_type::now();
-      cached_ids = nn::generate_text_simple(model, hello, new_tokens, context, true);
-      cached_times.push_back(seconds_since(t));
-    }
-    const double cached_tok_s = static_cast<double>(new_tokens) / median(cached_times);
-
-    double uncached_tok_s = 0.0;
-    bool same_ids = true;
-    if (uncached) {
-      const auto t = clock_type::now();
-      const Tensor ids = nn::generate_text_simple(model, hello, new_tokens, context, false);
-      uncached_tok_s = static_cast<double>(new_tokens) / seconds_since(t);
-      same_ids = ids.to_vector<int64_t>() == cached_ids.to_vector<int64_t>();
-    }
-    const double floor_tok_s = bandwidth / bytes;
-    std::printf(
-        "{\"impl\": \"ember\", \"threads\": %d, \"new_tokens\": %lld, \"cached_tok_s\": %.2f, "
-        "\"uncached_tok_s\": %.3f, \"read_gbs\": %.2f, \"weight_mb_per_token\": %.1f, "
-        "\"floor_tok_s\": %.2f, \"floor_share\": %.3f, \"same_ids\": %s, \"generated\": [%s], "
-        "\"peak_rss_mb\": %.1f}\n",
-        threads, static_cast<long long>(new_tokens), cached_tok_s, uncached_tok_s, bandwidth / 1e9,
-        bytes / 1e6, floor_tok_s, cached_tok_s / floor_tok_s, same_ids ? "true" : "false",
-        ids_text(cached_ids).c_str(), peak_rss_mb());
-  } catch (const Error& e) {
-    std::fprintf(stderr, "bench_generate: %s\n", e.what());
-    return 2;
+  nn::generate_text_simple(model, hello, 8, context, /*use_cache=*/true);  // warm-up
+  std::vector<double> cached_times;
+  Tensor cached_ids;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t = clock_type::now();
+    cached_ids = nn::generate_text_simple(model, hello, new_tokens, context, true);
+    cached_times.push_back(seconds_since(t));
   }
+  const double cached_tok_s = static_cast<double>(new_tokens) / median(cached_times);
+
+  double uncached_tok_s = 0.0;
+  bool same_ids = true;
+  if (uncached) {
+    const auto t = clock_type::now();
+    const Tensor ids = nn::generate_text_simple(model, hello, new_tokens, context, false);
+    uncached_tok_s = static_cast<double>(new_tokens) / seconds_since(t);
+    same_ids = ids.to_vector<int64_t>() == cached_ids.to_vector<int64_t>();
+  }
+  const double floor_tok_s = bandwidth / bytes;
+  std::printf(
+      "{\"impl\": \"ember\", \"threads\": %d, \"new_tokens\": %lld, \"cached_tok_s\": %.2f, "
+      "\"uncached_tok_s\": %.3f, \"read_gbs\": %.2f, \"weight_mb_per_token\": %.1f, "
+      "\"floor_tok_s\": %.2f, \"floor_share\": %.3f, \"same_ids\": %s, \"generated\": [%s], "
+      "\"peak_rss_mb\": %.1f}\n",
+      threads, static_cast<long long>(new_tokens), cached_tok_s, uncached_tok_s, bandwidth / 1e9,
+      bytes / 1e6, floor_tok_s, cached_tok_s / floor_tok_s, same_ids ? "true" : "false",
+      ids_text(cached_ids).c_str(), peak_rss_mb());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ember::examples::run_main("bench_generate", [&] { return run(argc, argv); });
 }
