@@ -34,15 +34,20 @@
 //   bench_train [--config ch5|small] [--steps 6] [--threads 1] [--reference FILE] [--profile]
 //               [--batch B] [--context T] [--vocab V] [--emb C] [--heads H] [--layers L]
 //               [--dropout p] [--lr x] [--clip x]
+// (--help lists the flags; --steps is at least 3. A value out of its range, sizes whose tensors
+// would not fit in memory, or a --reference file without a "losses" list are refused before any
+// work.)
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,7 +55,7 @@
 #include "core/ember.h"
 #include "core/kernels/gemm.h"
 #include "examples/common/bench_util.h"
-#include "examples/common/program.h"
+#include "examples/common/flags.h"
 #include "examples/common/step_profiler.h"
 #include "nn/gpt.h"
 #include "nn/loss.h"
@@ -97,8 +102,7 @@ TrainConfig config_named(const std::string& name) {
     c.lr = 1e-3;
     c.beta2 = 0.99;
   } else {
-    std::fprintf(stderr, "bench_train: unknown config %s (ch5 or small)\n", name.c_str());
-    std::exit(2);
+    ember::check(false, "--config: expected ch5 or small, got '", name, "'");
   }
   return c;
 }
@@ -154,76 +158,127 @@ std::pair<double, double> sgemm_gflops(int threads) {
   return {median(rates), median(cpu_rates)};
 }
 
-// The "losses" list of the PyTorch script's JSON line.
+// The "losses" list of the PyTorch script's JSON line (the last line of the file that has one),
+// read before any work: a file that cannot be read, or holds no such list of finite positive
+// numbers, is an ember::Error naming --reference.
 std::vector<double> reference_losses(const std::string& path) {
-  std::ifstream file(path);
+  const std::string text = ember::examples::read_text_file(path, "--reference", 1 << 20);
+  std::istringstream lines(text);
   std::string line, last;
-  while (std::getline(file, line))
+  while (std::getline(lines, line))
     if (line.find("\"losses\"") != std::string::npos) last = line;
+  const auto open = last.empty() ? std::string::npos : last.find('[', last.find("\"losses\""));
+  const auto close = open == std::string::npos ? std::string::npos : last.find(']', open);
+  ember::check(close != std::string::npos, "--reference: '", path,
+               "' holds no \"losses\": [...] list (expected the JSON line of "
+               "examples/bench/torch_train_bench.py)");
   std::vector<double> losses;
-  const auto open = last.find('[', last.find("\"losses\""));
-  if (open == std::string::npos) return losses;
-  std::istringstream in(last.substr(open + 1, last.find(']', open) - open - 1));
-  for (std::string item; std::getline(in, item, ',');) losses.push_back(std::stod(item));
+  for (std::string item : ember::examples::split_list(last.substr(open + 1, close - open - 1))) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    double loss = 0;
+    ember::check(ember::examples::parse_number(item, loss) && loss > 0, "--reference: '", path,
+                 "': expected a list of finite positive losses, got '", item, "'");
+    losses.push_back(loss);
+  }
   return losses;
 }
+
+// The command line; --help lists it. The model's and optimizer's flags override the config's
+// values (whatever their order on the command line).
+struct Settings {
+  std::string config = "small", reference;
+  int threads = 1, steps = 6;
+  bool profile = false;
+  std::optional<int64_t> batch, context, vocab, emb, heads, layers;
+  std::optional<double> dropout, lr, clip;
+  static constexpr int kMaxSteps = 1000000;
+
+  void add_to(CLI::App& app) {
+    using namespace ember::examples;
+    option(app, "--config", config,
+           "ch5 (the book's chapter-5 GPT-124M) or small (nanoGPT's "
+           "shakespeare-char CPU config)")
+        ->check(CLI::Validator(
+            [](std::string& name) {
+              return name == "ch5" || name == "small" ? std::string()
+                                                      : "expected ch5 or small, got '" + name + "'";
+            },
+            ""));
+    range_option(app, "--steps", steps, 3, kMaxSteps,
+                 "training steps: two warm-up steps, then the timed ones (at least one)");
+    positive_option(app, "--threads", threads, "threads for the kernels", kMaxThreads);
+    app.add_option("--reference", reference,
+                   "the JSON line of torch_train_bench.py: adds the largest relative difference "
+                   "of the losses")
+        ->type_name("FILE");
+    app.add_flag("--profile", profile,
+                 "one more step under autograd::profiler, its table on stderr");
+    auto override_option = [&app](const std::string& name, auto& value, auto range,
+                                  const std::string& help) {
+      app.add_option(name, value, help + " (default: the config's)")->check(range);
+    };
+    override_option("--batch", batch, number_in<int64_t>(0, kMaxBatch, true), "sequences per step");
+    override_option("--context", context, number_in<int64_t>(0, int64_t{1} << 17, true),
+                    "context_length");
+    override_option("--vocab", vocab, number_in<int64_t>(0, int64_t{1} << 20, true), "vocab_size");
+    override_option("--emb", emb, number_in<int64_t>(0, int64_t{1} << 16, true), "emb_dim");
+    override_option("--heads", heads, number_in<int64_t>(0, 1024, true),
+                    "n_heads (they divide --emb)");
+    override_option("--layers", layers, number_in<int64_t>(0, 1024, true), "n_layers");
+    override_option("--dropout", dropout, number_in<double>(0.0, 0.99), "drop_rate");
+    override_option("--lr", lr, number_in<double>(0.0, std::numeric_limits<double>::max(), true),
+                    "AdamW learning rate");
+    override_option("--clip", clip,
+                    number_in<double>(0.0, std::numeric_limits<double>::max(), true),
+                    "clip_grad_norm_'s max norm");
+  }
+
+  // After parsing: the config with the flags' values in it, refused when emb_dim is not a multiple
+  // of n_heads or when its tensors would not fit in memory.
+  TrainConfig train_config() const {
+    TrainConfig c = config_named(config);
+    ember::nn::GPTConfig& m = c.model;
+    c.batch = batch.value_or(c.batch);
+    m.context_length = context.value_or(m.context_length);
+    m.vocab_size = vocab.value_or(m.vocab_size);
+    m.emb_dim = emb.value_or(m.emb_dim);
+    m.n_heads = heads.value_or(m.n_heads);
+    m.n_layers = layers.value_or(m.n_layers);
+    m.drop_rate = dropout.value_or(m.drop_rate);
+    c.lr = lr.value_or(c.lr);
+    c.clip = clip.value_or(c.clip);
+    ember::check(m.emb_dim % m.n_heads == 0, "--heads: expected a divisor of the embedding size ",
+                 m.emb_dim, " (--emb), got ", m.n_heads);
+    // The parameters with their gradients and AdamW's two moments; per layer the activations
+    // kept for backward (a few dozen [B, T, C] tensors and the attention's [B, H, T, T]); the
+    // logits with their softmax and gradient.
+    const double B = static_cast<double>(c.batch), T = static_cast<double>(m.context_length),
+                 C = static_cast<double>(m.emb_dim), V = static_cast<double>(m.vocab_size),
+                 H = static_cast<double>(m.n_heads), L = static_cast<double>(m.n_layers);
+    const double parameters = L * (12 * C * C + 13 * C) + 2 * V * C + T * C;
+    const double activations = L * (20 * B * T * C + 4 * B * H * T * T) + 3 * B * T * V;
+    ember::bench::check_fits_in_memory(
+        4 * (4 * parameters + activations),
+        "--config, --batch, --context, --vocab, --emb, --heads, --layers");
+    return c;
+  }
+};
 
 }  // namespace
 
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
-  std::string config_name = "small", reference;
-  int threads = 1, steps = 6;
-  bool profile = false;
-  std::vector<std::pair<std::string, std::string>> overrides;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--profile") {
-      profile = true;
-      continue;
-    }
-    if (i + 1 == argc) {
-      std::fprintf(stderr, "bench_train: %s needs a value\n", arg.c_str());
-      return 2;
-    }
-    const std::string value = argv[++i];
-    if (arg == "--config") {
-      config_name = value;
-    } else if (arg == "--threads") {
-      threads = std::stoi(value);
-    } else if (arg == "--steps") {
-      steps = std::max(3, std::stoi(value));
-    } else if (arg == "--reference") {
-      reference = value;
-    } else {
-      overrides.emplace_back(arg, value);
-    }
-  }
-  TrainConfig c = config_named(config_name);
-  for (const auto& [arg, value] : overrides) {
-    if (arg == "--batch")
-      c.batch = std::stol(value);
-    else if (arg == "--context")
-      c.model.context_length = std::stol(value);
-    else if (arg == "--vocab")
-      c.model.vocab_size = std::stol(value);
-    else if (arg == "--emb")
-      c.model.emb_dim = std::stol(value);
-    else if (arg == "--heads")
-      c.model.n_heads = std::stol(value);
-    else if (arg == "--layers")
-      c.model.n_layers = std::stol(value);
-    else if (arg == "--dropout")
-      c.model.drop_rate = std::stod(value);
-    else if (arg == "--lr")
-      c.lr = std::stod(value);
-    else if (arg == "--clip")
-      c.clip = std::stod(value);
-    else {
-      std::fprintf(stderr, "bench_train: unknown option %s\n", arg.c_str());
-      return 2;
-    }
-  }
+  Settings s;
+  CLI::App app{"bench_train: whole training steps of the chapter-4 GPTModel, timed"};
+  s.add_to(app);
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
+  const TrainConfig c = s.train_config();
+  const std::vector<double> ref =
+      s.reference.empty() ? std::vector<double>() : reference_losses(s.reference);
+  const std::string& config_name = s.config;
+  const int threads = s.threads, steps = s.steps;
+  const bool profile = s.profile;
 
   using namespace ember;
   examples::set_threads(threads);
@@ -300,8 +355,7 @@ int run(int argc, char** argv) {
   out << "], \"step_faults\": [";
   for (std::size_t i = 0; i < step_faults.size(); ++i) out << (i ? ", " : "") << step_faults[i];
   out << "]";
-  if (!reference.empty()) {
-    const std::vector<double> ref = reference_losses(reference);
+  if (!s.reference.empty()) {
     double worst = 0;
     const std::size_t n = std::min(ref.size(), losses.size());
     for (std::size_t i = 0; i < n; ++i)
