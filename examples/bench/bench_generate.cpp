@@ -114,7 +114,8 @@ struct Settings {
     positive_option(app, "--reps", reps, "timed runs with the KV cache (the median is reported)",
                     1000);
     app.add_option("--weights", weights,
-                   "OpenAI's GPT-2 124M weights (model.safetensors) instead of random ones");
+                   "OpenAI's GPT-2 124M weights (model.safetensors) instead of random ones")
+        ->type_name("FILE");
     app.add_flag("!--no-uncached", uncached,
                  "skip the run without the KV cache (minutes at 200 tokens)");
   }
