@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ember.h"
@@ -68,12 +69,14 @@ void expect_clean(const Outcome& r, const std::string& what) {
   }
 }
 
-// Lines that only a run that trains prints.
+// Lines that only a run that trains prints, or a benchmark that runs (its JSON line, bench_gemm's
+// table).
 bool started_training(const std::string& out) {
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("step ", 0) == 0 || line.rfind("Ep ", 0) == 0 || line.rfind("wrote ", 0) == 0) {
-      return true;
+    for (const char* start :
+         {"step ", "Ep ", "wrote ", "{\"impl\"", "{\"shape\"", "| ", "Ember GEMM"}) {
+      if (line.rfind(start, 0) == 0) return true;
     }
   }
   return false;
@@ -362,6 +365,220 @@ TEST(HostileCommandLines, SecondOrder) {
              {"no_such_dir", 2, "is not a directory"},
              {"a_directory", 0, "caught"}});
 }
+
+// The benchmark programs (examples/bench), built with EMBER_BUILD_BENCH: every class of bad
+// value of their flags (not a number, negative, zero, too large, not an integer's worth, a bad
+// list item, an unknown flag, a flag without its value) is refused before any benchmark starts;
+// --help lists the flags. No benchmark runs here.
+
+#if defined(EMBER_BENCH_ATTENTION_BINARY) || defined(EMBER_BENCH_GEMM_BINARY) || \
+    defined(EMBER_BENCH_GENERATE_BINARY) || defined(EMBER_BENCH_GPT_BINARY) ||   \
+    defined(EMBER_BENCH_TRAIN_BINARY)
+
+// `binary --help` exits 0 and names each of `flags`.
+void expect_help(const std::string& binary, const std::string& program,
+                 const std::vector<std::string>& flags) {
+  TempDir tmp("ember_hostile_help");
+  const Outcome r = run(tmp.path(), binary, "--help");
+  ASSERT_EQ(r.exit_code, 0) << program << " --help\n" << r.out << r.err;
+  EXPECT_TRUE(r.err.empty()) << program << " --help\n" << r.err;
+  EXPECT_FALSE(started_training(r.out)) << program << " --help\n" << r.out;
+  for (const std::string& flag : flags) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << program << " --help: " << flag << "\n"
+                                                   << r.out;
+  }
+}
+
+// The cases of a flag that takes a count in (0, hi]: each class of bad value once.
+std::vector<Case> count_cases(const std::string& flag, const std::string& range) {
+  return {
+      {flag + " abc", 2, flag + ": expected an integer in " + range + ", got 'abc'"},
+      {flag + " -1", 2, flag + ": expected an integer in " + range},
+      {flag + " 0", 2, flag + ": expected an integer in " + range},
+      {flag + " 2.5", 2, flag},
+      {flag + " 1e30", 2, flag},
+      {flag + " 99999999999999999999", 2, flag},
+      {flag + " 9223372036854775808", 2, flag},
+      {flag, 2, flag},                        // no value
+      {flag + " 1 " + flag + " 1", 2, flag},  // given twice
+  };
+}
+
+// The cases every benchmark shares: --threads out of range, flags it does not know.
+std::vector<Case> bench_cases(std::vector<Case> table) {
+  const std::vector<Case> shared = {
+      {"--threads 0", 2, "--threads"},
+      {"--threads 257", 2, "--threads"},
+      {"--threads 99999999999999999999", 2, "--threads"},
+      {"--no-such-flag", 2, "no-such-flag"},
+      {"--no-such-flag 3", 2, "no-such-flag"},
+      {"stray", 2, "stray"},
+  };
+  table.insert(table.end(), shared.begin(), shared.end());
+  return table;
+}
+
+#endif  // any benchmark built
+
+#ifdef EMBER_BENCH_ATTENTION_BINARY
+TEST(HostileCommandLines, BenchAttention) {
+  TempDir tmp("ember_hostile_bench_attention");
+  std::vector<Case> table;
+  for (const char* flag : {"--batch", "--tokens", "--dim"}) {
+    const std::vector<Case> cases = count_cases(flag, "(0, 65536]");
+    table.insert(table.end(), cases.begin(), cases.end());
+  }
+  for (auto [flag, range] : {std::pair{"--heads", "(0, 1024]"}, std::pair{"--reps", "(0, 1000000]"},
+                             std::pair{"--calls", "(0, 1000000]"}}) {
+    const std::vector<Case> cases = count_cases(flag, range);
+    table.insert(table.end(), cases.begin(), cases.end());
+  }
+  const std::vector<Case> own = {
+      {"--tokens 65537", 2, "--tokens: expected an integer in (0, 65536], got '65537'"},
+      {"--composite 2", 2, "--composite: expected an integer in [0, 1]"},
+      {"--composite -1", 2, "--composite"},
+      {"--heads 5", 2, "--heads: expected a divisor of --dim 768, got 5"},
+      {"--batch 65536 --tokens 65536", 2, "--batch, --tokens, --dim, --heads: these sizes need"},
+  };
+  table.insert(table.end(), own.begin(), own.end());
+  run_table(tmp.path(), EMBER_BENCH_ATTENTION_BINARY, "bench_attention", bench_cases(table));
+  expect_help(
+      EMBER_BENCH_ATTENTION_BINARY, "bench_attention",
+      {"--threads", "--batch", "--tokens", "--dim", "--heads", "--reps", "--calls", "--composite"});
+}
+#endif
+
+#ifdef EMBER_BENCH_GEMM_BINARY
+TEST(HostileCommandLines, BenchGemm) {
+  TempDir tmp("ember_hostile_bench_gemm");
+  std::vector<Case> table = count_cases("--reps", "(0, 1000000]");
+  const std::string threads = "--threads: expected a comma-separated list of integers in [1, 256]";
+  const std::string shapes = "--shapes: expected a comma-separated list of shapes MxNxK[at][bt]";
+  const std::vector<Case> own = {
+      {"--threads abc", 2, threads + ", got 'abc'"},
+      {"--threads -1", 2, threads + ", got '-1'"},
+      {"--threads 1e30", 2, threads},
+      {"--threads 1,0", 2, threads + ", got '0' in '1,0'"},
+      {"--threads 1,,2", 2, threads + ", got '' in '1,,2'"},
+      {"--threads 1,x", 2, threads + ", got 'x' in '1,x'"},
+      {"--threads 1,99999999999999999999", 2, threads},
+      {"--threads ''", 2, threads},
+      {"--threads", 2, "--threads"},
+      {"--threads 1 --threads 2", 2, "--threads"},
+      {"--shapes 1x2", 2, shapes + ", each matrix at most 2^28 floats, got '1x2'"},
+      {"--shapes 64x64x64,foo", 2, shapes},
+      {"--shapes 0x5x5", 2, shapes},
+      {"--shapes -1x5x5", 2, shapes},
+      {"--shapes 99999999999999999999x1x1", 2, shapes},
+      {"--shapes 65536x65536x1", 2, shapes},
+      {"--shapes 64x64x64ta", 2, shapes},
+      {"--shapes ''", 2, shapes},
+      {"--shapes", 2, "--shapes"},
+      {"--json 1", 2, "1"},
+  };
+  table.insert(table.end(), own.begin(), own.end());
+  run_table(tmp.path(), EMBER_BENCH_GEMM_BINARY, "bench_gemm", bench_cases(table));
+  expect_help(EMBER_BENCH_GEMM_BINARY, "bench_gemm",
+              {"--threads", "--reps", "--json", "--shapes", "1024x1024x1024at"});
+}
+#endif
+
+#ifdef EMBER_BENCH_GENERATE_BINARY
+TEST(HostileCommandLines, BenchGenerate) {
+  TempDir tmp("ember_hostile_bench_generate");
+  const HostileFiles files(tmp.path());
+  std::vector<Case> table = count_cases("--new-tokens", "(0, 1048576]");
+  const std::vector<Case> reps = count_cases("--reps", "(0, 1000]");
+  table.insert(table.end(), reps.begin(), reps.end());
+  const std::vector<Case> own = {
+      {"--new-tokens 1048577", 2, "--new-tokens"},
+      {"--weights no_such.safetensors", 2, "--weights: cannot read 'no_such.safetensors'"},
+      {"--weights a_directory", 2, "--weights: 'a_directory' is not a regular file"},
+      {"--weights", 2, "--weights"},
+      {"--no-uncached 1", 2, "1"},
+  };
+  table.insert(table.end(), own.begin(), own.end());
+  run_table(tmp.path(), EMBER_BENCH_GENERATE_BINARY, "bench_generate", bench_cases(table));
+  expect_help(EMBER_BENCH_GENERATE_BINARY, "bench_generate",
+              {"--threads", "--new-tokens", "--reps", "--weights", "--no-uncached"});
+}
+#endif
+
+#ifdef EMBER_BENCH_GPT_BINARY
+TEST(HostileCommandLines, BenchGpt) {
+  TempDir tmp("ember_hostile_bench_gpt");
+  std::vector<Case> table = count_cases("--reps", "(0, 1000]");
+  table.push_back({"--reps 1001", 2, "--reps: expected an integer in (0, 1000], got '1001'"});
+  table.push_back({"--threads abc", 2, "--threads: expected an integer in (0, 256], got 'abc'"});
+  table.push_back({"--threads -2", 2, "--threads"});
+  run_table(tmp.path(), EMBER_BENCH_GPT_BINARY, "bench_gpt", bench_cases(table));
+  expect_help(EMBER_BENCH_GPT_BINARY, "bench_gpt", {"--threads", "--reps"});
+}
+#endif
+
+#ifdef EMBER_BENCH_TRAIN_BINARY
+TEST(HostileCommandLines, BenchTrain) {
+  TempDir tmp("ember_hostile_bench_train");
+  const fs::path dir = tmp.path();
+  const HostileFiles files(dir);
+  write(dir / "no_losses.json", "{\"impl\": \"torch\", \"steps\": 3}\n");
+  write(dir / "bad_losses.json", "{\"impl\": \"torch\", \"losses\": [4.2, abc, 4.0]}\n");
+  write(dir / "nan_losses.json", "{\"impl\": \"torch\", \"losses\": [4.2, nan]}\n");
+  write(dir / "zero_losses.json", "{\"impl\": \"torch\", \"losses\": [4.2, 0]}\n");
+  std::vector<Case> table;
+  for (auto [flag, range] :
+       {std::pair{"--batch", "(0, 1048576]"}, std::pair{"--context", "(0, 131072]"},
+        std::pair{"--vocab", "(0, 1048576]"}, std::pair{"--emb", "(0, 65536]"},
+        std::pair{"--heads", "(0, 1024]"}, std::pair{"--layers", "(0, 1024]"}}) {
+    const std::vector<Case> cases = count_cases(flag, range);
+    table.insert(table.end(), cases.begin(), cases.end());
+  }
+  const std::vector<Case> own = {
+      // --steps: two warm-up steps and at least one timed.
+      {"--steps 2", 2, "--steps: expected an integer in [3, 1000000], got '2'"},
+      {"--steps 0", 2, "--steps"},
+      {"--steps -3", 2, "--steps"},
+      {"--steps abc", 2, "--steps"},
+      {"--steps 1e30", 2, "--steps"},
+      {"--steps 99999999999999999999", 2, "--steps"},
+      {"--steps", 2, "--steps"},
+      {"--config big", 2, "--config: expected ch5 or small, got 'big'"},
+      {"--config ''", 2, "--config"},
+      {"--config", 2, "--config"},
+      {"--dropout 1", 2, "--dropout: expected a finite number in [0, 0.99]"},
+      {"--dropout -0.1", 2, "--dropout"},
+      {"--dropout nan", 2, "--dropout"},
+      {"--lr 0", 2, "--lr: expected a finite number > 0"},
+      {"--lr inf", 2, "--lr"},
+      {"--lr abc", 2, "--lr"},
+      {"--clip -1", 2, "--clip"},
+      {"--clip 1e999", 2, "--clip"},
+      {"--heads 5", 2, "--heads: expected a divisor of the embedding size 128 (--emb), got 5"},
+      {"--config ch5 --emb 100", 2, "--heads: expected a divisor"},
+      {"--batch 1048576 --context 131072", 2,
+       "--batch, --context, --vocab, --emb, --heads, "
+       "--layers: these sizes need"},
+      {"--config ch5 --layers 1024", 2, "these sizes need"},
+      {"--reference no_such.json", 2, "--reference: cannot read 'no_such.json'"},
+      {"--reference a_directory", 2, "--reference: 'a_directory' is a directory"},
+      {"--reference /dev/zero", 2, "--reference: '/dev/zero' is larger than 1 MiB"},
+      {"--reference empty.txt", 2, "--reference: 'empty.txt' holds no \"losses\""},
+      {"--reference no_losses.json", 2, "--reference: 'no_losses.json' holds no \"losses\""},
+      {"--reference bad_losses.json", 2,
+       "--reference: 'bad_losses.json': expected a list of "
+       "finite positive losses, got 'abc'"},
+      {"--reference nan_losses.json", 2, "got 'nan'"},
+      {"--reference zero_losses.json", 2, "got '0'"},
+      {"--profile 1", 2, "1"},
+  };
+  table.insert(table.end(), own.begin(), own.end());
+  run_table(dir, EMBER_BENCH_TRAIN_BINARY, "bench_train", bench_cases(table));
+  expect_help(
+      EMBER_BENCH_TRAIN_BINARY, "bench_train",
+      {"--config", "--steps", "--threads", "--reference", "--profile", "--batch", "--context",
+       "--vocab", "--emb", "--heads", "--layers", "--dropout", "--lr", "--clip"});
+}
+#endif
 
 // A save killed mid-write leaves "<checkpoint>.tmp-<pid>-<n>"; the next run removes those whose
 // process is gone and whose header is an Ember checkpoint's, and nothing else.
