@@ -1,0 +1,68 @@
+// The comma-separated list options of examples/common/flags.h (bench_gemm's --threads 1,2 and
+// --shapes), parsed in-process: every item is checked, an empty item is refused rather than
+// skipped, the flag is given at most once, and --help shows the default list.
+#include "examples/common/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+// Parses `args` (after the program's name) into `threads`; returns CLI11's error, or "".
+std::string parse_threads(std::vector<std::string> args, std::vector<int>& threads) {
+  CLI::App app{"test"};
+  ember::examples::number_list_option(app, "--threads", threads, 1, 256, "thread counts");
+  std::vector<char*> argv = {const_cast<char*>("test")};
+  for (std::string& arg : args) argv.push_back(arg.data());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ExampleFlags, AListOptionKeepsItsDefaultOrTakesEveryItem) {
+  std::vector<int> threads = {1, 2};
+  EXPECT_EQ(parse_threads({}, threads), "");
+  EXPECT_EQ(threads, (std::vector<int>{1, 2}));
+  EXPECT_EQ(parse_threads({"--threads", "4,1,256"}, threads), "");
+  EXPECT_EQ(threads, (std::vector<int>{4, 1, 256}));
+  EXPECT_EQ(parse_threads({"--threads=3"}, threads), "");
+  EXPECT_EQ(threads, (std::vector<int>{3}));
+}
+
+TEST(ExampleFlags, AListOptionRefusesAnyBadItemAndNamesIt) {
+  const std::string expected =
+      "--threads: expected a comma-separated list of integers in [1, 256], got ";
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"0", expected + "'0'"},
+           {"1,0", expected + "'0' in '1,0'"},
+           {"1,,2", expected + "'' in '1,,2'"},
+           {"1,", expected + "'' in '1,'"},
+           {"", expected + "''"},
+           {"1,257", expected + "'257' in '1,257'"},
+           {"2,x", expected + "'x' in '2,x'"},
+           {"1.5", expected + "'1.5'"},
+           {"99999999999999999999", expected + "'99999999999999999999'"},
+       }) {
+    std::vector<int> threads = {1, 2};
+    EXPECT_EQ(parse_threads({"--threads", text}, threads), message) << text;
+    EXPECT_EQ(threads, (std::vector<int>{1, 2})) << text;
+  }
+  std::vector<int> threads = {1, 2};
+  EXPECT_NE(parse_threads({"--threads", "1", "--threads", "2"}, threads), "");
+  EXPECT_NE(parse_threads({"--threads", "1", "2"}, threads), "");
+}
+
+TEST(ExampleFlags, HelpShowsTheDefaultList) {
+  CLI::App app{"test"};
+  std::vector<int> threads = {1, 2};
+  ember::examples::number_list_option(app, "--threads", threads, 1, 256, "thread counts");
+  EXPECT_NE(app.help().find("--threads LIST=1,2"), std::string::npos) << app.help();
+}
+
+}  // namespace
