@@ -17,10 +17,12 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -182,6 +184,50 @@ void expect_steps_as_pytorchs(const Printed& ember, const Printed& torch, std::s
   }
 }
 
+// train_gpt's two lines on its job (item 1 of its benchmark): the products' TFLOP over the wall
+// time is the GFLOP/s printed, that over the GEMM rate is the share, the rate is the higher of
+// its two measures; the parts' products add up to the job's and their times (with the rest) to
+// its wall time; the memory figures are ordered (in use <= peak).
+void expect_consistent_job_lines(const std::string& output) {
+  double tflop = 0, seconds = 0, gflops = 0, share = 0, rate = 0, before = 0, after = 0;
+  double peak = 0, cached = 0, in_use = 0, rss = 0;
+  const std::size_t at = output.find("train_gpt: job ");
+  ASSERT_NE(at, std::string::npos) << output;
+  ASSERT_EQ(std::sscanf(output.c_str() + at,
+                        "train_gpt: job %lf TFLOP of products in %lf s: %lf GFLOP/s, %lf%% of the "
+                        "GEMM rate (%lf GFLOP/s), the higher of its measures before and after the "
+                        "job (%lf, %lf) | memory: peak %lf GB, cached %lf GB, in use %lf GB; peak "
+                        "RSS %lf GB",
+                        &tflop, &seconds, &gflops, &share, &rate, &before, &after, &peak, &cached,
+                        &in_use, &rss),
+            11)
+      << output.substr(at, 300);
+  ASSERT_GT(tflop, 0);
+  ASSERT_GT(seconds, 0);
+  EXPECT_NEAR(tflop * 1000 / seconds, gflops, 0.01 * gflops);  // printed to 2 and 1 decimals
+  EXPECT_NEAR(100 * gflops / rate, share, 1.0);
+  EXPECT_NEAR(rate, std::max(before, after), 0.1);
+  EXPECT_GT(std::min(before, after), 0);
+  EXPECT_LE(in_use, peak + 0.01);
+  EXPECT_GT(rss, 0);
+
+  const std::size_t where = output.find("train_gpt: where the time went: ");
+  ASSERT_NE(where, std::string::npos) << output;
+  const std::string line = output.substr(where, output.find('\n', where) - where);
+  double part_tflop = 0, part_seconds = 0;
+  for (const char* part : {"training steps ", "evaluations ", "samples ", "saving ", "the rest "}) {
+    const std::size_t p = line.find(part);
+    ASSERT_NE(p, std::string::npos) << part << " in " << line;
+    double s = 0, t = 0;
+    const int got = std::sscanf(line.c_str() + p + std::strlen(part), "%lf s (%lf TFLOP", &s, &t);
+    ASSERT_GE(got, 1) << line;
+    part_seconds += s;
+    if (got == 2) part_tflop += t;
+  }
+  EXPECT_NEAR(part_tflop, tflop, 0.02) << line;
+  EXPECT_NEAR(part_seconds, seconds, 0.3) << line;
+}
+
 TEST(TrainGptExample, TheBooksFirstEpochIsPyTorchs) {
   const TorchRun torch = read_torch_run();
   ASSERT_GE(torch.printed.step_loss.size(), 9u);
@@ -197,6 +243,7 @@ TEST(TrainGptExample, TheBooksFirstEpochIsPyTorchs) {
   EXPECT_NE(output.find("stopped after step 8; no checkpoint (--no-save)"), std::string::npos)
       << output;
   EXPECT_FALSE(fs::exists(dir / "checkpoint.safetensors"));
+  expect_consistent_job_lines(output);
   expect_untrained_and_initial_losses(output, torch);
 
   // Cell 77, the first epoch: every step's loss, every evaluation, every printed line.
