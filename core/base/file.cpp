@@ -23,13 +23,6 @@ namespace {
 
 std::string errno_text(int error) { return std::generic_category().message(error); }
 
-// "1.95 GB": a size for people (decimal units, as df -H and file managers print them).
-std::string gigabytes(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  return text;
-}
-
 // Writes all of `bytes` to fd; false (errno set) on failure. A short write is retried, so a
 // full disk ends in ENOSPC rather than a silently short file.
 bool write_all(int fd, const char* bytes, std::size_t size) {
@@ -46,6 +39,19 @@ bool write_all(int fd, const char* bytes, std::size_t size) {
 }
 
 }  // namespace
+
+std::optional<uint64_t> detail::free_bytes(const std::string& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0 || fs.f_frsize == 0 || fs.f_blocks == 0) return {};
+  const uint64_t blocks = fs.f_bavail;
+  return blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
+}
+
+std::string detail::gigabytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return text;
+}
 
 detail::AtomicFile::AtomicFile(const std::string& path, const char* op)
     : path_(path), target_(path), op_(op) {
@@ -88,21 +94,15 @@ void detail::AtomicFile::give_up(const char* what, int error) {
 void detail::AtomicFile::reserve(uint64_t bytes) {
   check(fd_ >= 0, op_, ": '", path_, "' is already committed");
   if (special_ || bytes == 0) return;
-  // The space free, as df shows it (the blocks an ordinary process may use): a file larger than
-  // that is refused, whatever the file system would do below. A file system that reports no
-  // blocks at all (some virtual and network ones) does not know its size: not checked.
-  struct statvfs fs {};
-  if (::fstatvfs(fd_, &fs) == 0 && fs.f_frsize > 0 && fs.f_blocks > 0) {
-    const uint64_t blocks = fs.f_bavail;
-    const uint64_t free = blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
-    if (bytes > free) {
-      ::close(fd_);
-      fd_ = -1;
-      ::unlink(temp_.c_str());
-      fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
-           "); its file system has ", free, " bytes free (", gigabytes(free),
-           ") (the file was not replaced)");
-    }
+  // The space free (free_bytes, read at the new file): a file larger than that is refused,
+  // whatever the file system would do below.
+  if (const auto free = free_bytes(temp_); free && bytes > *free) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(temp_.c_str());
+    fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
+         "); its file system has ", *free, " bytes free (", gigabytes(*free),
+         ") (the file was not replaced)");
   }
 #ifdef __linux__
   // The blocks themselves, claimed without changing the file's size (the writes fill them): the

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,14 @@ class AtomicFile {
   bool special_ = false;  // a device or a pipe, written in place
   int fd_ = -1;
 };
+
+// The bytes free on the file system holding `path` (an existing file or directory): what an
+// ordinary process may still use, as df shows it. nullopt when the file system cannot say (an
+// error, or no blocks reported: some virtual and network file systems do not know their size).
+std::optional<uint64_t> free_bytes(const std::string& path);
+
+// "1.95 GB": a size for people, in decimal units as df -H prints them.
+std::string gigabytes(uint64_t bytes);
 
 // `bytes` to `path` whole or not at all (an AtomicFile). Under save_safetensors, pages and
 // pictures.

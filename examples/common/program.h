@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/base/file.h"
 #include "core/base/parallel.h"
 
 namespace ember::examples {
@@ -113,22 +113,15 @@ inline void make_output_directory(const std::string& path, const std::string& fl
 }
 
 // Refuses, before any work, a run whose output could not be written at its end: the file system
-// of `dir` must have `bytes` free (what the process may use, as df shows). `what` names the file
-// and `instead` what the user can do. A file system that cannot say (no blocks reported) is not
-// checked; the save itself reserves its space first (core/base/file.cpp).
+// of `dir` must have `bytes` free (detail::free_bytes; one that cannot say is not checked, and the
+// save itself claims its space first: core/base/file.cpp). `what` names the file and `instead`
+// what the user can do.
 inline void check_free_space(const std::string& dir, uint64_t bytes, const std::string& what,
                              const std::string& instead) {
-  struct statvfs fs {};
-  if (::statvfs(dir.c_str(), &fs) != 0 || fs.f_frsize == 0 || fs.f_blocks == 0) return;
-  const uint64_t blocks = fs.f_bavail;
-  const uint64_t free = blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
-  auto gb = [](uint64_t n) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.2f GB", static_cast<double>(n) / 1e9);
-    return std::string(text);
-  };
-  check(bytes <= free, what, " needs ", gb(bytes), " (", bytes, " bytes) in '", dir,
-        "' and its file system has ", gb(free), " free: ", instead);
+  const auto free = detail::free_bytes(dir);
+  check(!free || bytes <= *free, what, " needs ", detail::gigabytes(bytes), " (", bytes,
+        " bytes) in '", dir, "' and its file system has ", detail::gigabytes(free.value_or(0)),
+        " free: ", instead);
 }
 
 // A file the user names as input (--resume, --weights): it must exist and be a regular file.
