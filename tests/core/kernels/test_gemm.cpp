@@ -325,7 +325,10 @@ TEST(Gemm, PackingMemoryIsKeptAcrossProducts) {
   kernels::gemm<float>(M, N, K, a.data(), K, 1, b.data(), N, 1, again.data(), N, false);
   getrusage(RUSAGE_SELF, &after);
   for (void* p : held) detail::free_buffer(p, bytes);
-  EXPECT_EQ(after.ru_minflt - before.ru_minflt, 0);
+  // Fresh packing memory would be ~8 MiB faulted in: 2,048 faults in 4 KiB pages, 4 even in 2 MiB
+  // ones. A stray fault or two is not that (ASan's shadow memory, a worker's stack: seen once
+  // under ASan at AVX2).
+  EXPECT_LT(after.ru_minflt - before.ru_minflt, 3);
   EXPECT_EQ(c, again);
 }
 
