@@ -46,7 +46,7 @@ using test::values;
 // The deep graphs' sizes: 10^6 nodes in release; ASan's bigger frames and slower allocator get a
 // tenth of that, which is still far deeper than the default 8 MB stack allows for one frame per
 // node. The other shapes run at a tenth of that (100,000 nodes overflow a recursive teardown).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(EMBER_LIBRARY_ASAN) || defined(__SANITIZE_THREAD__)
 constexpr int kNodes = 100'000;
 #else
 constexpr int kNodes = 1'000'000;

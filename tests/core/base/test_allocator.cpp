@@ -43,7 +43,7 @@ TEST(Allocator, BigBuffersAreMappedThenKept) {
       auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
       ASSERT_NE(p, nullptr);
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(EMBER_LIBRARY_ASAN)
       EXPECT_FALSE(zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
 #else
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u) << bytes;
@@ -85,7 +85,7 @@ TEST(Allocator, KeptBuffersServeEverySizeOfTheirClass) {
       bool zeroed = true;
       auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
       ASSERT_NE(p, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
       EXPECT_EQ(p, first) << bytes;  // the same mapping each time
       EXPECT_FALSE(zeroed) << bytes;
 #endif
@@ -109,7 +109,7 @@ TEST(Allocator, BigBuffersAreKeptUntilEmptyCache) {
     bool zeroed = false;
     auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
     ASSERT_NE(p, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
     EXPECT_EQ(zeroed, round != 1) << round;  // fresh pages, kept, fresh again after empty_cache
     if (round == 0) first = p;
     if (round == 1) {
@@ -123,7 +123,7 @@ TEST(Allocator, BigBuffersAreKeptUntilEmptyCache) {
   empty_cache();
 }
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
 // Whether two of buffers 0, 2 and 4 (each `bytes` long) lie side by side, so that freed they
 // would be one kept range and no gathering would be needed.
 bool side_by_side(const std::vector<unsigned char*>& buffers, std::size_t bytes) {
@@ -140,7 +140,7 @@ bool side_by_side(const std::vector<unsigned char*>& buffers, std::size_t bytes)
 // to one new range of addresses (gather_kept), keeping what the last owners wrote, and nothing
 // is mapped afresh. Buffers 0, 2 and 4 of five are freed while 1 and 3 stay between them.
 TEST(Allocator, FreeRangesInPiecesServeOneBiggerBuffer) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(EMBER_LIBRARY_ASAN)
   GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is kept";
 #else
   empty_cache();
@@ -187,7 +187,7 @@ TEST(Allocator, FreeRangesInPiecesServeOneBiggerBuffer) {
 // gathering is there to save. With one of three freed buffers untouched, two of them serve an
 // 8 MiB request, and a 12 MiB one is mapped afresh (zeros) while the three stay free.
 TEST(Allocator, GatheringSkipsPagesNeverTouched) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(EMBER_LIBRARY_ASAN)
   GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is kept";
 #else
   empty_cache();
@@ -295,7 +295,7 @@ TEST(Allocator, SmallObjectsAreDistinctAndReused) {
     }
     for (unsigned char* p : live) detail::free_object(p, bytes);
     void* again = detail::allocate_object(bytes);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
     if (bytes <= 1024) {
       EXPECT_EQ(again, live.back()) << bytes;  // the last freed, first reused
     }
@@ -363,7 +363,7 @@ TEST(Allocator, AllocationsAfterAThreadsCachesAreGoneFitTheirClass) {
   }).join();
   ASSERT_NE(made_at_exit.object, nullptr);
   ASSERT_NE(made_at_exit.buffer, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)  // (no caches under AddressSanitizer: sizes are exact there)
+#if !defined(EMBER_LIBRARY_ASAN)  // (no caches under AddressSanitizer: sizes are exact there)
   EXPECT_GE(malloc_usable_size(made_at_exit.object), 48u);
   EXPECT_GE(malloc_usable_size(made_at_exit.buffer), 512u);
 #endif

@@ -36,7 +36,7 @@ TEST(MemoryCache, ALoopsWorkingSetIsReusedStepAfterStep) {
       fresh += zeroed ? 1 : 0;
       live.push_back(p);
     }
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
     EXPECT_EQ(fresh, step == 0 ? static_cast<int>(sizes.size()) : 0) << "step " << step;
     if (step > 0) {
       std::vector<void*> a = live, b = previous;
@@ -55,7 +55,7 @@ TEST(MemoryCache, ALoopsWorkingSetIsReusedStepAfterStep) {
     }
     previous = live;
   }
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_GE(memory_stats().mapped_kept, 300 * kMiB);
 #endif
   empty_cache();
@@ -76,7 +76,7 @@ TEST(MemoryCache, FreedMemoryServesOtherSizes) {
   bool zeroed = true;
   void* a = detail::allocate_buffer(4 * kMiB - 64, &zeroed);
   ASSERT_NE(a, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_EQ(a, whole);
   EXPECT_FALSE(zeroed);
   EXPECT_EQ(memory_stats().mapped_kept, 6 * kMiB);
@@ -84,7 +84,7 @@ TEST(MemoryCache, FreedMemoryServesOtherSizes) {
   zeroed = true;
   void* b = detail::allocate_buffer(5 * kMiB + 1, &zeroed);  // a range of 6 MiB
   ASSERT_NE(b, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_EQ(b, static_cast<unsigned char*>(whole) + 4 * kMiB);
   EXPECT_FALSE(zeroed);
   EXPECT_EQ(memory_stats().mapped_kept, 0u);
@@ -95,13 +95,13 @@ TEST(MemoryCache, FreedMemoryServesOtherSizes) {
   EXPECT_EQ(static_cast<unsigned char*>(a)[4 * kMiB - 65], 0x11);
   detail::free_buffer(b, 5 * kMiB + 1);
   detail::free_buffer(a, 4 * kMiB - 64);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_EQ(memory_stats().mapped_kept, 10 * kMiB);
 #endif
   zeroed = true;
   void* again = detail::allocate_buffer(10 * kMiB, &zeroed);
   ASSERT_NE(again, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_EQ(again, whole);  // the two halves merged back
   EXPECT_FALSE(zeroed);
 #endif
@@ -119,14 +119,14 @@ TEST(MemoryCache, EmptyCacheGivesBackOnlyWhatIsUnused) {
   [[maybe_unused]] const MemoryStats before = memory_stats();  // read only outside ASan
   Tensor live = full({int64_t{8} << 20}, 3.0);                 // 32 MiB, mapped
   { Tensor dead = full({int64_t{16} << 20}, 5.0); }            // 64 MiB, freed: kept
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_EQ(memory_stats().mapped_in_use, before.mapped_in_use + 32 * kMiB);
   EXPECT_EQ(memory_stats().mapped_kept, 64 * kMiB);
 #endif
   empty_cache();
   const MemoryStats after = memory_stats();
   EXPECT_EQ(after.mapped_kept, 0u);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   EXPECT_EQ(after.mapped_in_use, before.mapped_in_use + 32 * kMiB);
   EXPECT_EQ(after.mapped_peak, after.mapped_in_use);  // the limit starts again from what is used
 #endif
@@ -146,7 +146,7 @@ TEST(MemoryCache, KeptBytesStayWithinThePeakInUse) {
     const MemoryStats stats = memory_stats();
     EXPECT_LE(stats.mapped_kept, std::max(stats.mapped_peak, 64 * kMiB)) << mib;
   }
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(EMBER_LIBRARY_ASAN)
   // The newest (59 MiB + 64 B, a class of 60 MiB) is still kept; the older ones went first.
   bool zeroed = true;
   void* p = detail::allocate_buffer(59 * kMiB + 64, &zeroed);
