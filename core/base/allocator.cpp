@@ -420,6 +420,8 @@ double physical_memory_bytes() {
                                     : 0x1p40;
 }
 
+bool allocator_caches() { return kCache; }
+
 }  // namespace ember::detail
 
 namespace ember {

@@ -55,6 +55,11 @@ void free_object(void* p, std::size_t bytes) noexcept;
 // fail only when its pages are touched, and AddressSanitizer's operator new aborts on one.
 double physical_memory_bytes();
 
+// Whether this build of the library caches and maps buffers: false under AddressSanitizer, where
+// every buffer comes from malloc and goes back to it at once. (For the tests, whose own code is
+// compiled the same way in every build and asks the library at run time.)
+bool allocator_caches();
+
 // A standard allocator over allocate_object, for std::allocate_shared and the small vectors of
 // graph nodes (ObjectVector).
 template <typename T>

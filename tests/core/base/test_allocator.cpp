@@ -43,17 +43,18 @@ TEST(Allocator, BigBuffersAreMappedThenKept) {
       auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
       ASSERT_NE(p, nullptr);
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
-#if defined(EMBER_LIBRARY_ASAN)
-      EXPECT_FALSE(zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
-#else
-      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u) << bytes;
-      if (round == 0) first = p;
-      if (round == 1) {
-        EXPECT_EQ(p, first) << bytes;  // the buffer just freed, kept
-        EXPECT_FALSE(zeroed) << bytes;
-        EXPECT_EQ(p[0], 0xAB);  // what the last owner wrote: Storage must clear it
+      if (!detail::allocator_caches()) {
+        EXPECT_FALSE(
+            zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
+      } else {
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u) << bytes;
+        if (round == 0) first = p;
+        if (round == 1) {
+          EXPECT_EQ(p, first) << bytes;  // the buffer just freed, kept
+          EXPECT_FALSE(zeroed) << bytes;
+          EXPECT_EQ(p[0], 0xAB);  // what the last owner wrote: Storage must clear it
+        }
       }
-#endif
       if (zeroed) {
         for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0) << i;
         EXPECT_EQ(p[bytes - 1], 0);
@@ -85,10 +86,10 @@ TEST(Allocator, KeptBuffersServeEverySizeOfTheirClass) {
       bool zeroed = true;
       auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
       ASSERT_NE(p, nullptr);
-#if !defined(EMBER_LIBRARY_ASAN)
-      EXPECT_EQ(p, first) << bytes;  // the same mapping each time
-      EXPECT_FALSE(zeroed) << bytes;
-#endif
+      if (detail::allocator_caches()) {
+        EXPECT_EQ(p, first) << bytes;  // the same mapping each time
+        EXPECT_FALSE(zeroed) << bytes;
+      }
       std::memset(p, 0x22, bytes);  // all of the size asked for is usable
       detail::free_buffer(p, bytes);
     }
@@ -109,13 +110,13 @@ TEST(Allocator, BigBuffersAreKeptUntilEmptyCache) {
     bool zeroed = false;
     auto* p = static_cast<unsigned char*>(detail::allocate_buffer(bytes, &zeroed));
     ASSERT_NE(p, nullptr);
-#if !defined(EMBER_LIBRARY_ASAN)
-    EXPECT_EQ(zeroed, round != 1) << round;  // fresh pages, kept, fresh again after empty_cache
-    if (round == 0) first = p;
-    if (round == 1) {
-      EXPECT_EQ(p, first);
+    if (detail::allocator_caches()) {
+      EXPECT_EQ(zeroed, round != 1) << round;  // fresh pages, kept, fresh again after empty_cache
+      if (round == 0) first = p;
+      if (round == 1) {
+        EXPECT_EQ(p, first);
+      }
     }
-#endif
     p[0] = 1;
     p[bytes - 1] = 1;
     detail::free_buffer(p, bytes);
@@ -123,7 +124,6 @@ TEST(Allocator, BigBuffersAreKeptUntilEmptyCache) {
   empty_cache();
 }
 
-#if !defined(EMBER_LIBRARY_ASAN)
 // Whether two of buffers 0, 2 and 4 (each `bytes` long) lie side by side, so that freed they
 // would be one kept range and no gathering would be needed.
 bool side_by_side(const std::vector<unsigned char*>& buffers, std::size_t bytes) {
@@ -134,15 +134,14 @@ bool side_by_side(const std::vector<unsigned char*>& buffers, std::size_t bytes)
         return true;
   return false;
 }
-#endif
 
 // Free ranges that no one request fits but that together do serve it: their pages are moved
 // to one new range of addresses (gather_kept), keeping what the last owners wrote, and nothing
 // is mapped afresh. Buffers 0, 2 and 4 of five are freed while 1 and 3 stay between them.
 TEST(Allocator, FreeRangesInPiecesServeOneBiggerBuffer) {
-#if defined(EMBER_LIBRARY_ASAN)
-  GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is kept";
-#else
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is kept";
+  }
   empty_cache();
   const std::size_t piece = std::size_t{4} << 20;
   std::vector<unsigned char*> pieces;
@@ -179,7 +178,6 @@ TEST(Allocator, FreeRangesInPiecesServeOneBiggerBuffer) {
   for (int i : {1, 3}) detail::free_buffer(pieces[i], piece);
   empty_cache();
   EXPECT_EQ(memory_stats().mapped_kept, 0u);
-#endif
 }
 
 // Gathering moves only pieces whose pages are all resident: a free range never written (a
@@ -187,9 +185,9 @@ TEST(Allocator, FreeRangesInPiecesServeOneBiggerBuffer) {
 // gathering is there to save. With one of three freed buffers untouched, two of them serve an
 // 8 MiB request, and a 12 MiB one is mapped afresh (zeros) while the three stay free.
 TEST(Allocator, GatheringSkipsPagesNeverTouched) {
-#if defined(EMBER_LIBRARY_ASAN)
-  GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is kept";
-#else
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is kept";
+  }
   empty_cache();
   const std::size_t piece = std::size_t{4} << 20;
   std::vector<unsigned char*> pieces;
@@ -226,7 +224,6 @@ TEST(Allocator, GatheringSkipsPagesNeverTouched) {
   detail::free_buffer(again, 3 * piece);
   for (int i : {1, 3}) detail::free_buffer(pieces[i], piece);
   empty_cache();
-#endif
 }
 
 // Ops that write every element of their output skip clearing its buffer
@@ -295,11 +292,11 @@ TEST(Allocator, SmallObjectsAreDistinctAndReused) {
     }
     for (unsigned char* p : live) detail::free_object(p, bytes);
     void* again = detail::allocate_object(bytes);
-#if !defined(EMBER_LIBRARY_ASAN)
-    if (bytes <= 1024) {
-      EXPECT_EQ(again, live.back()) << bytes;  // the last freed, first reused
+    if (detail::allocator_caches()) {
+      if (bytes <= 1024) {
+        EXPECT_EQ(again, live.back()) << bytes;  // the last freed, first reused
+      }
     }
-#endif
     detail::free_object(again, bytes);
   }
 }
@@ -363,10 +360,10 @@ TEST(Allocator, AllocationsAfterAThreadsCachesAreGoneFitTheirClass) {
   }).join();
   ASSERT_NE(made_at_exit.object, nullptr);
   ASSERT_NE(made_at_exit.buffer, nullptr);
-#if !defined(EMBER_LIBRARY_ASAN)  // (no caches under AddressSanitizer: sizes are exact there)
-  EXPECT_GE(malloc_usable_size(made_at_exit.object), 48u);
-  EXPECT_GE(malloc_usable_size(made_at_exit.buffer), 512u);
-#endif
+  if (detail::allocator_caches()) {  // (no caches under AddressSanitizer: sizes are exact there)
+    EXPECT_GE(malloc_usable_size(made_at_exit.object), 48u);
+    EXPECT_GE(malloc_usable_size(made_at_exit.buffer), 512u);
+  }
   detail::free_object(made_at_exit.object, 40);  // into this thread's lists
   detail::free_buffer(made_at_exit.buffer, 300);
   void* object = detail::allocate_object(48);
