@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/base/grad_mode.h"
@@ -252,7 +253,10 @@ class NextTokenLogits {
         use_cache_(use_cache),
         op_(op) {
     check(!use_cache || gpt_ != nullptr, op, ": use_cache needs a GPTModel");
-    if (use_cache_) gpt_->reset_kv_cache();
+    if (use_cache_) {
+      gpt_->reset_kv_cache();
+      panels_.emplace();  // each token's linear layers read their weights packed
+    }
   }
   ~NextTokenLogits() {
     if (use_cache_) gpt_->reset_kv_cache();  // gives the cache's memory back
@@ -279,6 +283,7 @@ class NextTokenLogits {
   const bool use_cache_;
   const char* op_;
   int64_t fed_ = 0;  // ids of the sequence in the cache
+  std::optional<RowPanelScope> panels_;
 };
 
 }  // namespace

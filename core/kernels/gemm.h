@@ -85,6 +85,29 @@ template <typename T>
 void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row, int64_t lda_col,
                    const T* Bp, int64_t K_packed, T* C, int64_t ldc, bool accumulate);
 
+// ---- One row times W^T, W packed once in row panels: generation with the KV cache ----
+//
+// At each generated token a linear layer multiplies one row x by W^T (W [N, K] row-major, the
+// layer's weight): y = x W^T, bound by reading W from memory. Read in place, W^T's columns are
+// W's rows, and the one-row kernel of the skinny path reads 16 of them side by side (8 x 8 blocks
+// transposed in registers); kept instead as W^T in panels of kRowPanel columns, each panel K x
+// kRowPanel floats, k-major and contiguous, the product reads W as one sequential stream, a
+// broadcast of x[k] and kRowPanel / 8 fmas per k (core/kernels/HISTORY.md: 2-3x the in-place
+// kernel's rate on a Zen 3). Each y[j] is still one fma chain over k in increasing order, from 0
+// (or from y[j]: accumulate), so the bits are gemm's. The cost is a second copy of W, which
+// generation keeps while it runs (RowPanelScope, core/ops/nn_ops.h).
+constexpr int64_t kRowPanel = 64;
+
+// out[p * kRowPanel * K + k * w_p + jj] = W[p * kRowPanel + jj, k], w_p = min(kRowPanel, N -
+// p * kRowPanel) the width of panel p (the last may be narrower): N * K floats. W[j, k] is read at
+// w + j * ldw_row + k * ldw_col.
+void pack_row_panels(int64_t N, int64_t K, const float* w, int64_t ldw_row, int64_t ldw_col,
+                     float* out);
+
+// y[0:N] (+)= x[0:K] W^T from W packed by pack_row_panels. Threads share out the panels.
+void gemm_row_panels(int64_t N, int64_t K, const float* x, const float* panels, float* y,
+                     bool accumulate);
+
 // Which micro-kernel gemm<float> runs on this CPU: "avx512", "avx2" or "portable".
 const char* gemm_isa();
 

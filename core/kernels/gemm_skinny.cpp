@@ -17,6 +17,7 @@
 
 #include "core/base/fma-inl.h"
 #include "core/base/parallel.h"
+#include "core/kernels/gemm.h"
 #include "core/kernels/gemm_internal.h"
 #include "core/kernels/gemm_transpose-inl.h"
 #include "core/kernels/parallel_for.h"
@@ -455,4 +456,54 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
 }
 
 }  // namespace ember::kernels::gemm_detail
+
+namespace ember::kernels {
+
+void pack_row_panels(int64_t N, int64_t K, const float* w, int64_t ldw_row, int64_t ldw_col,
+                     float* out) {
+  for (int64_t j0 = 0; j0 < N; j0 += kRowPanel) {
+    const int64_t width = std::min(kRowPanel, N - j0);
+    float* panel = out + j0 * K;
+    for (int64_t jj = 0; jj < width; ++jj) {  // W's row j0 + jj, read along k
+      const float* row = w + (j0 + jj) * ldw_row;
+      for (int64_t k = 0; k < K; ++k) panel[k * width + jj] = row[k * ldw_col];
+    }
+  }
+}
+
+// Each panel is a B of K rows and `width` contiguous columns (ldb = width): the skinny path's
+// one-row kernel for such a B (row_b_f32, eight registers of columns per k) where the target has
+// it, else the contract's loop.
+void gemm_row_panels(int64_t N, int64_t K, const float* x, const float* panels, float* y,
+                     bool accumulate) {
+  if (N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate) std::fill(y, y + N, 0.0f);
+    return;
+  }
+  cpu::apply_capability();
+  const auto row_b = HWY_DYNAMIC_DISPATCH(gemm_detail::SkinnyF32)().row_b;
+  const int64_t count = (N + kRowPanel - 1) / kRowPanel;
+  int threads = N * K >= gemm_detail::kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
+  threads = static_cast<int>(std::min<int64_t>(threads, count));
+  // Threads take runs of whole panels: a y[j]'s chain does not depend on the split.
+  parallel_for(threads, threads, [&](int64_t part, int) {
+    const int64_t p0 = count * part / threads, p1 = count * (part + 1) / threads;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t j0 = p * kRowPanel, width = std::min(kRowPanel, N - j0);
+      const float* b = panels + j0 * K;
+      if (row_b != nullptr) {
+        row_b(K, x, b, width, y + j0, accumulate, 0, width);
+        continue;
+      }
+      for (int64_t j = 0; j < width; ++j) {
+        float sum = accumulate ? y[j0 + j] : 0.0f;
+        for (int64_t k = 0; k < K; ++k) sum = std::fma(x[k], b[k * width + j], sum);
+        y[j0 + j] = sum;
+      }
+    }
+  });
+}
+
+}  // namespace ember::kernels
 #endif  // HWY_ONCE

@@ -5,9 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/base/grad_mode.h"
+#include "core/base/shape.h"
+#include "core/base/storage.h"
 #include "core/graph/function.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/layer_norm.h"
@@ -385,6 +389,99 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b) {
   return apply<Addmm>(bias, a, b);
 }
 
+// ---- generation's packed weights (RowPanelScope) ----
+
+namespace {
+
+// A weight packed in row panels, and what it was packed from: the storage (weak: a weight freed
+// within the scope is not kept alive, and its address, reused, does not match), where in it, and
+// its version then.
+struct RowPanels {
+  std::weak_ptr<Storage> storage;
+  int64_t offset = 0, N = 0, K = 0, stride_row = 0, stride_col = 0;
+  uint64_t version = 0;
+  Tensor panels;  // N * K floats, from Ember's allocator (memory_stats counts them)
+};
+
+thread_local std::vector<RowPanels>* t_row_panels = nullptr;  // the outermost scope's
+
+// The panels of weight [N, K] (float32), packed now if they are not yet, or are stale.
+const float* row_panels_of(const Tensor& weight) {
+  std::vector<RowPanels>& packed = *t_row_panels;
+  const int64_t N = weight.size(0), K = weight.size(1);
+  RowPanels* entry = nullptr;
+  for (RowPanels& e : packed) {
+    if (e.storage.lock() == weight.storage() && e.offset == weight.offset() && e.N == N &&
+        e.K == K && e.stride_row == weight.stride(0) && e.stride_col == weight.stride(1)) {
+      if (e.version == weight.storage()->version()) return e.panels.data_ptr<float>();
+      entry = &e;  // the weight changed since: pack it again
+      break;
+    }
+  }
+  if (entry == nullptr) {
+    std::erase_if(packed, [](const RowPanels& e) { return e.storage.expired(); });
+    entry = &packed.emplace_back();
+    entry->panels = detail::empty_for_overwrite({checked_mul(N, K, "linear")}, DType::Float32);
+  }
+  entry->storage = weight.storage();
+  entry->offset = weight.offset();
+  entry->N = N;
+  entry->K = K;
+  entry->stride_row = weight.stride(0);
+  entry->stride_col = weight.stride(1);
+  entry->version = weight.storage()->version();
+  kernels::pack_row_panels(N, K, weight.data_ptr<float>(), weight.stride(0), weight.stride(1),
+                           entry->panels.data_ptr<float>());
+  return entry->panels.data_ptr<float>();
+}
+
+// linear of one row from the packed weight, or an undefined tensor when this call is not one.
+Tensor linear_one_row(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const int64_t N = weight.size(0), K = weight.size(1);
+  if (t_row_panels == nullptr || x.numel() != K || N == 0 || K == 0 ||
+      x.dtype() != DType::Float32 || weight.dtype() != DType::Float32 ||
+      (bias.defined() && bias.dtype() != DType::Float32)) {
+    return Tensor();
+  }
+  if (GradMode::is_enabled() &&
+      (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) {
+    return Tensor();
+  }
+  const float* panels = row_panels_of(weight);
+  Shape shape = x.shape();
+  shape.back() = N;
+  // Where linear() runs addmm (below), each chain starts from the bias, as gemm_bias's do;
+  // elsewhere the product starts from 0 and the bias is added after, as matmul(x, w^T) + bias.
+  const bool bias_in_chain =
+      bias.defined() && (x.dim() == 2 || (x.dim() == 3 && x.is_contiguous()));
+  Tensor y = bias_in_chain ? bias.contiguous().clone().view(shape) : empty(shape);
+  const Tensor row = x.contiguous();
+  kernels::gemm_row_panels(N, K, row.data_ptr<float>(), panels, y.data_ptr<float>(),
+                           /*accumulate=*/bias_in_chain);
+  return bias.defined() && !bias_in_chain ? y + bias : y;
+}
+
+}  // namespace
+
+RowPanelScope::RowPanelScope() : outermost_(t_row_panels == nullptr) {
+  if (outermost_) t_row_panels = new std::vector<RowPanels>();
+}
+
+RowPanelScope::~RowPanelScope() {
+  if (outermost_) {
+    delete t_row_panels;
+    t_row_panels = nullptr;
+  }
+}
+
+int64_t RowPanelScope::packed_bytes() {
+  int64_t bytes = 0;
+  if (t_row_panels != nullptr) {
+    for (const RowPanels& e : *t_row_panels) bytes += e.N * e.K * int64_t{sizeof(float)};
+  }
+  return bytes;
+}
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined(x, "linear");
   detail::check_defined(weight, "linear");
@@ -398,6 +495,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
           Shape{weight.size(0)}, " (out_features), got ", bias.shape());
   }
 
+  if (Tensor y = linear_one_row(x, weight, bias); y.defined()) return y;
   if (x.dim() == 2 && bias.defined()) return addmm(bias, x, weight.t());
   if (x.dim() == 3 && bias.defined() && x.is_contiguous()) {
     // PyTorch's _flatten_3d_linear: one addmm over all batch * tokens rows.

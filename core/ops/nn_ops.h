@@ -21,6 +21,27 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b);
 //                                  (MmBackward0 for 2-d x, UnsafeViewBackward0 for 3-d)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// Generation's packed weights. While a RowPanelScope is open on a thread, linear() on that
+// thread, given one row of float32 (x.numel() == in_features) and no gradient to record, reads
+// its weight from a copy packed in row panels (kernels::pack_row_panels: one sequential stream
+// instead of rows read side by side), made at the weight's first such use and made again when
+// the weight has changed (its version). The same bits as without; the copies, the weights'
+// size, are freed when the outermost scope closes. nn::generate and generate_text_simple open
+// one when they use the KV cache.
+class RowPanelScope {
+ public:
+  RowPanelScope();
+  ~RowPanelScope();
+  RowPanelScope(const RowPanelScope&) = delete;
+  RowPanelScope& operator=(const RowPanelScope&) = delete;
+
+  // Bytes of packed weights this thread's open scope holds (0 when none is open).
+  static int64_t packed_bytes();
+
+ private:
+  bool outermost_;
+};
+
 // torch.nn.functional.embedding: row indices[...] of weight [num_embeddings, embedding_dim], for
 // int64 indices of any shape; the result has shape indices.shape + [embedding_dim].
 // The gradient of a row is the sum of the gradients of every place it was picked. An index

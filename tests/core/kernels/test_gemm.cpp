@@ -365,6 +365,44 @@ TEST(Gemm, EveryTargetsSkinnyPathMatchesReferenceBitForBit) {
   EXPECT_FALSE(targets.empty());
 }
 
+// One row times W^T from W packed in row panels (generation's linear layers) is gemm's product
+// of that row with W^T read in place, bit for bit, from 0 and accumulating onto a bias, on every
+// target and at 1 and 2 threads: widths around the panel's 64 (a narrow last panel, fewer
+// columns than one panel), depths with and without a vector's tail, and W read through strides.
+TEST(Gemm, RowTimesPackedPanelsIsTheProductInPlaceBitForBit) {
+  ThreadsGuard guard;
+  const std::vector<std::string> targets = test::on_every_target([] {
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (int64_t N : {1, 7, 63, 64, 65, 130, 2304, 3001}) {
+        for (int64_t K : {1, 5, 64, 771}) {
+          for (bool transposed : {false, true}) {  // W stored row-major, or as (W^T)^T
+            SCOPED_TRACE(::testing::Message() << "threads=" << threads << " N=" << N << " K=" << K
+                                              << " transposed=" << transposed);
+            const std::vector<float> w = random_values<float>(N * K, 11),
+                                     x = random_values<float>(K, 12),
+                                     bias = random_values<float>(N, 13);
+            const int64_t w_row = transposed ? 1 : K, w_col = transposed ? N : 1;
+            std::vector<float> panels(N * K);
+            kernels::pack_row_panels(N, K, w.data(), w_row, w_col, panels.data());
+            std::vector<float> expect(N), got(N, -1.0f);
+            kernels::gemm<float>(1, N, K, x.data(), K, 1, w.data(), w_col, w_row, expect.data(), N,
+                                 false);
+            kernels::gemm_row_panels(N, K, x.data(), panels.data(), got.data(), false);
+            ASSERT_EQ(std::memcmp(got.data(), expect.data(), sizeof(float) * N), 0);
+            kernels::gemm_bias<float>(1, N, K, x.data(), K, 1, w.data(), w_col, w_row, bias.data(),
+                                      1, expect.data(), N);
+            got = bias;
+            kernels::gemm_row_panels(N, K, x.data(), panels.data(), got.data(), true);
+            ASSERT_EQ(std::memcmp(got.data(), expect.data(), sizeof(float) * N), 0);
+          }
+        }
+      }
+    }
+  });
+  EXPECT_FALSE(targets.empty());
+}
+
 // Every C[i, j] is its own fma chain (gemm.h), so a row of a product does not depend on the
 // rows around it: A[i0:i0 + m] @ B is rows i0 .. i0 + m - 1 of A @ B bit for bit, whichever path
 // each takes (tiny, skinny with its tail rows, blocked; 1 or 2 threads). Generation relies on it:
