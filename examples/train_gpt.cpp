@@ -316,6 +316,10 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
         return h;
       }
     }
+    // (Ember's addition) The last step's gradients are not read again (the next step starts with
+    // zero_grad): freed here, their memory holds the sample's packed weights (RowPanelScope,
+    // the weights' size), so sampling adds nothing to the run's peak memory.
+    optimizer.zero_grad();
     generate_and_print_sample(model, tokenizer, start_context, progress,
                               extras.kv_cache);  // after each epoch
     h.epochs_done = epoch + 1;
