@@ -455,6 +455,13 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
   return true;
 }
 
+// The running target's skinny kernels, for gemm_row_panels below. (HWY_DYNAMIC_DISPATCH names
+// the kernel from this namespace: with HWY_COMPILE_ONLY_STATIC it is a static dispatch to
+// N_<target>::SkinnyF32, which only resolves here.)
+namespace {
+SkinnyKernel skinny_kernel_f32() { return HWY_DYNAMIC_DISPATCH(SkinnyF32)(); }
+}  // namespace
+
 }  // namespace ember::kernels::gemm_detail
 
 namespace ember::kernels {
@@ -484,7 +491,7 @@ void gemm_row_panels(int64_t N, int64_t K, const float* x, const float* panels, 
     return;
   }
   cpu::apply_capability();
-  const auto row_b = HWY_DYNAMIC_DISPATCH(gemm_detail::SkinnyF32)().row_b;
+  const auto row_b = gemm_detail::skinny_kernel_f32().row_b;
   const int64_t count = (N + kRowPanel - 1) / kRowPanel;
   int threads = N * K >= gemm_detail::kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
   threads = static_cast<int>(std::min<int64_t>(threads, count));
