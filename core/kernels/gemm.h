@@ -93,7 +93,7 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t k, const T* A, int64_t lda_row,
 // transposed in registers); kept instead as W^T in panels of kRowPanel columns, each panel K x
 // kRowPanel floats, k-major and contiguous, the product reads W as one sequential stream, a
 // broadcast of x[k] and kRowPanel / 8 fmas per k (core/kernels/HISTORY.md: 2-3x the in-place
-// kernel's rate on a Zen 3). Each y[j] is still one fma chain over k in increasing order, from 0
+// kernel's rate). Each y[j] is still one fma chain over k in increasing order, from 0
 // (or from y[j]: accumulate), so the bits are gemm's. The cost is a second copy of W, which
 // generation keeps while it runs (RowPanelScope, core/ops/nn_ops.h).
 constexpr int64_t kRowPanel = 64;

@@ -466,8 +466,8 @@ SkinnyKernel skinny_kernel_f32() { return HWY_DYNAMIC_DISPATCH(SkinnyF32)(); }
 
 namespace ember::kernels {
 
-// A copy, bound by memory (55 ms for GPT-2's 154 MB out_head on a Zen 3; split over two threads
-// or filled in blocks of 16 k it was no faster).
+// A copy, bound by memory: the plain loop (split over threads or filled in blocks of k it is no
+// faster; core/kernels/HISTORY.md).
 void pack_row_panels(int64_t N, int64_t K, const float* w, int64_t ldw_row, int64_t ldw_col,
                      float* out) {
   for (int64_t j0 = 0; j0 < N; j0 += kRowPanel) {
