@@ -22,7 +22,6 @@
 // The default corpus is made here, from a small grammar (no text copied from anywhere): short
 // sentences about a fox, a cat and a robot, so that a model of a few seconds' training already
 // spells words and begins to make sentences.
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -138,7 +137,7 @@ struct Settings : examples::TrainingFlags {
   bool html = false;
   bool kv_cache = true;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     app.add_option("text", text_file, "a text file (default: a corpus the program writes)");
     TrainingFlags::add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
                           "directory for loss.svg and the checkpoint");
@@ -323,7 +322,7 @@ void check_settings(const Settings& s, const std::string& text) {
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
   Settings s;
-  CLI::App app{"train_chars: a character-level GPT on any text file"};
+  ember::examples::Flags app{"train_chars: a character-level GPT on any text file"};
   s.add_to(app);
   if (auto code = examples::parse(app, argc, argv)) return *code;
   const std::string text =

@@ -38,7 +38,6 @@
 // (manual_seed(123) before GPTModel), the train loader's shuffle (nn::DataLoader: a seed per pass,
 // then randperm), dropout in every training step, and the seeds each evaluation's pass over the
 // train and validation loaders draws.
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -492,7 +491,7 @@ struct Settings {
   bool skip_initial = false, print_losses = false, kv_cache = true, save = true;
   static constexpr int64_t kMaxEpochs = 1000000;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     using examples::option, examples::positive_option, examples::non_negative_option,
         examples::range_option;
     option(app, "text", text_file, "the training text");
@@ -514,7 +513,7 @@ struct Settings {
                     examples::kMaxSteps);
     positive_option(app, "--stop-after-epoch", stop_after_epoch,
                     "save and stop after this epoch, as if interrupted", kMaxEpochs);
-    CLI::Option* every =
+    ember::examples::Flag every =
         positive_option(app, "--save-every", save_every,
                         "also save the checkpoint after every N epochs (it is "
                         "saved at the end, and on Ctrl-C after the step under way)",
@@ -522,7 +521,7 @@ struct Settings {
     app.add_flag("!--no-save", save,
                  "write no checkpoint (a run to watch, or a disk without room for the model and "
                  "its optimizer state)")
-        ->excludes(every);
+        .excludes(every);
     app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
         "--print-losses", print_losses,
@@ -593,7 +592,8 @@ int generate_from_weights(const Settings& s, const nn::GPT2Tokenizer& tokenizer)
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
   Settings s;
-  CLI::App app{"train_gpt: chapter 5 of the book, pretraining GPT-2 (124M) on The Verdict"};
+  ember::examples::Flags app{
+      "train_gpt: chapter 5 of the book, pretraining GPT-2 (124M) on The Verdict"};
   s.add_to(app);
   if (auto code = examples::parse(app, argc, argv)) return *code;
 

@@ -18,7 +18,6 @@
 //
 //   build/release/bin/train_toy                      # defaults: about 4 s of CPU (one thread)
 //   build/release/bin/train_toy --steps 300 --out /tmp/toy
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -58,7 +57,7 @@ struct Settings : examples::TrainingFlags {
   bool html = false;
   bool print_losses = false;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     TrainingFlags::add_to(app, "random seed (weights, data)", "training steps",
                           "directory for loss.svg, attention.svg, the checkpoint");
     examples::range_option(app, "--digits", digits, 2, 16, "digits per sequence");
@@ -154,7 +153,8 @@ Training train_model_simple(nn::GPTModel& model, ReverseTask& task, optim::Optim
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
   Settings s;
-  CLI::App app{"train_toy: a small GPT learns to reverse digits; watch its attention learn"};
+  ember::examples::Flags app{
+      "train_toy: a small GPT learns to reverse digits; watch its attention learn"};
   s.add_to(app);
   if (auto code = examples::parse(app, argc, argv)) return *code;
   s.apply();

@@ -51,7 +51,7 @@ struct Settings {
   static constexpr int64_t kMaxSize = int64_t{1} << 16;
   static constexpr int kMaxReps = 1000000;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     using ember::examples::positive_option, ember::examples::range_option;
     positive_option(app, "--threads", threads, "threads for the kernels",
                     ember::examples::kMaxThreads);
@@ -83,7 +83,8 @@ struct Settings {
 int run(int argc, char** argv) {
   using namespace ember;
   Settings s;
-  CLI::App app{"bench_attention: the chapter's MultiHeadAttention, forward and backward, timed"};
+  ember::examples::Flags app{
+      "bench_attention: the chapter's MultiHeadAttention, forward and backward, timed"};
   s.add_to(app);
   if (auto code = examples::parse(app, argc, argv)) return *code;
   s.check_sizes();

@@ -144,7 +144,7 @@ struct Settings {
       {1024, 64, 1024, false, false},   {8, 50257, 768, false, true},
   };
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     using namespace ember::examples;
     number_list_option(app, "--threads", thread_counts, 1, kMaxThreads,
                        "thread counts to run every shape at, comma-separated");
@@ -152,7 +152,10 @@ struct Settings {
                     1000000);
     app.add_flag("--json", json, "one JSON line per shape and thread count instead of a table");
     std::string defaults;
-    for (const Shape& shape : shapes) defaults += (defaults.empty() ? "" : ",") + shape_text(shape);
+    for (const Shape& shape : shapes) {
+      if (!defaults.empty()) defaults += ',';
+      defaults += shape_text(shape);
+    }
     list_option(app, "--shapes", shapes, parse_shape,
                 "expected a comma-separated list of shapes MxNxK[at][bt], each matrix at most "
                 "2^28 floats",
@@ -165,7 +168,7 @@ struct Settings {
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
   Settings s;
-  CLI::App app{"bench_gemm: Ember's GEMM beside OpenBLAS's sgemm, in GFLOP/s"};
+  ember::examples::Flags app{"bench_gemm: Ember's GEMM beside OpenBLAS's sgemm, in GFLOP/s"};
   s.add_to(app);
   if (auto code = ember::examples::parse(app, argc, argv)) return *code;
 #ifdef EMBER_BENCH_WITH_OPENBLAS

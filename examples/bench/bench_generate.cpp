@@ -116,7 +116,7 @@ struct Settings {
   bool uncached = true;
   std::string weights;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     using namespace ember::examples;
     positive_option(app, "--threads", threads,
                     "threads for the kernels and for the bandwidth measurement", kMaxThreads);
@@ -126,7 +126,7 @@ struct Settings {
                     1000);
     app.add_option("--weights", weights,
                    "OpenAI's GPT-2 124M weights (model.safetensors) instead of random ones")
-        ->type_name("FILE");
+        .type_name("FILE");
     app.add_flag("!--no-uncached", uncached,
                  "skip the run without the KV cache (minutes at 200 tokens)");
   }
@@ -138,7 +138,8 @@ struct Settings {
 int run(int argc, char** argv) {
   using namespace ember;
   Settings s;
-  CLI::App app{"bench_generate: greedy generation with GPT-124M, with and without the KV cache"};
+  ember::examples::Flags app{
+      "bench_generate: greedy generation with GPT-124M, with and without the KV cache"};
   s.add_to(app);
   if (auto code = examples::parse(app, argc, argv)) return *code;
   if (!s.weights.empty()) examples::check_input_file(s.weights, "--weights");

@@ -41,7 +41,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 struct Settings {
   int threads = 1, reps = 3;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     using namespace ember::examples;
     positive_option(app, "--threads", threads, "threads for the kernels", kMaxThreads);
     positive_option(app, "--reps", reps,
@@ -52,7 +52,8 @@ struct Settings {
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
   Settings s;
-  CLI::App app{"bench_gpt: chapter 4's GPT-124M timed: construction, forward, generation, randn"};
+  ember::examples::Flags app{
+      "bench_gpt: chapter 4's GPT-124M timed: construction, forward, generation, randn"};
   s.add_to(app);
   if (auto code = ember::examples::parse(app, argc, argv)) return *code;
   const int threads = s.threads, reps = s.reps;

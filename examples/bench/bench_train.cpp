@@ -194,29 +194,27 @@ struct Settings {
   std::optional<double> dropout, lr, clip;
   static constexpr int kMaxSteps = 1000000;
 
-  void add_to(CLI::App& app) {
+  void add_to(ember::examples::Flags& app) {
     using namespace ember::examples;
     option(app, "--config", config,
            "ch5 (the book's chapter-5 GPT-124M) or small (nanoGPT's "
            "shakespeare-char CPU config)")
-        ->check(CLI::Validator(
-            [](std::string& name) {
-              return name == "ch5" || name == "small" ? std::string()
-                                                      : "expected ch5 or small, got '" + name + "'";
-            },
-            ""));
+        .check([](const std::string& name) {
+          return name == "ch5" || name == "small" ? std::string()
+                                                  : "expected ch5 or small, got '" + name + "'";
+        });
     range_option(app, "--steps", steps, 3, kMaxSteps,
                  "training steps: two warm-up steps, then the timed ones (at least one)");
     positive_option(app, "--threads", threads, "threads for the kernels", kMaxThreads);
     app.add_option("--reference", reference,
                    "the JSON line of torch_train_bench.py: adds the largest relative difference "
                    "of the losses")
-        ->type_name("FILE");
+        .type_name("FILE");
     app.add_flag("--profile", profile,
                  "one more step under autograd::profiler, its table on stderr");
     auto override_option = [&app](const std::string& name, auto& value, auto range,
                                   const std::string& help) {
-      app.add_option(name, value, help + " (default: the config's)")->check(range);
+      app.add_option(name, value, help + " (default: the config's)").check(range);
     };
     override_option("--batch", batch, number_in<int64_t>(0, kMaxBatch, true), "sequences per step");
     override_option("--context", context, number_in<int64_t>(0, int64_t{1} << 17, true),
@@ -270,7 +268,7 @@ struct Settings {
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
   Settings s;
-  CLI::App app{"bench_train: whole training steps of the chapter-4 GPTModel, timed"};
+  ember::examples::Flags app{"bench_train: whole training steps of the chapter-4 GPTModel, timed"};
   s.add_to(app);
   if (auto code = ember::examples::parse(app, argc, argv)) return *code;
   const TrainConfig c = s.train_config();

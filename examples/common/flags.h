@@ -1,20 +1,29 @@
-// The example programs' command lines (CLI11): one-line helpers for the kinds of option they add
-// (a number in a range, a comma-separated list), and the flags train_toy and train_chars share.
-// Not part of the library.
+// The example programs' command lines: `Flags`, a thin handle on CLI11's App whose body is
+// compiled once (flags.cpp, in the examples' common library) instead of in every program: CLI11
+// is header-only, and its inline functions had cost each program ~13 s of compiling at -O3. On
+// it, one-line helpers for the kinds of option the programs add (a number in a range, a
+// comma-separated list), and the flags train_toy and train_chars share. Not part of the library.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "examples/common/program.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace ember::examples {
 
@@ -43,10 +52,68 @@ bool parse_number(const std::string& text, T& value) {
   return errno != ERANGE && end == text.c_str() + text.size();
 }
 
+// A check of a flag's text: "" when it is good, else what was expected ("expected an integer in
+// [1, 8], got '9'"), which becomes the flag's error.
+using Check = std::function<std::string(const std::string& text)>;
+
+// One option of a Flags (CLI11's Option): the calls the programs chain on it.
+class Flag {
+ public:
+  explicit Flag(CLI::Option* option) : option_(option) {}
+  Flag& check(Check check);                    // text that `check` refuses is an error
+  Flag& capture_default_str();                 // --help shows the value it holds now
+  Flag& default_str(const std::string& text);  // --help shows `text` as its default
+  Flag& type_name(const std::string& name);    // --help shows `name` for its value (FILE)
+  Flag& excludes(const Flag& other);           // giving both is an error
+
+ private:
+  CLI::Option* option_;
+};
+
+// A program's command line (CLI11's App): options and flags bound to the program's variables,
+// then parse(). add_option is compiled for the value types the programs hold (flags.cpp).
+class Flags {
+ public:
+  explicit Flags(const std::string& description);
+  ~Flags();
+  Flags(const Flags&) = delete;
+  Flags& operator=(const Flags&) = delete;
+
+  // A positional argument ("text") or an option ("--seed"), read into `value`.
+  template <class T>
+  Flag add_option(const std::string& name, T& value, const std::string& help);
+  // An option whose text goes to `store` (after its checks).
+  Flag add_option_function(const std::string& name, std::function<void(const std::string&)> store,
+                           const std::string& help);
+  // A flag: "--html", "!--no-save" (false when given), "--kv-cache,!--no-kv-cache".
+  Flag add_flag(const std::string& names, bool& value, const std::string& help);
+
+  // Parses the command line; --help (and its like) prints and gives the exit code 0, any other
+  // error is thrown for run_main ("--steps: expected an integer in [1, 1000000000], got 0").
+  std::optional<int> parse(int argc, char** argv);
+  std::string help() const;  // what --help prints
+
+ private:
+  std::unique_ptr<CLI::App> app_;
+};
+
+extern template Flag Flags::add_option(const std::string&, std::string&, const std::string&);
+extern template Flag Flags::add_option(const std::string&, int&, const std::string&);
+extern template Flag Flags::add_option(const std::string&, int64_t&, const std::string&);
+extern template Flag Flags::add_option(const std::string&, uint64_t&, const std::string&);
+extern template Flag Flags::add_option(const std::string&, double&, const std::string&);
+extern template Flag Flags::add_option(const std::string&, std::optional<int64_t>&,
+                                       const std::string&);
+extern template Flag Flags::add_option(const std::string&, std::optional<double>&,
+                                       const std::string&);
+
+// Parses the command line (Flags::parse), the programs' one call.
+inline std::optional<int> parse(Flags& app, int argc, char** argv) { return app.parse(argc, argv); }
+
 // A check that the flag's text is a finite T in [lo, hi] (`above_lo`: in (lo, hi]); its message
 // says what was expected.
 template <class T>
-CLI::Validator number_in(T lo, T hi, bool above_lo = false) {
+Check number_in(T lo, T hi, bool above_lo = false) {
   std::ostringstream expected;
   expected << "expected " << (std::is_floating_point_v<T> ? "a finite number" : "an integer");
   if (std::is_integral_v<T> || hi != std::numeric_limits<T>::max()) {
@@ -54,48 +121,47 @@ CLI::Validator number_in(T lo, T hi, bool above_lo = false) {
   } else if (lo != std::numeric_limits<T>::lowest()) {
     expected << (above_lo ? " > " : " >= ") << lo;
   }
-  return CLI::Validator(
-      [lo, hi, above_lo, expected = expected.str()](std::string& text) {
-        T v{};
-        if (parse_number(text, v) && (above_lo ? v > lo : v >= lo) && v <= hi) return std::string();
-        return expected + ", got '" + text + "'";
-      },
-      "");
+  return [lo, hi, above_lo, expected = expected.str()](const std::string& text) {
+    T v{};
+    if (parse_number(text, v) && (above_lo ? v > lo : v >= lo) && v <= hi) return std::string();
+    return expected + ", got '" + text + "'";
+  };
 }
 
 // An option whose default --help shows; a number is checked by number_in (any finite value of
 // its type).
 template <class T>
-CLI::Option* option(CLI::App& app, const std::string& name, T& value, const std::string& help) {
-  CLI::Option* o = app.add_option(name, value, help)->capture_default_str();
+Flag option(Flags& app, const std::string& name, T& value, const std::string& help) {
+  Flag o = app.add_option(name, value, help);
+  o.capture_default_str();
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-    o->check(number_in<T>(std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()));
+    o.check(number_in<T>(std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()));
   }
   return o;
 }
 
 // An option for a number in [lo, hi].
 template <class T, class Bound>
-CLI::Option* range_option(CLI::App& app, const std::string& name, T& value, Bound lo, Bound hi,
-                          const std::string& help) {
-  return app.add_option(name, value, help)
-      ->capture_default_str()
-      ->check(number_in<T>(static_cast<T>(lo), static_cast<T>(hi)));
+Flag range_option(Flags& app, const std::string& name, T& value, Bound lo, Bound hi,
+                  const std::string& help) {
+  Flag o = app.add_option(name, value, help);
+  o.capture_default_str().check(number_in<T>(static_cast<T>(lo), static_cast<T>(hi)));
+  return o;
 }
 
 // The same, for a number that must be positive (at most `hi`).
 template <class T>
-CLI::Option* positive_option(CLI::App& app, const std::string& name, T& value,
-                             const std::string& help, T hi = std::numeric_limits<T>::max()) {
-  return app.add_option(name, value, help)
-      ->capture_default_str()
-      ->check(number_in<T>(T{0}, hi, /*above_lo=*/true));
+Flag positive_option(Flags& app, const std::string& name, T& value, const std::string& help,
+                     T hi = std::numeric_limits<T>::max()) {
+  Flag o = app.add_option(name, value, help);
+  o.capture_default_str().check(number_in<T>(T{0}, hi, /*above_lo=*/true));
+  return o;
 }
 
 // The same, for a number that must not be negative (at most `hi`).
 template <class T>
-CLI::Option* non_negative_option(CLI::App& app, const std::string& name, T& value,
-                                 const std::string& help, T hi = std::numeric_limits<T>::max()) {
+Flag non_negative_option(Flags& app, const std::string& name, T& value, const std::string& help,
+                         T hi = std::numeric_limits<T>::max()) {
   return range_option(app, name, value, T{0}, hi, help);
 }
 
@@ -115,39 +181,37 @@ inline std::vector<std::string> split_list(const std::string& text) {
 // (bool parse(const std::string&, T&)), and an item it refuses makes the flag an error whose
 // message says `expected` and names the item. `default_text` is the list --help shows.
 template <class T, class Parse>
-CLI::Option* list_option(CLI::App& app, const std::string& name, std::vector<T>& values,
-                         Parse parse, const std::string& expected, const std::string& default_text,
-                         const std::string& help) {
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&values, parse](const std::string& text) {
-            values.clear();
-            for (const std::string& item : split_list(text)) {
-              T value{};
-              parse(item, value);  // checked by the validator below
-              values.push_back(value);
-            }
-          },
-          help)
-      ->check(CLI::Validator(
-          [parse, expected](std::string& text) {
-            for (const std::string& item : split_list(text)) {
-              T value{};
-              if (parse(item, value)) continue;
-              return expected + ", got '" + item + "'" + (item == text ? "" : " in '" + text + "'");
-            }
-            return std::string();
-          },
-          ""))
-      ->default_str(default_text)
-      ->type_name("LIST");
+Flag list_option(Flags& app, const std::string& name, std::vector<T>& values, Parse parse,
+                 const std::string& expected, const std::string& default_text,
+                 const std::string& help) {
+  Flag o = app.add_option_function(
+      name,
+      [&values, parse](const std::string& text) {
+        values.clear();
+        for (const std::string& item : split_list(text)) {
+          T value{};
+          parse(item, value);  // checked by the check below
+          values.push_back(value);
+        }
+      },
+      help);
+  o.check([parse, expected](const std::string& text) {
+     for (const std::string& item : split_list(text)) {
+       T value{};
+       if (parse(item, value)) continue;
+       return expected + ", got '" + item + "'" + (item == text ? "" : " in '" + text + "'");
+     }
+     return std::string();
+   })
+      .default_str(default_text)
+      .type_name("LIST");
+  return o;
 }
 
 // The same, for a list of numbers in [lo, hi].
 template <class T, class Bound>
-CLI::Option* number_list_option(CLI::App& app, const std::string& name, std::vector<T>& values,
-                                Bound lo, Bound hi, const std::string& help) {
+Flag number_list_option(Flags& app, const std::string& name, std::vector<T>& values, Bound lo,
+                        Bound hi, const std::string& help) {
   const T low = static_cast<T>(lo), high = static_cast<T>(hi);
   std::ostringstream expected, default_text;
   expected << "expected a comma-separated list of "
@@ -168,7 +232,7 @@ inline constexpr int64_t kMaxSteps = 1000000000;
 inline constexpr int64_t kMaxBatch = 1 << 20;
 
 // --print-every, which every training program has.
-inline CLI::Option* print_every_option(CLI::App& app, int64_t& print_every) {
+inline Flag print_every_option(Flags& app, int64_t& print_every) {
   return positive_option(app, "--print-every", print_every,
                          "steps between progress lines when stdout is not a terminal");
 }
@@ -186,7 +250,7 @@ struct TrainingFlags {
 
   // Adds --seed, --steps, --lr, --batch, --threads and --out to app; seed_help, steps_help and
   // out_help say what the program does with them.
-  void add_to(CLI::App& app, const std::string& seed_help, const std::string& steps_help,
+  void add_to(Flags& app, const std::string& seed_help, const std::string& steps_help,
               const std::string& out_help) {
     option(app, "--seed", seed, seed_help);
     positive_option(app, "--steps", steps, steps_help, kMaxSteps);
@@ -198,10 +262,10 @@ struct TrainingFlags {
   }
 
   // Adds --print-every (kept apart: each program puts it after its own flags).
-  void add_print_every(CLI::App& app) { print_every_option(app, print_every); }
+  void add_print_every(Flags& app) { print_every_option(app, print_every); }
 
   // Adds --profile (see StepProfiler).
-  void add_profile(CLI::App& app) {
+  void add_profile(Flags& app) {
     app.add_flag("--profile", profile,
                  "record steps 2-6 with autograd::profiler and print its table (sorted by self "
                  "time)");

@@ -1,7 +1,7 @@
 // What every example program does around its work: main's wrapper (any error becomes one line
-// "<program>: <what>" on stderr and exit code 2, never an abort), the command line parsed with
-// CLI11, and the checks of the files and directories a user names (a text read with a size cap,
-// an output directory, a checkpoint), made before any training starts. Not part of the library.
+// "<program>: <what>" on stderr and exit code 2, never an abort) and the checks of the files and
+// directories a user names (a text read with a size cap, an output directory, a checkpoint), made
+// before any training starts. Not part of the library.
 #pragma once
 
 #include <fcntl.h>
@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -31,7 +30,7 @@
 namespace ember::examples {
 
 // Runs `body` (main's work, returning the exit code); an ember::Error or any standard exception
-// (a flag CLI11 refused, a filesystem_error, std::out_of_range...) that escapes it is printed as
+// (a flag the command line refused, a filesystem_error, std::out_of_range...) that escapes it is printed as
 // one line "<program>: <what>" on stderr, and the exit code is 2.
 template <class Body>
 int run_main(const char* program, Body&& body) noexcept {
@@ -55,18 +54,6 @@ int run_main(const char* program, Body&& body) noexcept {
   } catch (...) {
     return report("unknown error");
   }
-}
-
-// Parses the command line; --help (and its like) prints and gives the exit code 0, any other
-// CLI11 error is thrown for run_main ("--steps: expected an integer in [1, 1000000000], got 0").
-inline std::optional<int> parse(CLI::App& app, int argc, char** argv) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    throw;
-  }
-  return std::nullopt;
 }
 
 // The largest thread count the programs accept (more only reaches the OpenMP runtime's limits).

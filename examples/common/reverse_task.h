@@ -93,7 +93,10 @@ inline std::string token_text(int64_t id) { return id == kSep ? ">" : std::to_st
 
 inline std::string digits_text(const int64_t* d, int64_t n) {
   std::string s;
-  for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + token_text(d[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) s += ' ';
+    s += token_text(d[i]);
+  }
   return s;
 }
 
