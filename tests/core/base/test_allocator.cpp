@@ -44,8 +44,8 @@ TEST(Allocator, BigBuffersAreMappedThenKept) {
       ASSERT_NE(p, nullptr);
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
       if (!detail::allocator_caches()) {
-        EXPECT_FALSE(
-            zeroed);  // under ASan every buffer comes from malloc (ASan fills it with 0xbe)
+        // Under ASan every buffer comes from malloc (ASan fills it with 0xbe).
+        EXPECT_FALSE(zeroed);
       } else {
         EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u) << bytes;
         if (round == 0) first = p;
