@@ -1,6 +1,6 @@
 // The example programs' command lines: `Flags`, a thin handle on CLI11's App whose body is
 // compiled once (flags.cpp, in the examples' common library) instead of in every program: CLI11
-// is header-only, and its inline functions had cost each program ~13 s of compiling at -O3. On
+// is header-only, and its inline functions are most of what a program including it compiles. On
 // it, one-line helpers for the kinds of option the programs add (a number in a range, a
 // comma-separated list), and the flags train_toy and train_chars share. Not part of the library.
 #pragma once
