@@ -113,8 +113,9 @@ HWY_INLINE VF expm1(VF u) {
   return hn::IfThenElse(less(hx, 0x33000000), u, y);  // |u| < 2^-25: u
 }
 
-// tanh lane by lane, special cases included.
-HWY_INLINE VF tanh(VF x) {
+// tanh on the main range 2^-55 <= |x| < 22, lane by lane; `main` says which lanes are in it
+// (the others hold a value that special() replaces).
+HWY_INLINE VF tanh_main(VF x, MF& main) {
   const DF df;
   const VF sign_bit = hn::SignBit(df);
   const VF one = hn::Set(df, 1.0f), two = hn::Set(df, 2.0f);
@@ -123,17 +124,24 @@ HWY_INLINE VF tanh(VF x) {
   const VI ix = bits_of(a);
   const MF at_least_one = greater(ix, 0x3f7fffff);
   const VF u = hn::IfThenElse(at_least_one, hn::Mul(two, a), hn::Mul(hn::Set(df, -2.0f), a));
-  // Only the main range's lanes (below) keep expm1's value: the others go in as 0, so that no
-  // inf or nan reaches its float-to-integer conversion.
-  const MF main = hn::AndNot(greater(ix, 0x41afffff), greater(ix, 0x23ffffff));
+  // Only the main range's lanes keep expm1's value: the others go in as 0, so that no inf or
+  // nan reaches its float-to-integer conversion.
+  main = hn::AndNot(greater(ix, 0x41afffff), greater(ix, 0x23ffffff));
   const VF t = expm1(hn::IfThenElseZero(main, u));
   // One division for both branches: q = 2 / (t + 2) (a >= 1) or -t / (t + 2) (a < 1), then
   // z = 1 - q or q. Each lane divides what the scalar code divides, so the same bits.
   const VF q = hn::Div(hn::IfThenElse(at_least_one, two, hn::Xor(t, sign_bit)), hn::Add(t, two));
   const VF z = hn::IfThenElse(at_least_one, hn::Sub(one, q), q);
-  VF y = hn::Or(z, sign);  // z >= 0: the sign of x
-  // Lanes off the main range 2^-55 <= |x| < 22 (rare in practice): blend in their values.
-  if (HWY_LIKELY(hn::AllTrue(df, main))) return y;
+  return hn::Or(z, sign);  // z >= 0: the sign of x
+}
+
+// The lanes off the main range (rare in practice): y with their values blended in.
+HWY_NOINLINE VF tanh_special(VF x, VF y) {
+  const DF df;
+  const VF sign_bit = hn::SignBit(df);
+  const VF one = hn::Set(df, 1.0f);
+  const VF sign = hn::And(x, sign_bit);
+  const VI ix = bits_of(hn::AndNot(sign_bit, x));
   y = hn::IfThenElse(greater(ix, 0x41afffff), hn::Or(one, sign), y);         // +-1
   y = hn::IfThenElse(less(ix, 0x24000000), hn::Mul(x, hn::Add(one, x)), y);  // x (1 + x)
   y = hn::IfThenElse(less(ix, 1), x, y);                                     // +-0
@@ -149,11 +157,29 @@ HWY_INLINE VF tanh(VF x) {
 void TanhRow(const float* x, float* y, int64_t n) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  // Two vectors a step: one tanh is a long chain of dependent operations (the polynomial, two
+  // divisions), and two independent chains keep the pipes busy where one leaves them waiting.
+  const auto one_tanh = [&](VF v) {
+    MF main;
+    const VF t = tanh_main(v, main);
+    return HWY_LIKELY(hn::AllTrue(df, main)) ? t : tanh_special(v, t);
+  };
   int64_t j = 0;
-  for (; j + N <= n; j += N) hn::StoreU(tanh(hn::LoadU(df, x + j)), df, y + j);
+  for (; j + 2 * N <= n; j += 2 * N) {
+    const VF v0 = hn::LoadU(df, x + j), v1 = hn::LoadU(df, x + j + N);
+    MF main0, main1;
+    VF t0 = tanh_main(v0, main0), t1 = tanh_main(v1, main1);
+    if (HWY_UNLIKELY(!hn::AllTrue(df, hn::And(main0, main1)))) {
+      t0 = tanh_special(v0, t0);
+      t1 = tanh_special(v1, t1);
+    }
+    hn::StoreU(t0, df, y + j);
+    hn::StoreU(t1, df, y + j + N);
+  }
+  for (; j + N <= n; j += N) hn::StoreU(one_tanh(hn::LoadU(df, x + j)), df, y + j);
   if (j < n) {
     const size_t rest = static_cast<size_t>(n - j);
-    store_first(df, tanh(load_first(df, x + j, rest)), y + j, rest);
+    store_first(df, one_tanh(load_first(df, x + j, rest)), y + j, rest);
   }
 }
 
