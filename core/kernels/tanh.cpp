@@ -114,7 +114,7 @@ HWY_INLINE VF expm1(VF u) {
 }
 
 // tanh on the main range 2^-55 <= |x| < 22, lane by lane; `main` says which lanes are in it
-// (the others hold a value that special() replaces).
+// (the others hold a value that tanh_special replaces).
 HWY_INLINE VF tanh_main(VF x, MF& main) {
   const DF df;
   const VF sign_bit = hn::SignBit(df);

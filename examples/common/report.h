@@ -15,8 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/autograd/explore.h"
-#include "core/base/file.h"  // detail::write_file
 #include "core/base/grad_mode.h"
 #include "core/ops/elementwise.h"  // operator*
 #include "core/tensor/tensor.h"
