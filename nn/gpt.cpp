@@ -159,6 +159,7 @@ void GPTModel::reset_kv_cache() {
   for (int64_t i = 0; i < trf_blocks->size(); ++i) block_at(*trf_blocks, i).att->reset_cache();
   current_pos = 0;
   short_prefix_ = Tensor();
+  cache_broken_ = false;
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
@@ -170,10 +171,17 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
   check(seq_len >= 1 && seq_len <= cfg.context_length, "GPTModel: input has ", seq_len,
         " tokens, expected 1 to context_length = ", cfg.context_length, " (input shape ",
         in_idx.shape(), ")");
-  int64_t start = 0;  // the position of in_idx's first token
+  ForwardScope scope(*this);
+  // The token embeddings first, as the book's forward takes them: an id outside the vocabulary
+  // is an Error before the KV cache's state moves.
+  Tensor tok_embeds = (*tok_emb)(in_idx);  // [batch, seq_len, emb_dim]
+  int64_t start = 0;                       // the position of in_idx's first token
   if (options.use_cache) {
     check(!GradMode::is_enabled(),
           "GPTModel: use_cache is for inference; run it under NoGradGuard");
+    check(!cache_broken_,
+          "GPTModel: an error inside an earlier forward with use_cache left the KV cache "
+          "incomplete; reset_kv_cache() starts again");
     check(current_pos + seq_len <= cfg.context_length, "GPTModel: the KV cache holds ", current_pos,
           " tokens; ", seq_len, " more would need positions up to ", current_pos + seq_len - 1,
           ", past context_length = ", cfg.context_length, " (reset_kv_cache() starts again)");
@@ -194,13 +202,18 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
     current_pos += seq_len;
   }
 
-  ForwardScope scope(*this);
-  Tensor tok_embeds = (*tok_emb)(in_idx);                          // [batch, seq_len, emb_dim]
   Tensor pos_embeds = (*pos_emb)(arange(start, start + seq_len));  // [seq_len, emb_dim]
   Tensor x = tok_embeds + pos_embeds;
   x = (*drop_emb)(x);
   if (options.use_cache) {
-    for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i)(x, true);
+    // An error part-way (a block whose cache holds another batch size, say) leaves some
+    // attentions' caches longer than others: the cache refuses further use until reset.
+    try {
+      for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i)(x, true);
+    } catch (...) {
+      cache_broken_ = true;
+      throw;
+    }
   } else {
     x = (*trf_blocks)(x);
   }

@@ -137,7 +137,8 @@ class GPTModel : public Module {
   int64_t current_pos = 0;  // tokens in the KV cache (the book's current_pos)
 
  private:
-  Tensor short_prefix_;  // the cached token ids while there are fewer than 8 (see forward)
+  Tensor short_prefix_;        // the cached token ids while there are fewer than 8 (see forward)
+  bool cache_broken_ = false;  // an Error inside a cached forward: refuse until reset
 };
 
 // Listing 4.8: greedy decoding. idx holds token ids [batch, n]; appends max_new_tokens ids, each

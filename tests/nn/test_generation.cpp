@@ -179,6 +179,43 @@ TEST(KVCache, RefusesToRunPastContextLength) {
   EXPECT_EQ(model->current_pos, 1);
 }
 
+// An id outside the vocabulary is an Error before the cache moves: the next tokens continue
+// the sequence as if the bad call had not happened, below 8 cached tokens and above.
+TEST(KVCache, ABadIdLeavesTheCacheAsItWas) {
+  auto model = small_model();
+  const std::vector<int64_t> prompt = long_prompt(12);
+  NoGradGuard no_grad;
+  for (int64_t before : {3, 9}) {
+    model->reset_kv_cache();
+    const Tensor ids = ids_of(prompt);
+    model->forward(ids.narrow(1, 0, before), {.use_cache = true});
+    expect_error([&] { model->forward(ids_of({50257}), {.use_cache = true}); },
+                 "embedding: index 50257 is out of range for num_embeddings=50257");
+    EXPECT_EQ(model->current_pos, before);
+    const Tensor cached = model->forward(ids.narrow(1, before, 1), {.use_cache = true});
+    const Tensor full = model->forward(ids.narrow(1, 0, before + 1));
+    EXPECT_EQ(bits_of(cached), bits_of(full.narrow(1, before, 1))) << before << " tokens first";
+  }
+}
+
+// An Error inside the blocks (here: a batch of 2 after a cached batch of 1) leaves the cache
+// incomplete: it refuses to go on until reset_kv_cache().
+TEST(KVCache, AnErrorInsideTheBlocksNeedsAReset) {
+  auto model = small_model();
+  NoGradGuard no_grad;
+  model->reset_kv_cache();
+  model->forward(ids_of(long_prompt(9)), {.use_cache = true});
+  const Tensor two = from_vector({1, 2}, {2, 1}, DType::Int64);
+  expect_error([&] { model->forward(two, {.use_cache = true}); },
+               "MultiHeadAttention: the KV cache holds a batch of 1, got a batch of 2");
+  expect_error([&] { model->forward(ids_of({1}), {.use_cache = true}); },
+               "left the KV cache incomplete; reset_kv_cache() starts again");
+  model->reset_kv_cache();
+  const Tensor cached = model->forward(ids_of({5, 6}), {.use_cache = true});
+  const Tensor full = model->forward(ids_of({5, 6}));
+  EXPECT_EQ(bits_of(cached), bits_of(full));
+}
+
 TEST(KVCache, IsForInferenceOnly) {
   auto model = small_model();
   expect_error([&] { model->forward(ids_of(kHelloIAm), {.use_cache = true}); },
