@@ -92,25 +92,35 @@ void Optimizer::for_each_param(
     const std::function<void(Tensor&, const Tensor&, const OptimizerOptions&, ParamState&)>&
         update) {
   NoGradGuard no_grad;
-  for (ParamGroup& g : groups_) {
-    for (Tensor& p : g.params) {
-      Tensor grad = p.grad();
+  // Every parameter is checked before any is updated: a step refused half-way would leave the
+  // model half-stepped.
+  for (const ParamGroup& g : groups_) {
+    for (const Tensor& p : g.params) {
+      const Tensor grad = p.grad();
       if (!grad.defined()) continue;
       check(grad.shape() == p.shape() && grad.dtype() == p.dtype(), name(), ": gradient ",
             dtype_name(grad.dtype()), " ", grad.shape(), " does not fit parameter ",
             dtype_name(p.dtype()), " ", p.shape());
       check(p.is_contiguous(), name(), ": parameters must be contiguous (shape ", p.shape(),
             ", strides ", p.strides(), ")");
-      ParamState& state = state_[p.impl()];
+      const auto it = state_.find(p.impl());
+      if (it == state_.end()) continue;
       // The state was made for the parameter as it was: a parameter changed in place since
       // (p.double_(), a resize) no longer fits it.
-      for (const auto& [key, t] : state) {
+      for (const auto& [key, t] : it->second) {
         if (key == "step") continue;
         check(t.shape() == p.shape() && t.dtype() == p.dtype(), name(), ": state '", key,
               "' of a parameter is ", dtype_name(t.dtype()), " ", t.shape(),
               " but the parameter is now ", dtype_name(p.dtype()), " ", p.shape(),
               " (it changed after an optimizer step; recreate the optimizer or its state)");
       }
+    }
+  }
+  for (ParamGroup& g : groups_) {
+    for (Tensor& p : g.params) {
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      ParamState& state = state_[p.impl()];
       update(p, grad.contiguous(), *g.options, state);
       p.storage()->bump_version();
     }

@@ -262,6 +262,16 @@ TEST(Optim, ParamGroupsAndErrors) {
                "set_grad: assigned grad has data of a different size");
 }
 
+// A step that refuses one parameter updates none: every parameter is checked first.
+TEST(Optim, ARefusedStepLeavesEveryParameterAsItWas) {
+  Tensor p = from_vector({1.0, 2.0}, {2}).requires_grad_();
+  Tensor q = zeros({3, 2}).t().requires_grad_();  // not contiguous
+  SGD opt({p, q}, SGDOptions(0.1));
+  (p.sum() + q.sum()).backward();
+  expect_error([&] { opt.step(); }, "SGD: parameters must be contiguous");
+  EXPECT_EQ(p.to_vector<double>(), (std::vector<double>{1.0, 2.0}));
+}
+
 // Resumed training equals uninterrupted training, bit for bit, for every optimizer kind.
 TEST(Optim, StateDictResumeIsBitForBit) {
   for (const char* name :
