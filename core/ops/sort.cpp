@@ -112,6 +112,8 @@ Tensor nonzero(const Tensor& t) {
 std::vector<Tensor> where(const Tensor& condition) {
   detail::check_defined(condition, "where");
   Tensor nz = nonzero(condition);
+  // A 0-d condition reads as one element (PyTorch: (tensor([0]),) when it is true).
+  if (condition.dim() == 0) return {zeros({nz.size(0)}, DType::Int64)};
   std::vector<Tensor> out;
   for (int64_t i = 0; i < condition.dim(); ++i) out.push_back(nz.select(1, i).contiguous());
   return out;

@@ -226,6 +226,13 @@ TEST(Selection, WhereAndNonzeroMatchPyTorch) {
   EXPECT_TENSOR_CLOSE(nonzero(c), sampling().tensor("nonzero"));
   EXPECT_EQ(nonzero(scalar_tensor(2.0)).shape(), (Shape{1, 0}));
   EXPECT_EQ(nonzero(zeros({2, 0})).shape(), (Shape{0, 2}));
+  // A 0-d condition: one index tensor, [0] when true and empty when false (PyTorch's).
+  const std::vector<Tensor> yes = where(scalar_tensor(2.0)), no = where(scalar_tensor(0.0));
+  ASSERT_EQ(yes.size(), 1u);
+  ASSERT_EQ(no.size(), 1u);
+  EXPECT_EQ(yes[0].dtype(), DType::Int64);
+  EXPECT_EQ(yes[0].to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(no[0].shape(), (Shape{0}));
 }
 
 TEST(Selection, ErrorsNameTheOp) {
