@@ -17,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -166,6 +167,8 @@ void mark_needed(GraphTask& task) {
 // The pass running on this thread (a backward inside a backward runs its own, then returns to
 // the outer one).
 thread_local GraphTask* current_task = nullptr;
+thread_local uint64_t current_pass = 0;
+std::atomic<uint64_t> passes_started{0};
 
 void accumulate(GraphTask& task, int slot, const Tensor& grad) {
   Tensor& buffer = task.buffers[slot];
@@ -180,9 +183,11 @@ Tensor run_output_hooks(Node* node, Tensor grad, bool observing) {
         node->name(),
         " were released by the first backward. "
         "Specify retain_graph=true if you need to backward through the graph a second time.");
-  for (const GradHook& hook : node->pre_hooks) {
-    if (!hook) continue;  // removed
-    Tensor replaced = hook(grad);
+  // A snapshot: a hook may register or remove hooks, itself included, while it runs (as in
+  // PyTorch, the hooks of this tensor when the pass reached it all run).
+  const std::vector<GradHookEntry> hooks = node->pre_hooks;
+  for (const GradHookEntry& hook : hooks) {
+    Tensor replaced = (*hook.fn)(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
             ": a hook replaced a gradient of shape ", grad.shape(), " by one of shape ",
@@ -218,8 +223,13 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
   if (capture && !capture->empty()) task.capture = capture;
   struct RestoreTask {
     GraphTask* outer;
-    ~RestoreTask() { current_task = outer; }
-  } restore_task{std::exchange(current_task, &task)};
+    uint64_t outer_pass;
+    ~RestoreTask() {
+      current_task = outer;
+      current_pass = outer_pass;
+    }
+  } restore_task{std::exchange(current_task, &task),
+                 std::exchange(current_pass, passes_started.fetch_add(1) + 1)};
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
@@ -307,13 +317,11 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       if (log_steps) logging::backward_step(node->name(), grad, input_grads);
       if (!retain_graph) {
         node->release_saved();
-        // The hooks go with the saved tensors (each hook's captures freed, its slot kept so
-        // that a later remove_hook of its handle is still valid).
-        for (GradHook& hook : node->pre_hooks) {
-          if (hook) {
-            hook = nullptr;
-            node->hooks_released = true;
-          }
+        // The hooks go with the saved tensors (each hook's captures freed; a later
+        // remove_hook of its handle does nothing).
+        if (!node->pre_hooks.empty()) {
+          node->pre_hooks.clear();
+          node->hooks_released = true;
         }
       }
     }
@@ -342,6 +350,8 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
 }
 
 }  // namespace
+
+uint64_t current_pass_id() { return current_pass; }
 
 bool task_should_compute_output(const Node& node, std::size_t edge) {
   check(edge < node.next_functions.size(), node.name(), ": task_should_compute_output(", edge,
@@ -439,9 +449,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
   if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
   Tensor grad = grad_output;
-  for (const GradHook& hook : leaf->hooks) {
-    if (!hook) continue;  // removed
-    Tensor replaced = hook(grad);
+  const std::vector<GradHookEntry> hooks = leaf->hooks;  // a snapshot, as in run_output_hooks
+  for (const GradHookEntry& hook : hooks) {
+    Tensor replaced = (*hook.fn)(grad);
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),
             "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),

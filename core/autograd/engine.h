@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -34,6 +35,11 @@ class Node;
 // {x0}) of y = f(x0, x1) needs nothing for x1). Outside a pass, and in a backward(), every input
 // that requires grad is needed. A node's backward may ask, to skip work nobody will use.
 bool task_should_compute_output(const Node& node, std::size_t edge);
+
+// The backward pass running on this thread: a number no other pass of the process has (0 outside
+// a pass). A node that gathers gradients from several places (a custom Function's outputs) keeps
+// them per pass, so that a pass aborted by an error leaves nothing for the next one.
+uint64_t current_pass_id();
 
 // Sees a backward pass node by node (autograd::explore records one to replay it).
 class BackwardObserver {

@@ -150,7 +150,13 @@ AutogradContext* CustomNode::begin() {
         std::make_unique<profiler::RecordEvent>(forward_name, profiler::EventKind::kOp, shapes);
   }
   bool any_requires_grad = false;
-  for (const Tensor& t : inputs_) any_requires_grad |= t.defined() && t.requires_grad();
+  for (const Tensor& t : inputs_) {
+    if (!t.defined()) continue;
+    any_requires_grad |= t.requires_grad();
+    if (GradMode::is_enabled() && ember::detail::view_is_stale(t)) {
+      ember::detail::fail_stale_view(t, name_.c_str());
+    }
+  }
   ctx_.recording_ = GradMode::is_enabled() && any_requires_grad;
   for (const Tensor& t : inputs_) {
     ctx_.needs_input_grad_.push_back(ctx_.recording_ && t.defined() && t.requires_grad());
@@ -228,6 +234,7 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
     out.impl()->grad_fn = target;
     out.impl()->requires_grad = true;
     target->output = out.impl_ptr();
+    if (dirty) out.storage()->mark_graph_write();  // earlier views keep the old history
     if (KeepValuesGuard::is_enabled()) target->kept_value = out.detach();
     output_nodes[k] = target;
   }
@@ -242,8 +249,14 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
 }
 
 // (delivered_ is kept in the node, not in the pass: two backward passes through one Function of
-// several outputs must not run at once in two threads.)
+// several outputs must not run at once in two threads. It is tagged with its pass: what an
+// earlier pass delivered, aborted by an error before this node ran, is dropped.)
 void CustomNode::deliver(std::size_t index, const Tensor& grad) {
+  const uint64_t pass = current_pass_id();
+  if (pass != delivered_pass_) {
+    delivered_.assign(delivered_.size(), Tensor());
+    delivered_pass_ = pass;
+  }
   Tensor& slot = delivered_[index];
   slot = slot.defined() ? add(slot, grad) : grad;
 }
@@ -255,6 +268,7 @@ std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {
   if (several_outputs_) {
     grads = std::move(delivered_);
     delivered_.assign(grads.size(), Tensor());
+    if (delivered_pass_ != current_pass_id()) grads.assign(grads.size(), Tensor());
   } else {
     grads = {grad_output};
   }

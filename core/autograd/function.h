@@ -186,7 +186,8 @@ class CustomNode : public Node {
   std::vector<Shape> output_shapes_;      // for materialized zero gradients
   std::vector<DType> output_dtypes_;
   bool several_outputs_ = false;
-  tensor_list delivered_;  // per output, the gradients of this backward pass
+  tensor_list delivered_;        // per output, the gradients of this backward pass
+  uint64_t delivered_pass_ = 0;  // the pass that delivered them (current_pass_id)
   std::unique_ptr<profiler::RecordEvent> record_;  // the forward's profiler event, until finish
 };
 

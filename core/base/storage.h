@@ -37,6 +37,11 @@ class Storage {
   // Bumped by every in-place write; saved tensors remember the version they saw.
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // The version at the last in-place write that gave a tensor of this storage a new history in
+  // the graph (an in-place op recorded by autograd). Views taken before it still carry the old
+  // history: autograd refuses them (detail::view_is_stale in core/tensor/tensor.h).
+  uint64_t graph_write_version() const { return graph_write_.load(std::memory_order_relaxed); }
+  void mark_graph_write() { graph_write_.store(version(), std::memory_order_relaxed); }
 
  private:
   Storage(std::size_t nbytes, bool clear) : nbytes_(nbytes) {
@@ -62,6 +67,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   std::atomic<uint64_t> version_{0};  // atomic: tensors may be read from several threads
+  std::atomic<uint64_t> graph_write_{0};
 };
 
 }  // namespace ember

@@ -173,6 +173,10 @@ void fail_undefined_input(const char* node_name) {
   ember::detail::fail_undefined(op_name(node_name).c_str());
 }
 
+void fail_stale_input(const char* node_name, const Tensor& t) {
+  ember::detail::fail_stale_view(t, op_name(node_name).c_str());
+}
+
 namespace {
 // The grad_fn of a gradient computed without a graph under create_graph: it raises when run.
 class NotImplementedNode : public Node {
@@ -264,22 +268,34 @@ unsigned Tensor::register_hook(GradHook hook) const {
   check(requires_grad(),
         "register_hook: cannot register a hook on a tensor that doesn't require gradient");
   check(static_cast<bool>(hook), "register_hook: the hook is an empty function");
-  std::vector<GradHook>& hooks = is_leaf() ? impl_->hooks : impl_->grad_fn->pre_hooks;
-  hooks.push_back(std::move(hook));
-  return static_cast<unsigned>(hooks.size() - 1);
+  const unsigned handle = impl_->hooks_registered++;
+  auto fn = std::make_shared<const GradHook>(std::move(hook));
+  if (is_leaf()) {
+    impl_->hooks.push_back({handle, std::move(fn)});
+  } else {
+    impl_->grad_fn->pre_hooks.push_back({handle, std::move(fn)});
+    impl_->hook_nodes.emplace_back(handle, impl_->grad_fn);
+  }
+  return handle;
 }
 
 void Tensor::remove_hook(unsigned handle) const {
   detail::check_defined(*this, "remove_hook");
-  std::vector<GradHook>* hooks = nullptr;
-  if (is_leaf()) {
-    hooks = &impl_->hooks;
-  } else {
-    hooks = &impl_->grad_fn->pre_hooks;
+  check(handle < impl_->hooks_registered, "remove_hook: invalid handle ", handle,
+        ": no hook was registered with it on this tensor (it has had ", impl_->hooks_registered,
+        ")");
+  // The entry goes; a backward running it holds its own reference to the function.
+  const auto erase = [handle](std::vector<GradHookEntry>& hooks) {
+    std::erase_if(hooks, [handle](const GradHookEntry& e) { return e.handle == handle; });
+  };
+  erase(impl_->hooks);
+  for (auto it = impl_->hook_nodes.begin(); it != impl_->hook_nodes.end(); ++it) {
+    if (it->first != handle) continue;
+    if (const std::shared_ptr<autograd::Node> node = it->second.lock()) erase(node->pre_hooks);
+    impl_->hook_nodes.erase(it);
+    break;
   }
-  check(handle < hooks->size(), "remove_hook: invalid index, no hook at position ", handle,
-        " (this tensor has ", hooks->size(), ")");
-  (*hooks)[handle] = nullptr;  // the slot stays: the other handles keep their meaning
+  // Removed before, or released by a backward: nothing left to do.
 }
 
 }  // namespace ember

@@ -248,6 +248,9 @@ void for_each_tensor(F&& f, const Args&... args) {
 std::string op_name(const std::string& node_name);
 // An undefined tensor passed to an op: "sum: expected a defined tensor, got an undefined one ...".
 [[noreturn]] void fail_undefined_input(const char* node_name);
+// A view older than the history of its base (ember::detail::view_is_stale) passed to an op
+// with grad mode on.
+[[noreturn]] void fail_stale_input(const char* node_name, const Tensor& t);
 // Ops whose tensor arguments may be undefined (optional weight/bias) say so with
 // `static constexpr bool allows_undefined_inputs = true;` and check their other inputs.
 template <typename Op>
@@ -292,18 +295,23 @@ Tensor apply(const Args&... args) {
     }
   }
   bool any_undefined = false, any_requires_grad = false;
+  const Tensor* stale = nullptr;  // a view older than its base's history (tensor.h)
   detail::for_each_tensor(
       [&](const Tensor& t) {
         if (!t.defined()) {
           any_undefined = true;
-        } else if (t.requires_grad()) {
-          any_requires_grad = true;
+          return;
         }
+        if (t.requires_grad()) any_requires_grad = true;
+        if (ember::detail::view_is_stale(t)) [[unlikely]]
+          stale = &t;
       },
       args...);
   if constexpr (!detail::allows_undefined_inputs<Op>()) {
     if (any_undefined) detail::fail_undefined_input(Op::name);
   }
+  if (stale != nullptr && GradMode::is_enabled()) [[unlikely]]
+    detail::fail_stale_input(Op::name, *stale);
   if (!GradMode::is_enabled() || !any_requires_grad) {
     // Nothing to record: the op runs on the stack, with no graph node allocated and nothing
     // saved for a backward that will never come (the common case under NoGradGuard).

@@ -49,11 +49,12 @@ class Node {
   // Hooks registered on the tensor this node produced (register_hook on a non-leaf): they see,
   // and may replace, the gradient of that output before apply(). They stay with the node, as in
   // PyTorch: after an in-place op rebases the tensor, they still see the old version's gradient.
-  // A removed hook (Tensor::remove_hook) is left as an empty function, so handles stay valid.
+  // Tensor::remove_hook erases its entry; a backward runs a snapshot of the list, so a hook may
+  // register or remove hooks (itself included) while it runs.
   // A backward without retain_graph releases them once this node has run (a hook capturing its
   // own tensor would otherwise keep tensor -> grad_fn -> hook -> tensor alive forever), and a
   // later backward through this node is then an error, as for its saved tensors.
-  std::vector<GradHook> pre_hooks;
+  std::vector<GradHookEntry> pre_hooks;
   bool hooks_released = false;
   // The tensor this node produced, for retain_grad (weak: no ownership cycle).
   std::weak_ptr<TensorImpl> output;

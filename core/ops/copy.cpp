@@ -102,6 +102,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     impl_->grad_fn = result.impl()->grad_fn;
     impl_->requires_grad = true;
     impl_->grad_fn->output = impl_;
+    storage()->mark_graph_write();  // earlier views of this tensor keep the old history
     return *this;
   }
   // A strided source whose elements may be among the destination's is read before any write.

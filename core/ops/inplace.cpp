@@ -39,6 +39,7 @@ Tensor& write_in_place(Tensor& self, const Tensor& result, const char* op) {
     impl->grad_fn = result.grad_fn();
     impl->requires_grad = true;
     impl->grad_fn->output = self.impl_ptr();
+    self.storage()->mark_graph_write();  // earlier views of self keep the old history
   }
   return self;
 }

@@ -27,7 +27,14 @@ int64_t view_offset(int64_t offset, int64_t index, int64_t stride) {
 // (shape and strides by value: the callers' freshly computed ones are moved in, not copied.)
 Tensor make_tracked_view(const Tensor& x, Shape shape, Shape strides, int64_t offset) {
   Tensor v = detail::make_view(x, std::move(shape), std::move(strides), offset);
-  v.impl()->is_view = true;
+  TensorImpl* impl = v.impl();
+  impl->is_view = true;
+  // A view of a view keeps the history's version of the first view (if that one is stale, so
+  // is this one); a view of a base takes the storage's now.
+  impl->view_graph_version =
+      x.impl()->is_view ? x.impl()->view_graph_version : x.storage()->graph_write_version();
+  impl->no_grad_view_of_grad =
+      x.impl()->no_grad_view_of_grad || (!GradMode::is_enabled() && x.requires_grad());
   return v;
 }
 

@@ -225,8 +225,19 @@ void check_inplace(const Tensor& t, const char* op, bool allow_internal_overlap)
     check(!(t.impl()->is_view && t.requires_grad()), op,
           ": in-place modification of a view of a tensor that requires grad is not supported "
           "(its base would not see the change); apply the op out of place");
+    check(!t.impl()->no_grad_view_of_grad, op,
+          ": a view was created in no_grad mode and is being modified inplace with grad mode "
+          "enabled. Move both the view and the inplace either inside the no_grad block or "
+          "outside it");
   }
   t.storage()->bump_version();
+}
+
+void fail_stale_view(const Tensor& t, const char* op) {
+  fail(op, ": an input of shape ", t.shape(),
+       " is a view taken before an in-place operation that autograd recorded on its base (or "
+       "on another view of the same storage): the view still carries the base's old history, "
+       "so its gradient would be wrong. Take the view again after the in-place operation");
 }
 
 }  // namespace detail

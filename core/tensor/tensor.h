@@ -34,6 +34,12 @@ struct TensorImpl;
 
 // A gradient hook: gets the gradient, returns a replacement or an undefined Tensor to keep it.
 using GradHook = std::function<Tensor(const Tensor&)>;
+// A registered hook: its handle (register_hook's return value, unique per tensor) and the
+// function, shared so that a backward running it keeps it alive while it removes itself.
+struct GradHookEntry {
+  unsigned handle = 0;
+  std::shared_ptr<const GradHook> fn;
+};
 
 // One index of Tensor::index({...}): an integer (selects, dropping the dim) or a Slice.
 struct Slice {
@@ -134,8 +140,10 @@ class Tensor {
   // retain_graph=true), and a hook on a leaf that captures the leaf (a leaf's hooks stay for
   // every backward, as in PyTorch).
   unsigned register_hook(GradHook hook) const;
-  // Removes the hook `handle` (register_hook's return value on this same tensor); removing one
-  // twice, or after a backward released it, does nothing.
+  // Removes the hook `handle` (register_hook's return value on this same tensor, also after an
+  // in-place op rebased it); removing one twice, or after a backward released it, does nothing.
+  // A hook may register or remove hooks, itself included, while it runs: the hooks the pass
+  // found on the tensor all run, once.
   void remove_hook(unsigned handle) const;
   int64_t version() const { return static_cast<int64_t>(storage()->version()); }
 
@@ -227,10 +235,22 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;         // null on leaves
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: their AccumulateGrad node
   bool retains_grad = false;                       // non-leaves that keep .grad
-  std::vector<GradHook> hooks;  // leaves only (run by AccumulateGrad); non-leaves: on grad_fn
+  std::vector<GradHookEntry> hooks;  // leaves (run by AccumulateGrad); non-leaves: on grad_fn
+  // Non-leaves: the node each hook registered on this tensor lives on (its grad_fn then: an
+  // in-place op rebases the tensor, the hooks stay), for remove_hook.
+  std::vector<std::pair<unsigned, std::weak_ptr<autograd::Node>>> hook_nodes;
+  unsigned hooks_registered = 0;  // the next handle
   // A differentiable view of another tensor (view, transpose, slice...): in-place writes to it
   // would also change its base, which autograd does not follow here, so they are refused.
   bool is_view = false;
+  // Views only: the storage's graph_write_version when the view's history was taken (from its
+  // base, or from the view it was taken of). An in-place op recorded on the base since then
+  // gave the base a new history that the view does not have (PyTorch regenerates the view's
+  // grad_fn; Ember refuses the stale view: detail::view_is_stale).
+  uint64_t view_graph_version = 0;
+  // Views only: taken under NoGradGuard of a tensor that required grad. An in-place write to it
+  // with grad mode on is refused, as in PyTorch (it would change the base behind autograd).
+  bool no_grad_view_of_grad = false;
 };
 
 // ---- factories (the default dtype, get_default_dtype(), unless a dtype is given; TensorOptions
@@ -285,6 +305,15 @@ Tensor empty_for_overwrite(const Shape& shape, DType dtype);
 // Refuses in-place writes PyTorch refuses (incl. a destination with internal overlap, unless
 // every element gets the same value); bumps the storage version.
 void check_inplace(const Tensor& t, const char* op, bool allow_internal_overlap = false);
+// A view taken before an in-place op recorded on its base (or on another view of the same
+// storage) carries the base's old history: its gradient would be silently wrong. Ops recorded
+// with grad mode on refuse such an input (PyTorch would regenerate its history; take the view
+// again after the in-place op).
+inline bool view_is_stale(const Tensor& t) {
+  const TensorImpl* impl = t.impl();
+  return impl->is_view && impl->storage->graph_write_version() > impl->view_graph_version;
+}
+[[noreturn]] void fail_stale_view(const Tensor& t, const char* op);
 }  // namespace detail
 
 template <typename T>

@@ -217,6 +217,28 @@ TEST(CustomFunction, SeveralOutputs) {
                    {x});
 }
 
+// A pass that an error aborts after one output of a Function delivered its gradient leaves
+// nothing behind: the next pass sums its own gradients only. The throwing hook sits on either
+// output in turn, so that in one of the two graphs the other output has delivered first.
+TEST(CustomFunction, AnAbortedPassLeavesNoGradientForTheNext) {
+  for (int throwing : {0, 1}) {
+    Tensor x = ones({2}, DType::Float64).requires_grad_();
+    tensor_list ys = SquareAndCube::apply(x);
+    bool thrown = false;
+    ys[throwing].register_hook([&thrown](const Tensor& g) {
+      if (!thrown) {
+        thrown = true;
+        fail("the hook's error, once");
+      }
+      return g;
+    });
+    Tensor loss = (ys[0] + ys[1]).sum();
+    EXPECT_THROW(loss.backward({}, /*retain_graph=*/true), Error);
+    loss.backward({}, /*retain_graph=*/true);
+    test::expect_values(x.grad(), {5, 5});  // 2x + 3x^2 at 1, once
+  }
+}
+
 // set_materialize_grads(false): the unused output's gradient arrives undefined.
 struct SeesUndefined : autograd::Function<SeesUndefined> {
   static tensor_list forward(AutogradContext* ctx, const Tensor& x) {

@@ -40,7 +40,7 @@ TEST(Hooks, RegisterHookReturnsHandlesAndRemoveHookRemoves) {
   expect_values(x.grad(), {3, 3});  // the doubler is gone, the counter still runs
   EXPECT_EQ(calls, 3);
   x.remove_hook(doubler);  // twice: nothing (as libtorch)
-  expect_error([&] { x.remove_hook(7); }, "remove_hook: invalid index, no hook at position 7");
+  expect_error([&] { x.remove_hook(7); }, "remove_hook: invalid handle 7: no hook was registered");
   expect_error([&] { x.register_hook(nullptr); }, "the hook is an empty function");
 
   // On a non-leaf the handle refers to the hooks of its grad_fn.
@@ -169,6 +169,92 @@ TEST(Hooks, HookCapturingADetachedHandleDoesNotLeak) {
   }
   EXPECT_EQ(seen, 1.0 * 9 + 2.0 * 18);
   EXPECT_TRUE(watch.expired());  // the leaf and its hook were freed
+}
+
+// A hook may register hooks and remove hooks, itself included, while it runs: the pass runs the
+// hooks it found on the tensor (a snapshot), each function kept alive until it returns.
+TEST(Hooks, AHookMayRegisterOrRemoveHooksWhileItRuns) {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    Tensor y = x * 1;
+    int added_calls = 0;
+    y.register_hook([&](const Tensor& g) {
+      for (int i = 0; i < 20; ++i) {  // enough to move the list's storage
+        y.register_hook([&added_calls](const Tensor& h) {
+          ++added_calls;
+          return h;
+        });
+      }
+      return g * 2;
+    });
+    (y * 1).sum().backward({}, /*retain_graph=*/true);
+    expect_values(x.grad(), {2, 2});
+    EXPECT_EQ(added_calls, 0);  // registered during the pass: from the next one on
+    x.set_grad(Tensor());
+    (y * 1).sum().backward();
+    expect_values(x.grad(), {2, 2});
+    EXPECT_EQ(added_calls, 20);
+  }
+  {
+    // On a leaf.
+    Tensor leaf = ones({2}).requires_grad_();
+    leaf.register_hook([&](const Tensor& g) {
+      for (int i = 0; i < 20; ++i) leaf.register_hook([](const Tensor& h) { return h; });
+      return g;
+    });
+    (leaf * 3).sum().backward();
+    expect_values(leaf.grad(), {3, 3});
+  }
+  {
+    // A hook that removes itself: its captures live until it returns.
+    x.set_grad(Tensor());
+    Tensor y = x * 1;
+    auto big = std::make_shared<std::vector<double>>(1000, 3.0);
+    unsigned h = 0;
+    h = y.register_hook([&y, &h, big](const Tensor& g) {
+      y.remove_hook(h);
+      return g * (*big)[999];
+    });
+    big.reset();
+    (y * 1).sum().backward({}, /*retain_graph=*/true);
+    expect_values(x.grad(), {3, 3});
+    x.set_grad(Tensor());
+    (y * 1).sum().backward();
+    expect_values(x.grad(), {1, 1});  // removed
+  }
+  {
+    // A hook that removes a later one: that one still runs in this pass (PyTorch's order).
+    x.set_grad(Tensor());
+    Tensor y = x * 2;
+    unsigned later = 0;
+    y.register_hook([&](const Tensor& g) {
+      y.remove_hook(later);
+      return g;
+    });
+    later = y.register_hook([](const Tensor& g) { return g * 3; });
+    y.sum().backward({}, /*retain_graph=*/true);
+    expect_values(x.grad(), {6, 6});
+    x.set_grad(Tensor());
+    y.sum().backward();
+    expect_values(x.grad(), {2, 2});
+  }
+}
+
+// Handles stay with their hooks when an in-place op rebases the tensor: the hook registered
+// before stays on the old node (it sees the old version's gradient), and its handle still
+// removes it, not the hook registered after.
+TEST(Hooks, HandlesSurviveAnInPlaceRebase) {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = x * 2;
+  const unsigned before = y.register_hook([](const Tensor& g) { return g * 10; });
+  y.mul_(3);
+  const unsigned after = y.register_hook([](const Tensor& g) { return g * 100; });
+  EXPECT_NE(before, after);
+  y.remove_hook(before);
+  y.sum().backward();
+  expect_values(x.grad(), {600, 600});  // PyTorch 1.13's: the x100 hook runs, the x10 one not
+  y.remove_hook(before);                // twice: nothing
+  y.remove_hook(after);                 // after a backward released it: nothing
 }
 
 }  // namespace

@@ -218,6 +218,74 @@ TEST(InPlaceApi, AutogradRulesOfInPlaceOps) {
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{0.25, 0.25}));
 }
 
+// A view taken before an in-place op that autograd records on its base still carries the
+// base's old history: PyTorch regenerates it, Ember refuses it with an Error (never a silently
+// wrong gradient). A view taken after the op, or a detached alias, is fine.
+TEST(InPlaceApi, ViewsOlderThanTheirBasesHistoryAreRefused) {
+  const std::string stale = "is a view taken before an in-place operation that autograd recorded";
+  Tensor x = from_vector({1.0, 2.0, 3.0}, {3}).requires_grad_();
+  {
+    Tensor y = x * 1.0;
+    Tensor v = y.slice(0, 0, 2);
+    y.mul_(2.0);
+    expect_error([&] { (v * v).sum(); }, "mul: an input of shape [2] " + stale);
+    Tensor w = y.slice(0, 0, 2);  // taken again: the new history
+    (w * w).sum().backward();
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{8, 16, 0}));  // PyTorch's
+  }
+  {
+    Tensor y = x * 1.0;
+    Tensor v = y.view({3});
+    Tensor vv = v.slice(0, 1, 3);  // a view of the (still current) view
+    y.add_(x);
+    expect_error([&] { v.sum(); }, stale);
+    expect_error([&] { vv.sum(); }, stale);
+    {
+      NoGradGuard no_grad;  // without a graph the values are all that counts
+      EXPECT_EQ(v.sum().item<double>(), 12.0);
+      EXPECT_EQ(vv.slice(0, 0, 1).sum().item<double>(), 4.0);  // a view of it: stale too
+    }
+    expect_error([&] { vv.slice(0, 0, 1).sum(); }, stale);
+    Tensor d = y.detach();  // an alias outside the graph: not a view of its history
+    EXPECT_EQ(d.sum().item<double>(), 12.0);
+  }
+  {
+    // A base that did not require grad until the in-place op: its earlier view would be a
+    // constant where PyTorch differentiates through it.
+    Tensor base = zeros({3});
+    Tensor v = base.slice(0, 0, 2);
+    base.add_(x);
+    expect_error([&] { (v * v).sum(); }, stale);
+  }
+  {
+    // A view modified in place without a graph, then its base: no history changes hands.
+    Tensor base = zeros({3});
+    Tensor v = base.slice(0, 0, 2);
+    base.add_(1.0);
+    EXPECT_EQ((v * x.slice(0, 0, 2)).sum().item<double>(), 3.0);
+  }
+}
+
+// PyTorch's rule: a view made under NoGradGuard of a tensor that requires grad cannot be
+// modified in place with grad mode on (it would change the base behind autograd's back).
+TEST(InPlaceApi, ANoGradViewIsNotWrittenWithGradModeOn) {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor v;
+  {
+    NoGradGuard no_grad;
+    v = x.slice(0, 0, 1);
+  }
+  expect_error([&] { v.add_(1.0); },
+               "add_: a view was created in no_grad mode and is being modified inplace with "
+               "grad mode enabled");
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{1, 1}));
+  {
+    NoGradGuard no_grad;  // both inside the block: fine
+    v.add_(1.0);
+  }
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{2, 1}));
+}
+
 TEST(InPlaceApi, UndefinedAndMismatchedArguments) {
   Tensor t = zeros({2, 3});
   expect_error([&] { t.add_(Tensor()); }, "add_: expected a defined tensor, got an undefined one");
