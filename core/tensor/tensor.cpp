@@ -125,6 +125,7 @@ Tensor Tensor::detach() const {
 Tensor& Tensor::fill_(double value) {
   // Every element gets the same value, so an expanded destination is fine (as in PyTorch).
   detail::check_inplace(*this, "fill_", /*allow_internal_overlap=*/true);
+  numel_of(shape(), "fill_");  // an expanded view may count beyond int64
   check(!(GradMode::is_enabled() && requires_grad()),
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {
