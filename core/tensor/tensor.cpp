@@ -5,6 +5,8 @@
 #include "core/tensor/tensor.h"
 
 #include <cmath>
+#include <new>
+#include <stdexcept>
 
 #include "core/base/convert.h"
 #include "core/base/format.h"
@@ -104,7 +106,15 @@ void Tensor::set(const std::vector<int64_t>& index, double value) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   detail::check_defined(*this, "to_vector");
-  std::vector<T> out(numel());
+  const int64_t n = numel_of(shape(), "to_vector");
+  std::vector<T> out;
+  try {
+    out.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {  // an expanded view's values may not fit in memory
+    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+  } catch (const std::length_error&) {
+    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+  }
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* base = static_cast<const S*>(storage()->data()) + offset();

@@ -322,6 +322,17 @@ TEST(ViewExpand, OpsWalkingAnOverflowingViewAreErrors) {
   expect_error([&] { var(e); }, "var: the number of elements");
   expect_error([&] { ember::std(e, 0); }, "std: the number of elements");
   expect_error([&] { e.fill_(1.0); }, "fill_: the number of elements");
+  expect_error([&] { e.to_vector<float>(); }, "to_vector: the number of elements");
+  expect_error([&] { equal(e, e); }, "equal: the number of elements");
+  expect_error([&] { allclose(e, zeros({1})); }, "allclose: the number of elements");
+  expect_error([&] { repr(e); }, "repr: the number of elements");
+  // 2^60 elements count in int64, but their values do not fit in memory.
+  expect_error(
+      [&] {
+        zeros({1, 1}).expand({int64_t{1} << 20, big}).to_vector<double>();
+      },
+      "to_vector: cannot allocate 1152921504606846976 values for a tensor of shape "
+      "[1048576, 1099511627776]");
   expect_error(
       [&] {
         zeros({1, 1}, DType::Int64).expand({big, big}).sum();
