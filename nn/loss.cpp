@@ -388,6 +388,9 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
                  CrossEntropyFuncOptions options) {
     const char* op = "cross_entropy";
     l = class_layout(op, input);
+    // Materialised first: an expanded input too large for memory is the allocator's Error here,
+    // and the vectors of C classes and of positions below are then no larger than x.
+    const Tensor x = input.contiguous();
     reduction = options.reduction();
     targets.classes = l.c;
     targets.eps = options.label_smoothing();
@@ -413,7 +416,6 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
       }
     }
     pytorch_road = !targets.probabilities && targets.eps == 0 && l.s == 1;
-    const Tensor x = input.contiguous();
     const Tensor y = targets.probabilities ? target.contiguous() : Tensor();
     // The fused backward reads x; the backward differentiates through input and target
     // themselves (the same tensors unless copied).
@@ -509,13 +511,13 @@ struct NllLoss : OpFunction<NllLoss> {
     weight_ = weight.defined() ? weight.detach() : Tensor();
     options_ = options;
     l = class_layout(op, input);
+    const Tensor x = input.contiguous();  // first, as cross_entropy's
     reduction = options.reduction();
     ignore_index = options.ignore_index();
     weights = class_weights(op, weight, input, l);
     indices = class_indices(op, input, target, l, ignore_index);
     input_shape = input.shape();
     dtype = input.dtype();
-    Tensor x = input.contiguous();
     if (l.s == 1) {  // [C] or [N, C]: PyTorch's sums in T (nll_cascade)
       Tensor loss;
       dispatch_floating(x.dtype(), [&](auto tag) {
