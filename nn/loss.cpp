@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "core/base/parallel.h"
@@ -27,8 +29,28 @@ namespace {
 // input [N, C, d1, ...] is read as [N, C, S] (S = d1 * ...), [C] as [1, C, 1]; the per-position
 // loss (reduction none) has shape [N, d1, ...] ([] for [C]).
 struct ClassLayout {
+  const char* op = "";
+  Shape input_shape;
   int64_t n = 1, c = 1, s = 1;
   Shape loss_shape;
+
+  // N * S, checked: with C = 0 the input is empty whatever N and S are.
+  int64_t positions() const { return checked_mul(n, s, op); }
+
+  // A vector of `count` values, count being C or a number of positions. An empty input's other
+  // dims may be huge ([0, 2^63 - 1]), and so may an expanded input's: a count that cannot be
+  // allocated is an Error naming the op and the input's shape, never std::length_error or
+  // std::bad_alloc.
+  template <typename T>
+  std::vector<T> vector(int64_t count, T value = T()) const {
+    try {
+      return std::vector<T>(static_cast<std::size_t>(count), value);
+    } catch (const std::bad_alloc&) {
+    } catch (const std::length_error&) {
+    }
+    fail(op, ": cannot allocate ", count, " values of ", sizeof(T), " bytes for input of shape ",
+         input_shape, " (expected its classes and positions to fit in memory)");
+  }
 };
 
 ClassLayout class_layout(const char* op, const Tensor& input) {
@@ -36,7 +58,10 @@ ClassLayout class_layout(const char* op, const Tensor& input) {
         input.shape());
   check(is_floating(input.dtype()), op, ": expected a floating point input, got ",
         dtype_name(input.dtype()), " (shape ", input.shape(), ")");
+  numel_of(input.shape(), op);  // an expanded input may count beyond int64
   ClassLayout l;
+  l.op = op;
+  l.input_shape = input.shape();
   if (input.dim() == 1) {
     l.c = input.size(0);
     return l;
@@ -45,7 +70,7 @@ ClassLayout class_layout(const char* op, const Tensor& input) {
   l.c = input.size(1);
   l.loss_shape.push_back(l.n);
   for (int64_t d = 2; d < input.dim(); ++d) {
-    l.s *= input.size(d);
+    l.s = mul_wrap(l.s, input.size(d));  // an empty input's other dims may be huge
     l.loss_shape.push_back(input.size(d));
   }
   return l;
@@ -68,7 +93,7 @@ std::vector<int64_t> class_indices(const char* op, const Tensor& input, const Te
 
 std::vector<double> class_weights(const char* op, const Tensor& weight, const Tensor& input,
                                   const ClassLayout& l) {
-  if (!weight.defined()) return std::vector<double>(static_cast<std::size_t>(l.c), 1.0);
+  if (!weight.defined()) return l.vector<double>(l.c, 1.0);
   check(weight.dim() == 1 && weight.size(0) == l.c && weight.dtype() == input.dtype(), op,
         ": expected weight of shape [", l.c, "] and dtype ", dtype_name(input.dtype()),
         " (one per class of input ", input.shape(), "), got ", weight.shape(), " ",
@@ -259,11 +284,11 @@ double log_sum_exp(const T* x, int64_t c, int64_t stride) {
 template <typename T>
 std::vector<double> position_losses(const T* xs, const T* ys, const ClassLayout& l,
                                     const ClassTargets& targets) {
-  const int64_t positions = l.n * l.s;
-  std::vector<double> losses(static_cast<std::size_t>(positions), 0.0);
+  const int64_t positions = l.positions();
+  std::vector<double> losses = l.vector<double>(positions, 0.0);
   const int threads = positions * l.c > (1 << 16) ? get_num_threads() : 1;
   std::vector<std::vector<double>> scratch(static_cast<std::size_t>(threads),
-                                           std::vector<double>(static_cast<std::size_t>(l.c)));
+                                           l.vector<double>(l.c));
   kernels::parallel_for(positions, threads, [&](int64_t i, int thread) {
     const int64_t row = (i / l.s) * l.c * l.s + i % l.s;  // the offset of its class-0 logit
     std::vector<double>& q = scratch[static_cast<std::size_t>(thread)];
@@ -299,14 +324,14 @@ struct RowLogSumExp {
 // log p_t of every row (ignored ones too, as PyTorch's log_softmax runs over every row; their
 // value is not used), and each row's m and lse in `rows`.
 template <typename T>
-std::vector<T> log_softmax_at_targets(const T* xs, int64_t n, int64_t c,
+std::vector<T> log_softmax_at_targets(const T* xs, const ClassLayout& l,
                                       const ClassTargets& targets, RowLogSumExp& rows) {
-  rows.max.assign(static_cast<std::size_t>(n), 0.0);
-  rows.lse.assign(static_cast<std::size_t>(n), 0.0);
-  std::vector<T> picked(static_cast<std::size_t>(n));
+  const int64_t n = l.n, c = l.c;
+  rows.max = l.vector<double>(n, 0.0);
+  rows.lse = l.vector<double>(n, 0.0);
+  std::vector<T> picked = l.vector<T>(n);
   const int threads = n * c > (1 << 16) ? get_num_threads() : 1;
-  std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads),
-                                      std::vector<T>(static_cast<std::size_t>(c)));
+  std::vector<std::vector<T>> scratch(static_cast<std::size_t>(threads), l.vector<T>(c));
   kernels::parallel_for(n, threads, [&](int64_t i, int thread) {
     const T* x = xs + i * c;
     T* e = scratch[static_cast<std::size_t>(thread)].data();
@@ -363,6 +388,9 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
                  CrossEntropyFuncOptions options) {
     const char* op = "cross_entropy";
     l = class_layout(op, input);
+    // Materialised first: an expanded input too large for memory is the allocator's Error here,
+    // and the vectors of C classes and of positions below are then no larger than x.
+    const Tensor x = input.contiguous();
     reduction = options.reduction();
     targets.classes = l.c;
     targets.eps = options.label_smoothing();
@@ -388,7 +416,6 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
       }
     }
     pytorch_road = !targets.probabilities && targets.eps == 0 && l.s == 1;
-    const Tensor x = input.contiguous();
     const Tensor y = targets.probabilities ? target.contiguous() : Tensor();
     // The fused backward reads x; the backward differentiates through input and target
     // themselves (the same tensors unless copied).
@@ -398,7 +425,7 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
       using T = decltype(tag);
       const T* xs = x.data_ptr<T>();
       if (pytorch_road) {
-        loss = nll_from_picked(log_softmax_at_targets(xs, l.n, l.c, targets, rows), targets.indices,
+        loss = nll_from_picked(log_softmax_at_targets(xs, l, targets, rows), targets.indices,
                                targets.weights, weighted, targets.ignore_index, reduction,
                                l.loss_shape, input.dtype(), &total_weight);
       } else {
@@ -428,7 +455,7 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
       q = w * (y * (1 - eps) + eps / static_cast<double>(l.c));
     } else {  // a constant: q_c of every position, laid out as x
       std::vector<double> all(static_cast<std::size_t>(x.numel()), 0.0);
-      std::vector<double> row(static_cast<std::size_t>(l.c));
+      std::vector<double> row = l.vector<double>(l.c);
       for (int64_t i = 0; i < l.n * l.s; ++i) {
         if (!targets.coefficients<double>(i, nullptr, l.s, row)) continue;
         const int64_t n = i / l.s, s = i % l.s;
@@ -484,13 +511,13 @@ struct NllLoss : OpFunction<NllLoss> {
     weight_ = weight.defined() ? weight.detach() : Tensor();
     options_ = options;
     l = class_layout(op, input);
+    const Tensor x = input.contiguous();  // first, as cross_entropy's
     reduction = options.reduction();
     ignore_index = options.ignore_index();
     weights = class_weights(op, weight, input, l);
     indices = class_indices(op, input, target, l, ignore_index);
     input_shape = input.shape();
     dtype = input.dtype();
-    Tensor x = input.contiguous();
     if (l.s == 1) {  // [C] or [N, C]: PyTorch's sums in T (nll_cascade)
       Tensor loss;
       dispatch_floating(x.dtype(), [&](auto tag) {

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -290,19 +291,36 @@ GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
 
 // tiktoken's byte_pair_merge: start from one part per byte; repeatedly merge the adjacent pair
 // whose concatenation has the lowest id (the leftmost on a tie) until no concatenation is a token.
+// A piece that is itself a token is that token (as in tiktoken). Short pieces take the simple
+// loop, long ones the heap (the simple loop rescans the piece for every merge).
 void GPT2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& out) const {
   if (const auto it = bytes_to_id_.find(std::string(piece)); it != bytes_to_id_.end()) {
     out.push_back(it->second);
     return;
   }
+  // Measured on random letters: the two loops are about as fast up to 64 bytes (the lookups
+  // dominate both), the heap 1.2x faster at 128 and 1.7x at 512.
+  constexpr std::size_t kHeapFrom = 96;  // bytes
+  if (piece.size() < kHeapFrom) {
+    merge_simple(piece, out);
+  } else {
+    merge_heap(piece, out);
+  }
+}
+
+int64_t GPT2Tokenizer::rank_of(std::string_view bytes) const {
+  const auto it = bytes_to_id_.find(std::string(bytes));
+  return it == bytes_to_id_.end() ? kNoRank : it->second;
+}
+
+// Parts as a list of start offsets; each merge scans every pair for the lowest rank and erases
+// one start: O(n^2) for a piece of n bytes, with little else to do.
+void GPT2Tokenizer::merge_simple(std::string_view piece, std::vector<int64_t>& out) const {
   std::vector<std::size_t> starts(piece.size() + 1);  // part k is [starts[k], starts[k + 1])
   for (std::size_t k = 0; k <= piece.size(); ++k) starts[k] = k;
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   auto pair_rank = [&](std::size_t k) -> int64_t {  // parts k and k + 1 merged
-    if (k + 2 >= starts.size()) return kNone;
-    const auto it =
-        bytes_to_id_.find(std::string(piece.substr(starts[k], starts[k + 2] - starts[k])));
-    return it == bytes_to_id_.end() ? kNone : it->second;
+    if (k + 2 >= starts.size()) return kNoRank;
+    return rank_of(piece.substr(starts[k], starts[k + 2] - starts[k]));
   };
   std::vector<int64_t> ranks(starts.size());
   for (std::size_t k = 0; k < ranks.size(); ++k) ranks[k] = pair_rank(k);
@@ -310,7 +328,7 @@ void GPT2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& o
     std::size_t best = 0;
     for (std::size_t k = 1; k + 2 < starts.size(); ++k)
       if (ranks[k] < ranks[best]) best = k;
-    if (ranks[best] == kNone) break;
+    if (ranks[best] == kNoRank) break;
     starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     ranks[best] = pair_rank(best);
@@ -318,6 +336,65 @@ void GPT2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& o
   }
   for (std::size_t k = 0; k + 1 < starts.size(); ++k)
     out.push_back(bytes_to_id_.at(std::string(piece.substr(starts[k], starts[k + 1] - starts[k]))));
+}
+
+// The same merges in O(n log n): the parts form a doubly linked list (a part is named by the
+// offset where it starts), and a min-heap holds every adjacent pair that is a token as (rank,
+// left part's start, right part's end). The heap's top is the lowest rank, the leftmost among
+// equal ranks (starts grow from left to right), as the simple loop picks. A merge makes the pairs
+// through its two parts stale; they stay in the heap and are dropped when popped (their left part
+// is gone, or its right neighbour no longer ends where the pair did), while the merged part's
+// pairs with its neighbours are pushed anew.
+void GPT2Tokenizer::merge_heap(std::string_view piece, std::vector<int64_t>& out) const {
+  const std::size_t n = piece.size();
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> next(n), prev(n);  // part k is [k, next[k]); next[k] == n: the last
+  std::vector<char> alive(n, 1);              // k starts a part
+  for (std::size_t k = 0; k < n; ++k) {
+    next[k] = k + 1;
+    prev[k] = k == 0 ? kNone : k - 1;
+  }
+  struct Pair {
+    int64_t rank;
+    std::size_t left, end;  // parts [left, next[left]) and [next[left], end)
+  };
+  auto after = [](const Pair& a, const Pair& b) {  // the heap's order: b pops before a
+    return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
+  };
+  std::vector<Pair> storage;
+  storage.reserve(n);
+  std::priority_queue<Pair, std::vector<Pair>, decltype(after)> heap(after, std::move(storage));
+  auto push = [&](std::size_t left) {  // the pair of part `left` and the part after it
+    if (left == kNone || next[left] >= n) return;
+    const std::size_t end = next[next[left]];
+    const int64_t rank = rank_of(piece.substr(left, end - left));
+    if (rank != kNoRank) heap.push({rank, left, end});
+  };
+  for (std::size_t k = 0; k + 1 < n; ++k) push(k);
+  while (!heap.empty()) {
+    const Pair p = heap.top();
+    heap.pop();
+    if (!alive[p.left] || next[p.left] >= n || next[next[p.left]] != p.end) continue;  // stale
+    alive[next[p.left]] = 0;
+    next[p.left] = p.end;
+    if (p.end < n) prev[p.end] = p.left;
+    push(prev[p.left]);
+    push(p.left);
+  }
+  for (std::size_t k = 0; k < n; k = next[k])
+    out.push_back(bytes_to_id_.at(std::string(piece.substr(k, next[k] - k))));
+}
+
+std::vector<int64_t> GPT2Tokenizer::merge_simple(std::string_view piece) const {
+  std::vector<int64_t> ids;
+  merge_simple(piece, ids);
+  return ids;
+}
+
+std::vector<int64_t> GPT2Tokenizer::merge_heap(std::string_view piece) const {
+  std::vector<int64_t> ids;
+  merge_heap(piece, ids);
+  return ids;
 }
 
 std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text, bool allow_endoftext) const {

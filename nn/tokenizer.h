@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -69,8 +70,19 @@ class GPT2Tokenizer {
   std::string decode_bytes(const std::vector<int64_t>& ids) const;  // the tokens' raw bytes
   int64_t n_vocab() const { return static_cast<int64_t>(id_to_bytes_.size()); }
 
+  // The ids of one pre-token piece by each of encode's two merge loops, which give the same ids:
+  // the simple loop (quadratic in the piece's length, the faster for short pieces) and the
+  // linked list with a heap of candidate pairs (n log n, for long pieces). Public for the tests
+  // that compare them; encode chooses by the piece's length.
+  std::vector<int64_t> merge_simple(std::string_view piece) const;
+  std::vector<int64_t> merge_heap(std::string_view piece) const;
+
  private:
   void encode_piece(std::string_view piece, std::vector<int64_t>& out) const;
+  void merge_simple(std::string_view piece, std::vector<int64_t>& out) const;
+  void merge_heap(std::string_view piece, std::vector<int64_t>& out) const;
+  int64_t rank_of(std::string_view bytes) const;  // the token's id, or kNoRank if none
+  static constexpr int64_t kNoRank = std::numeric_limits<int64_t>::max();
 
   std::vector<std::string> id_to_bytes_;                  // id -> the token's bytes
   std::unordered_map<std::string, int64_t> bytes_to_id_;  // the inverse

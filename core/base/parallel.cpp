@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -12,16 +13,17 @@ namespace ember {
 
 namespace {
 
-// EMBER_NUM_THREADS if it holds a positive integer, else OpenMP's default team size.
+// EMBER_NUM_THREADS if it holds an integer in [1, kMaxNumThreads], else OpenMP's default team
+// size (at most kMaxNumThreads).
 int default_threads() {
   if (const char* env = std::getenv("EMBER_NUM_THREADS"); env != nullptr && *env != '\0') {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    check(*end == '\0' && n >= 1 && n <= 4096,
-          "EMBER_NUM_THREADS: expected a positive integer, got '", env, "'");
+    check(*end == '\0' && n >= 1 && n <= kMaxNumThreads,
+          "EMBER_NUM_THREADS: expected an integer in [1, ", kMaxNumThreads, "], got '", env, "'");
     return static_cast<int>(n);
   }
-  return omp_get_max_threads();
+  return std::min(omp_get_max_threads(), kMaxNumThreads);
 }
 
 std::atomic<int>& threads() {
@@ -34,7 +36,8 @@ std::atomic<int>& threads() {
 int get_num_threads() { return threads().load(std::memory_order_relaxed); }
 
 void set_num_threads(int n) {
-  check(n >= 1, "set_num_threads: expected a number of threads >= 1, got ", n);
+  check(n >= 1 && n <= kMaxNumThreads,
+        "set_num_threads: expected a number of threads >= 1 and <= ", kMaxNumThreads, ", got ", n);
   threads().store(n, std::memory_order_relaxed);
 }
 

@@ -23,7 +23,9 @@ int64_t checked_add(int64_t a, int64_t b, const char* op) {
   return out;
 }
 
-int64_t numel_of(const Shape& shape) {
+int64_t numel_of(const Shape& shape) { return numel_of(shape, "numel"); }
+
+int64_t numel_of(const Shape& shape, const char* op) {
   int64_t n = 1;
   bool overflow = false;
   for (int64_t s : shape) overflow = __builtin_mul_overflow(n, s, &n) || overflow;
@@ -31,7 +33,7 @@ int64_t numel_of(const Shape& shape) {
   for (int64_t s : shape) {
     if (s == 0) return 0;
   }
-  if (overflow) fail("numel: the number of elements of shape ", shape, " overflows int64");
+  if (overflow) fail(op, ": the number of elements of shape ", shape, " overflows int64");
   return n;
 }
 

@@ -14,6 +14,10 @@ namespace ember {
 // Number of elements of a shape (1 for the empty shape of a 0-d tensor). Throws when the product
 // overflows int64 (a shape containing 0 has 0 elements, whatever its other sizes).
 int64_t numel_of(const Shape& shape);
+// The same, the Error naming `op`: every op that walks all the elements of a tensor counts them
+// so first, since an expanded view ([1, 1] expanded to [2^40, 2^40]) may hold more than int64
+// counts while its storage holds one element.
+int64_t numel_of(const Shape& shape, const char* op);
 
 // a * b and a + b, or an Error naming `op` when the result does not fit in int64.
 int64_t checked_mul(int64_t a, int64_t b, const char* op);

@@ -241,10 +241,12 @@ void loop2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t in_stride
 }  // namespace cascade
 
 // out (zero-filled, shaped like `shape` with reduced dims of out_strides 0) += the sum of `in`
-// over the dims whose out_strides are 0. Strides are in elements.
+// over the dims whose out_strides are 0. Strides are in elements. A shape whose elements
+// overflow int64 (an expanded view) is an Error: the merged sizes below must fit.
 template <typename T>
 void cascade_sum(const T* in, const Shape& shape, const Shape& in_strides, T* out,
                  const Shape& out_strides) {
+  if (numel_of(shape, "sum") == 0) return;
   struct Dim {
     int64_t size, in_stride, out_stride;
   };

@@ -244,7 +244,8 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
   // (M x K, packed or in place). So N is also split when A is the smaller (M < N) and the column
   // tiles share out evenly (or are many): the chapter-5 GPT's 512 x 2304 x 768 B^T (its qkv)
   // gains; where M > N, splitting N makes each thread read all of A, the larger operand, and loses.
-  const bool n_shares_out = threads > 1 && (n_tiles % threads == 0 || n_tiles >= 4 * threads);
+  const bool n_shares_out =
+      threads > 1 && (n_tiles % threads == 0 || n_tiles >= int64_t{4} * threads);
   const bool split_n = n_tiles >= m_tiles || (n_shares_out && M < N);
   int64_t pieces = 1;
   if (threads > 1 && batch % threads != 0)

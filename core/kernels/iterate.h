@@ -53,13 +53,12 @@ void for_each_row_range(const Shape& shape, const std::array<const Shape*, N>& s
   }
 }
 
-// The number of innermost rows of `shape` (0 when it has a zero dim; 1 for a 0-d shape).
+// The number of innermost rows of `shape` (0 when it has a zero dim; 1 for a 0-d shape). A
+// shape whose elements overflow int64 (an expanded view) is an Error: no loop walks it.
 inline int64_t row_count(const Shape& shape) {
-  for (int64_t size : shape)  // first: an empty tensor's other dims may overflow a product
-    if (size == 0) return 0;
-  int64_t rows = 1;
-  for (std::size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
-  return rows;
+  const int64_t n = numel_of(shape);
+  if (n == 0) return 0;
+  return shape.empty() ? 1 : n / shape.back();
 }
 
 // Calls row(offsets, n, inner_strides) for every innermost row of `shape`, in order, on this

@@ -9,12 +9,14 @@ namespace ember {
 
 bool equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
+  numel_of(a.shape(), "equal");  // an expanded view may count beyond int64
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   return x == y;
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   Shape target = broadcast_shapes(a.shape(), b.shape(), "allclose");
+  numel_of(target, "allclose");  // an expanded view may count beyond int64
   auto x = a.expand(target).to_vector<double>(), y = b.expand(target).to_vector<double>();
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (std::isnan(x[i]) || std::isnan(y[i])) {

@@ -12,6 +12,7 @@ namespace ember {
 
 std::string repr(const Tensor& t) {
   if (!t.defined()) return "None";
+  numel_of(t.shape(), "repr");  // an expanded view may count beyond int64
   std::vector<std::string> suffixes;
   if (t.grad_fn()) {
     suffixes.push_back("grad_fn=<" + t.grad_fn()->name() + ">");

@@ -219,6 +219,7 @@ Tensor floating_sum(const Tensor& x, const std::vector<bool>& reduced, bool keep
 // The raw sum (or mean, when `average`) over the flagged dims. Floats stay in their dtype; bool
 // and int64 sum to int64.
 Tensor sum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim, bool average) {
+  numel_of(x.shape(), average ? "mean" : "sum");  // an expanded view may count beyond int64
   if (is_floating(x.dtype())) return floating_sum(x, reduced, keepdim, average);
   ReductionInput in = reduction_input(x, reduced);
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
@@ -312,7 +313,9 @@ constexpr const char* extremum_name(bool is_max) { return is_max ? "max" : "min"
 
 // The max (kMax) or min of every element, and where along `dim` it is, for a non-empty dim.
 template <bool kMax>
-ValuesIndices extremum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim) {
+ValuesIndices extremum_kernel(const Tensor& x, const std::vector<bool>& reduced, bool keepdim,
+                              const char* op) {
+  numel_of(x.shape(), op);  // an expanded view may count beyond int64
   ReductionInput in = reduction_input(x, reduced);
   ValuesIndices out{empty_result(x, in, reduced, keepdim, x.dtype()),
                     empty_result(x, in, reduced, keepdim, DType::Int64)};
@@ -325,7 +328,7 @@ ValuesIndices extremum_kernel(const Tensor& x, const std::vector<bool>& reduced,
 }
 
 void check_not_empty(const Tensor& t, const char* op) {
-  check(t.numel() > 0, op,
+  check(numel_of(t.shape(), op) > 0, op,
         "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
         "reduction dim with the 'dim' argument. (input shape ",
         t.shape(), ")");
@@ -346,7 +349,8 @@ struct ExtremumAll : autograd::OpFunction<ExtremumAll<kMax>> {
            : "y = min_i x_i:  dy/dx_i = 1/k on the k elements equal to the min, else 0";
   Tensor forward(const Tensor& x) {
     check_not_empty(x, extremum_name(kMax));
-    Tensor result = extremum_kernel<kMax>(x, all_dims(x), /*keepdim=*/false).values;
+    Tensor result =
+        extremum_kernel<kMax>(x, all_dims(x), /*keepdim=*/false, extremum_name(kMax)).values;
     this->save_for_backward({x, result});
     return result;
   }
@@ -376,7 +380,7 @@ struct ExtremumDim : autograd::OpFunction<ExtremumDim<kMax>> {
     check_dim_not_empty(x, dim, extremum_name(kMax));
     std::vector<bool> reduced(x.dim(), false);
     if (x.dim() > 0) reduced[dim] = true;
-    ValuesIndices result = extremum_kernel<kMax>(x, reduced, keepdim);
+    ValuesIndices result = extremum_kernel<kMax>(x, reduced, keepdim, extremum_name(kMax));
     this->save_for_backward({result.indices});
     *indices_out = result.indices;
     return result.values;
@@ -435,6 +439,7 @@ void check_var_dtype(const Tensor& t) {
 // d(var x)/dx_i = 2 (x_i - mean) / (n - correction) (the terms through the mean sum to zero).
 Tensor variance_kernel(const Tensor& x, const std::vector<bool>& reduced, int64_t correction,
                        bool keepdim, bool take_sqrt) {
+  numel_of(x.shape(), take_sqrt ? "std" : "var");  // an expanded view may count beyond int64
   ReductionInput in = reduction_input(x, reduced);
   Tensor out = empty_result(x, in, reduced, keepdim, x.dtype());
   dispatch_floating(x.dtype(), [&](auto tag) {
@@ -569,13 +574,13 @@ Tensor std(const Tensor& t, const std::vector<int64_t>& dims, Correction correct
 
 Tensor argmax(const Tensor& t) {
   check_argmax_dtype(t);
-  check(t.numel() > 0,
+  check(numel_of(t.shape(), "argmax") > 0,
         "argmax(): Expected reduction dim to be specified for input.numel() == 0. (input shape ",
         t.shape(), ")");
   // The index counts in row-major order, and the first of tied maxima wins in that order, so a
   // strided input is made contiguous first (a reduction may otherwise read it in memory order).
   NoGradGuard no_grad;
-  return extremum_kernel<true>(t.contiguous(), all_dims(t), /*keepdim=*/false).indices;
+  return extremum_kernel<true>(t.contiguous(), all_dims(t), /*keepdim=*/false, "argmax").indices;
 }
 
 Tensor argmax(const Tensor& t, Dim dim, Bool keepdim) {
@@ -584,7 +589,7 @@ Tensor argmax(const Tensor& t, Dim dim, Bool keepdim) {
   check_dim_not_empty(t, d, "argmax");
   std::vector<bool> reduced(t.dim(), false);
   if (t.dim() > 0) reduced[d] = true;
-  return extremum_kernel<true>(t, reduced, keepdim).indices;
+  return extremum_kernel<true>(t, reduced, keepdim, "argmax").indices;
 }
 
 // ---- Tensor methods ----

@@ -2,6 +2,8 @@
 // TensorOptions (dtype, requires_grad); rand and randn with options (their kernels are in
 // core/tensor/random.cpp).
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "core/base/convert.h"
 #include "core/base/error.h"
@@ -66,11 +68,39 @@ Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype);
 
 Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
+namespace {
+
+// arange of integers into int64, exact as PyTorch's (a double holds integers exactly only up to
+// 2^53): the count ceil((end - start) / step) and each value start + i * step in 128 bits, where
+// neither overflows. A count beyond int64 is an Error; each value lies in [start, end) (or
+// (end, start]), so it fits in int64.
+Tensor arange_int64(int64_t start, int64_t end, int64_t step) {
+  __extension__ using Int128 = __int128;
+  check(step != 0, "arange: step must be nonzero");
+  check((step > 0 && end >= start) || (step < 0 && end <= start),
+        "arange: upper bound and larger bound inconsistent with step sign");
+  const Int128 span = Int128{end} - start;                         // same sign as step, or 0
+  const Int128 size = (span + step - (step > 0 ? 1 : -1)) / step;  // ceil(span / step)
+  check(size <= std::numeric_limits<int64_t>::max(),
+        "arange: invalid size, possible overflow? (start ", start, ", end ", end, ", step ", step,
+        ")");
+  const auto n = static_cast<int64_t>(size);
+  Tensor t = make_contiguous_tensor({n}, DType::Int64, "arange");
+  auto* out = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(start + Int128{i} * step);
+  return t;
+}
+
+}  // namespace
+
 Tensor arange(Scalar start_bound, Scalar end_bound, Scalar step_bound,
               std::optional<DType> dtype_given) {
   const bool integral =
       start_bound.is_integral() && end_bound.is_integral() && step_bound.is_integral();
   const DType dtype = dtype_given.value_or(integral ? DType::Int64 : get_default_dtype());
+  if (integral && dtype == DType::Int64) {
+    return arange_int64(start_bound.to_int64(), end_bound.to_int64(), step_bound.to_int64());
+  }
   const double start = start_bound.to_double(), end = end_bound.to_double(),
                step = step_bound.to_double();
   check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",

@@ -5,6 +5,8 @@
 #include "core/tensor/tensor.h"
 
 #include <cmath>
+#include <new>
+#include <stdexcept>
 
 #include "core/base/convert.h"
 #include "core/base/format.h"
@@ -104,7 +106,15 @@ void Tensor::set(const std::vector<int64_t>& index, double value) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   detail::check_defined(*this, "to_vector");
-  std::vector<T> out(numel());
+  const int64_t n = numel_of(shape(), "to_vector");
+  std::vector<T> out;
+  try {
+    out.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {  // an expanded view's values may not fit in memory
+    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+  } catch (const std::length_error&) {
+    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+  }
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* base = static_cast<const S*>(storage()->data()) + offset();
@@ -125,6 +135,7 @@ Tensor Tensor::detach() const {
 Tensor& Tensor::fill_(double value) {
   // Every element gets the same value, so an expanded destination is fine (as in PyTorch).
   detail::check_inplace(*this, "fill_", /*allow_internal_overlap=*/true);
+  numel_of(shape(), "fill_");  // an expanded view may count beyond int64
   check(!(GradMode::is_enabled() && requires_grad()),
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {

@@ -264,6 +264,44 @@ TEST(Loss, Modules) {
   EXPECT_NEAR(bce(p, y).item(), bcel(x, y).item(), 1e-12);
 }
 
+// A class count or a number of positions that cannot be allocated (an empty input's other dims may
+// be huge, an expanded input's too) is an Error naming the op, never std::length_error or
+// std::bad_alloc; an expanded input too large for memory is the allocator's Error, raised before
+// any vector of C classes is made.
+TEST(Loss, HugeClassCountsAreErrors) {
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  const Tensor none = zeros({0}, DType::Int64);
+  expect_error(
+      [&] {
+        F::cross_entropy(zeros({0, max}), none);
+      },
+      "cross_entropy: cannot allocate 9223372036854775807 values of 8 bytes for input "
+      "of shape [0, 9223372036854775807]");
+  expect_error([&] { F::nll_loss(zeros({0, max}), none); }, "nll_loss: cannot allocate");
+  expect_error(
+      [&] {
+        F::cross_entropy(zeros({0, int64_t{1} << 61}), none);
+      },
+      "cross_entropy: cannot allocate 2305843009213693952 values");
+  // [2^40, 2^40] expanded: more elements than int64 counts.
+  const int64_t big = int64_t{1} << 40;
+  expect_error(
+      [&] {
+        F::cross_entropy(zeros({1, 1}).expand({big, big}), zeros({1}, DType::Int64).expand({big}));
+      },
+      "cross_entropy: the number of elements of shape [1099511627776, 1099511627776] overflows "
+      "int64");
+  // [2^40] and [2^16, 2^40] expanded: 2^40 classes, 2^56 elements, more than memory holds.
+  expect_error([&] { F::cross_entropy(zeros({1}).expand({big}), zeros({}, DType::Int64)); },
+               "not enough memory");
+  expect_error(
+      [&] {
+        F::nll_loss(zeros({1, 1}).expand({int64_t{1} << 16, big}),
+                    zeros({1}, DType::Int64).expand({int64_t{1} << 16}));
+      },
+      "not enough memory");
+}
+
 TEST(Loss, Errors) {
   Tensor x = test::pattern({4, 5}, 1);
   Tensor t = from_vector({0, 3, 4, 1}, {4}, DType::Int64);

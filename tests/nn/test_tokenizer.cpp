@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/error.h"
@@ -152,6 +154,58 @@ TEST(GPT2Tokenizer, ANewLetterKeepsItsContraction) {
     EXPECT_EQ(tok.encode(c + "'s"), expected);
   }
   EXPECT_EQ(tok.encode("'s"), std::vector<int64_t>{338});
+}
+
+// encode's two merge loops (the simple one for short pieces, the heap for long ones) give the
+// same ids on random pieces made of fragments that merge in many ways, and on runs of one
+// character (where every pair ties with its neighbours); the ids spell the piece's bytes.
+TEST(GPT2Tokenizer, TheMergeLoopsAgree) {
+  const auto& tok = tokenizer();
+  const std::vector<std::string> fragments = {
+      "a", "b", "e", "t",    "h",  "the",  "ing",  " ",        "  ", "7",  "42", "000", "\n", "'s",
+      ".", "é", "ü", "日本", "語", "🙂", "\xff", "\xc4\xa0", "ab", "aa", "Ω",  "\t",  "-",  "x"};
+  auto check_piece = [&](const std::string& piece) {
+    const std::vector<int64_t> simple = tok.merge_simple(piece);
+    EXPECT_EQ(tok.merge_heap(piece), simple) << "piece: " << piece;
+    EXPECT_EQ(tok.decode_bytes(simple), piece);
+  };
+  std::mt19937 rng(2024);
+  for (int i = 0; i < 1600; ++i) {
+    const std::size_t parts = i < 1500 ? 1 + rng() % 40 : 100 + rng() % 100;
+    std::uniform_int_distribution<std::size_t> pick_fragment(0, fragments.size() - 1);
+    // Some pieces draw from only two or three fragments, for long repeats.
+    const std::size_t few = rng() % 2 == 0 ? 3 : fragments.size();
+    std::string piece;
+    for (std::size_t k = 0; k < parts; ++k) piece += fragments[pick_fragment(rng) % few];
+    check_piece(piece);
+  }
+  for (const std::string unit : {"a", "7", " ", "é", "ab", "🙂", "\n", "aab", "0", "日"}) {
+    for (std::size_t count :
+         {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 127, 128, 129, 250}) {
+      std::string piece;
+      for (std::size_t k = 0; k < count; ++k) piece += unit;
+      check_piece(piece);
+    }
+  }
+  check_piece("");
+  // A long piece goes through the heap, and encode gives what the simple loop gives.
+  const std::string digits(300, '7');
+  EXPECT_EQ(tok.encode(digits), tok.merge_simple(digits));
+  const std::string letters = "x" + std::string(299, 'a');
+  EXPECT_EQ(tok.encode(letters), tok.merge_simple(letters));
+}
+
+// One pre-token piece of a million bytes encodes (the simple loop, rescanning the piece at every
+// merge, would not finish), and decodes back.
+TEST(GPT2Tokenizer, AMillionBytePieceEncodes) {
+  const auto& tok = tokenizer();
+  for (const auto& [c, size] : {std::pair{'a', 1'000'000}, std::pair{'7', 500'000}}) {
+    const std::string text(static_cast<std::size_t>(size), c);
+    ASSERT_EQ(gpt2_pretokenize(text).size(), 1u);
+    const std::vector<int64_t> ids = tok.encode(text);
+    EXPECT_LE(ids.size(), text.size() / 2);  // "77" is a token, "777" is not
+    EXPECT_EQ(tok.decode(ids), text);
+  }
 }
 
 TEST(GPT2Tokenizer, BadInputIsAnError) {

@@ -461,5 +461,25 @@ TEST(NumThreads, SetAndGet) {
   EXPECT_EQ(get_num_threads(), 3);
 }
 
+TEST(NumThreads, CountsAboveTheMaximumAreErrors) {
+  ThreadsGuard guard;
+  set_num_threads(kMaxNumThreads);
+  EXPECT_EQ(get_num_threads(), kMaxNumThreads);
+  set_num_threads(2);
+  for (int n : {kMaxNumThreads + 1, std::numeric_limits<int>::max()}) {
+    test::expect_error(
+        [n] { set_num_threads(n); },
+        "set_num_threads: expected a number of threads >= 1 and <= 1024, got " + std::to_string(n));
+  }
+  EXPECT_EQ(get_num_threads(), 2);
+  // The largest count is usable: a parallel product splits its tiles over no more threads than
+  // it has tasks (gemm's tile arithmetic is in int64).
+  set_num_threads(kMaxNumThreads);
+  const int64_t n = 96;  // n^3 multiply-adds: above kParallelWork
+  std::vector<float> a(n * n, 1.0f), b(n * n, 2.0f), c(n * n, 0.0f);
+  kernels::gemm<float>(n, n, n, a.data(), n, 1, b.data(), n, 1, c.data(), n, false);
+  EXPECT_EQ(c, std::vector<float>(n * n, 2.0f * n));
+}
+
 }  // namespace
 }  // namespace ember

@@ -305,6 +305,46 @@ TEST(ViewExpand, ExpandToAnOverflowingShapeCannotBeMaterialised) {
   expect_error([&] { (e + 1.0).numel(); }, "overflow");
 }
 
+// An expanded view holds one element in storage but counts more than int64 holds: every op that
+// walks all its elements counts them first, with an Error naming the op.
+TEST(ViewExpand, OpsWalkingAnOverflowingViewAreErrors) {
+  const int64_t big = int64_t{1} << 40;
+  Tensor e = zeros({1, 1}).expand({big, big});
+  expect_error([&] { e.sum(); },
+               "sum: the number of elements of shape [1099511627776, "
+               "1099511627776] overflows int64");
+  expect_error([&] { sum(e, {0}); }, "sum: the number of elements");
+  expect_error([&] { e.mean(); }, "mean: the number of elements");
+  expect_error([&] { mean(e, {1}); }, "mean: the number of elements");
+  expect_error([&] { max(e); }, "max: the number of elements");
+  expect_error([&] { min(e, 0); }, "min: the number of elements");
+  expect_error([&] { e.argmax(1); }, "argmax: the number of elements");
+  expect_error([&] { var(e); }, "var: the number of elements");
+  expect_error([&] { ember::std(e, 0); }, "std: the number of elements");
+  expect_error([&] { e.fill_(1.0); }, "fill_: the number of elements");
+  expect_error([&] { e.to_vector<float>(); }, "to_vector: the number of elements");
+  expect_error([&] { equal(e, e); }, "equal: the number of elements");
+  expect_error([&] { allclose(e, zeros({1})); }, "allclose: the number of elements");
+  expect_error([&] { repr(e); }, "repr: the number of elements");
+  // 2^60 elements count in int64, but their values do not fit in memory.
+  expect_error(
+      [&] {
+        zeros({1, 1}).expand({int64_t{1} << 20, big}).to_vector<double>();
+      },
+      "to_vector: cannot allocate 1152921504606846976 values for a tensor of shape "
+      "[1048576, 1099511627776]");
+  expect_error(
+      [&] {
+        zeros({1, 1}, DType::Int64).expand({big, big}).sum();
+      },
+      "sum: the number of elements");
+  // The gradient of expand is a sum over the expanded dims: the backward raises as well.
+  Tensor x = zeros({1, 1}).requires_grad_();
+  Tensor y = x.expand({big, big});
+  expect_error([&] { y.backward(ones({1, 1}).expand({big, big})); }, "sum: the number of elements");
+  EXPECT_FALSE(x.grad().defined());
+}
+
 TEST(ViewExpand, NegativeSizesAreErrors) {
   expect_error([] { ones({1}).expand({-2}); }, "expand: the expanded size -2 is invalid");
   expect_error([] { ones({2, 1}).expand({2, -3}); }, "expand: the expanded size -3 is invalid");

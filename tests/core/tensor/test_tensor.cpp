@@ -225,6 +225,36 @@ TEST(TensorFactory, ArangeIsInt64UnlessAFloatDTypeIsGiven) {
   EXPECT_THAT(error_of([] { (void)arange(0, 5, -1); }), HasSubstr("arange"));
 }
 
+TEST(TensorFactory, IntegerArangeIsExactBeyondTwoToThe53) {
+  constexpr int64_t two53 = int64_t{1} << 53;
+  // torch.arange(2**53 + 1, 2**53 + 5, 1)
+  //   -> tensor([9007199254740993, 9007199254740994, 9007199254740995, 9007199254740996])
+  EXPECT_THAT(arange(two53 + 1, two53 + 5, 1).to_vector<int64_t>(),
+              ElementsAre(two53 + 1, two53 + 2, two53 + 3, two53 + 4));
+  // torch.arange(2**62 + 7, 2**62 - 2, -3) -> tensor([2**62 + 7, 2**62 + 4, 2**62 + 1])
+  constexpr int64_t two62 = int64_t{1} << 62;
+  EXPECT_THAT(arange(two62 + 7, two62 - 2, -3).to_vector<int64_t>(),
+              ElementsAre(two62 + 7, two62 + 4, two62 + 1));
+  // The ends of int64: end - start and i * step exceed int64, the values do not.
+  EXPECT_THAT(arange(kInt64Max - 2, kInt64Max, 1).to_vector<int64_t>(),
+              ElementsAre(kInt64Max - 2, kInt64Max - 1));
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_THAT(arange(kMin, kInt64Max, two62).to_vector<int64_t>(),
+              ElementsAre(kMin, kMin + two62, 0, two62));
+  EXPECT_THAT(arange(kInt64Max, kMin, -two62 - 1).to_vector<int64_t>(),
+              ElementsAre(kInt64Max, kInt64Max - two62 - 1, -3, -two62 - 4));
+  EXPECT_EQ(arange(kMin, kMin + 1, kInt64Max).numel(), 1);
+  EXPECT_EQ(arange(5, 5, -1).numel(), 0);
+  // A count beyond int64 (or beyond memory) is an Error.
+  EXPECT_THAT(error_of([] { (void)arange(kMin, kInt64Max, 1); }),
+              HasSubstr("arange: invalid size, possible overflow? (start -9223372036854775808, "
+                        "end 9223372036854775807, step 1)"));
+  EXPECT_THAT(error_of([] { (void)arange(0, kInt64Max, 1); }),
+              HasSubstr("arange: Storage size calculation overflowed"));
+  // Integral bounds into a floating dtype still count in double, as PyTorch's.
+  EXPECT_THAT(arange(0, 7, 3, DType::Float64).to_vector<double>(), ElementsAre(0.0, 3.0, 6.0));
+}
+
 TEST(TensorFactory, Eye) {
   // torch.eye(3)
   Tensor e = eye(3);
