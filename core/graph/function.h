@@ -294,8 +294,11 @@ Tensor apply(const Args&... args) {
                      detail::tensor_shapes(args...));
     }
   }
+  // Grad mode read once: a stale view (a view older than its base's history, tensor.h) matters
+  // only to a pass that records, so under NoGradGuard the check costs nothing.
+  const bool grad_mode = GradMode::is_enabled();
   bool any_undefined = false, any_requires_grad = false;
-  const Tensor* stale = nullptr;  // a view older than its base's history (tensor.h)
+  const Tensor* stale = nullptr;
   detail::for_each_tensor(
       [&](const Tensor& t) {
         if (!t.defined()) {
@@ -303,16 +306,16 @@ Tensor apply(const Args&... args) {
           return;
         }
         if (t.requires_grad()) any_requires_grad = true;
-        if (ember::detail::view_is_stale(t)) [[unlikely]]
+        if (grad_mode && ember::detail::view_is_stale(t)) [[unlikely]]
           stale = &t;
       },
       args...);
   if constexpr (!detail::allows_undefined_inputs<Op>()) {
     if (any_undefined) detail::fail_undefined_input(Op::name);
   }
-  if (stale != nullptr && GradMode::is_enabled()) [[unlikely]]
+  if (stale != nullptr) [[unlikely]]
     detail::fail_stale_input(Op::name, *stale);
-  if (!GradMode::is_enabled() || !any_requires_grad) {
+  if (!grad_mode || !any_requires_grad) {
     // Nothing to record: the op runs on the stack, with no graph node allocated and nothing
     // saved for a backward that will never come (the common case under NoGradGuard).
     Op op;

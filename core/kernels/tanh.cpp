@@ -41,24 +41,26 @@ HWY_INLINE VF scale(VF y, VI k) {
 
 // expm1(u) for finite floats with |u| < 88.72 and u > -27 ln2 (the arguments tanh passes):
 // Sun's s_expm1f.c, every case computed (but k = 1's, which tanh never reaches) and the right
-// one kept per lane.
-HWY_INLINE VF expm1(VF u) {
+// one kept per lane. In three steps, so that a row can run each over a block of vectors before
+// the next (TanhRow): the reduction, the correction (with the first division), the assembly.
+
+// The reduction, for |u| > ln2 / 2: k = +-1 when |u| < 3 ln2 / 2, else k = round-half-away of
+// u / ln2 as the float code computes it (invln2 * u +- 0.5, truncated). With t = k,
+// hi = u - t ln2_hi (exact), lo = t ln2_lo, r = hi - lo, c = (hi - r) - lo. (For k = +-1 this
+// is the scalar code's separate branch, value for value: 1 * ln2_hi is ln2_hi.)
+struct Reduced {
+  VF r, c;
+  VI k;
+};
+HWY_INLINE Reduced expm1_reduce(VF u) {
   const DF df;
   const DI di;
-  const DU du;
   const VF ln2_hi = from_bits(0x3f317180), ln2_lo = from_bits(0x3717f7d1);
   const VF invln2 = from_bits(0x3fb8aa3b);
-  const VF q1 = from_bits(0xbd088889), q2 = from_bits(0x3ad00d01), q3 = from_bits(0xb8a670cd);
-  const VF q4 = from_bits(0x36867e54), q5 = from_bits(0xb457edbb);
   const VF sign_bit = hn::SignBit(df);
-  const VF one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
-
+  const VF half = hn::Set(df, 0.5f);
   const VI hx = bits_of(hn::AndNot(sign_bit, u));  // |u|'s bits
   const VF sign = hn::And(u, sign_bit);
-  // Reduction, for |u| > ln2 / 2: k = +-1 when |u| < 3 ln2 / 2, else k = round-half-away of
-  // u / ln2 as the float code computes it (invln2 * u +- 0.5, truncated). With t = k,
-  // hi = u - t ln2_hi (exact), lo = t ln2_lo, r = hi - lo, c = (hi - r) - lo. (For k = +-1 this
-  // is the scalar code's separate branch, value for value: 1 * ln2_hi is ln2_hi.)
   const MF reduce = greater(hx, 0x3eb17218);
   const MF near = hn::AndNot(greater(hx, 0x3f851591), reduce);  // |u| < 1.5 ln2
   const VI k_far = hn::ConvertTo(di, hn::Add(hn::Mul(invln2, u), hn::Or(half, sign)));
@@ -70,13 +72,20 @@ HWY_INLINE VF expm1(VF u) {
   const VF lo = hn::Mul(t_k, ln2_lo);
   const VF r_reduced = hn::Sub(hi, lo);
   const VF c = hn::Sub(hn::Sub(hi, r_reduced), lo);
-  const VF r = hn::IfThenElse(reduce, r_reduced, u);
+  return {hn::IfThenElse(reduce, r_reduced, u), c, k};
+}
 
-  // The rational approximation on the primary range.
-  const VF hfx = hn::Mul(half, r);
+// The rational approximation on the primary range: hfx = r/2, hxs = r hfx, r1, t, and the
+// correction e0 = hxs (r1 - t) / (6 - r t).
+HWY_INLINE VF expm1_hfx(VF r) { return hn::Mul(hn::Set(DF(), 0.5f), r); }
+HWY_INLINE VF expm1_correction(VF r) {
+  const DF df;
+  const VF q1 = from_bits(0xbd088889), q2 = from_bits(0x3ad00d01), q3 = from_bits(0xb8a670cd);
+  const VF q4 = from_bits(0x36867e54), q5 = from_bits(0xb457edbb);
+  const VF hfx = expm1_hfx(r);
   const VF hxs = hn::Mul(r, hfx);
   const VF r1 = hn::Add(
-      one,
+      hn::Set(df, 1.0f),
       hn::Mul(
           hxs,
           hn::Add(
@@ -86,10 +95,19 @@ HWY_INLINE VF expm1(VF u) {
                                           hn::Add(q3, hn::Mul(hxs,
                                                               hn::Add(q4, hn::Mul(hxs, q5))))))))));
   const VF t = hn::Sub(hn::Set(df, 3.0f), hn::Mul(r1, hfx));
-  const VF e0 = hn::Mul(hxs, hn::Div(hn::Sub(r1, t), hn::Sub(hn::Set(df, 6.0f), hn::Mul(r, t))));
-  const VF y_k0 = hn::Sub(r, hn::Sub(hn::Mul(r, e0), hxs));
+  return hn::Mul(hxs, hn::Div(hn::Sub(r1, t), hn::Sub(hn::Set(df, 6.0f), hn::Mul(r, t))));
+}
 
-  // 2^k (1 + expm1 r) - 1 in the order that suits k.
+// expm1(u) from its reduction and correction: 2^k (1 + expm1 r) - 1 in the order that suits k.
+HWY_INLINE VF expm1_finish(VF u, const Reduced& reduced, VF e0) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const VF one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
+  const VF r = reduced.r, c = reduced.c;
+  const VI k = reduced.k;
+  const VF hxs = hn::Mul(r, expm1_hfx(r));
+  const VF y_k0 = hn::Sub(r, hn::Sub(hn::Mul(r, e0), hxs));
   const VF e = hn::Sub(hn::Sub(hn::Mul(r, hn::Sub(e0, c)), c), hxs);
   const VF y_km1 = hn::Sub(hn::Mul(half, hn::Sub(r, e)), half);
   const VF y_far = hn::Sub(scale(hn::Sub(one, hn::Sub(e, r)), k), one);  // k <= -2 or k > 56
@@ -110,29 +128,40 @@ HWY_INLINE VF expm1(VF u) {
   y = hn::IfThenElse(hn::And(k_ge2, k_lt23), y_mid, y);
   y = hn::IfThenElse(hn::RebindMask(df, hn::Eq(k, hn::Set(di, -1))), y_km1, y);
   y = hn::IfThenElse(hn::RebindMask(df, hn::Eq(k, hn::Zero(di))), y_k0, y);
+  const VI hx = bits_of(hn::AndNot(hn::SignBit(df), u));
   return hn::IfThenElse(less(hx, 0x33000000), u, y);  // |u| < 2^-25: u
 }
 
-// tanh on the main range 2^-55 <= |x| < 22, lane by lane; `main` says which lanes are in it
-// (the others hold a value that tanh_special replaces).
-HWY_INLINE VF tanh_main(VF x, MF& main) {
+// tanh on the main range 2^-55 <= |x| < 22, lane by lane, in two halves around expm1.
+// tanh_argument gives expm1's argument u = 2a (a >= 1) or -2a (a < 1), a = |x|, and says in
+// `main` which lanes are in the main range: the others go in as 0, so that no inf or nan reaches
+// expm1's float-to-integer conversion (tanh_special replaces their values).
+HWY_INLINE VF tanh_argument(VF x, MF& main) {
+  const DF df;
+  const VF a = hn::AndNot(hn::SignBit(df), x);
+  const VI ix = bits_of(a);
+  const MF at_least_one = greater(ix, 0x3f7fffff);
+  const VF u =
+      hn::IfThenElse(at_least_one, hn::Mul(hn::Set(df, 2.0f), a), hn::Mul(hn::Set(df, -2.0f), a));
+  main = hn::AndNot(greater(ix, 0x41afffff), greater(ix, 0x23ffffff));
+  return hn::IfThenElseZero(main, u);
+}
+// tanh from t = expm1(u): one division for both branches, q = 2 / (t + 2) (a >= 1) or
+// -t / (t + 2) (a < 1), then z = 1 - q or q. Each lane divides what the scalar code divides, so
+// the same bits.
+HWY_INLINE VF tanh_from_expm1(VF x, VF t) {
   const DF df;
   const VF sign_bit = hn::SignBit(df);
   const VF one = hn::Set(df, 1.0f), two = hn::Set(df, 2.0f);
-  const VF a = hn::AndNot(sign_bit, x);
-  const VF sign = hn::And(x, sign_bit);
-  const VI ix = bits_of(a);
-  const MF at_least_one = greater(ix, 0x3f7fffff);
-  const VF u = hn::IfThenElse(at_least_one, hn::Mul(two, a), hn::Mul(hn::Set(df, -2.0f), a));
-  // Only the main range's lanes keep expm1's value: the others go in as 0, so that no inf or
-  // nan reaches its float-to-integer conversion.
-  main = hn::AndNot(greater(ix, 0x41afffff), greater(ix, 0x23ffffff));
-  const VF t = expm1(hn::IfThenElseZero(main, u));
-  // One division for both branches: q = 2 / (t + 2) (a >= 1) or -t / (t + 2) (a < 1), then
-  // z = 1 - q or q. Each lane divides what the scalar code divides, so the same bits.
+  const MF at_least_one = greater(bits_of(hn::AndNot(sign_bit, x)), 0x3f7fffff);
   const VF q = hn::Div(hn::IfThenElse(at_least_one, two, hn::Xor(t, sign_bit)), hn::Add(t, two));
   const VF z = hn::IfThenElse(at_least_one, hn::Sub(one, q), q);
-  return hn::Or(z, sign);  // z >= 0: the sign of x
+  return hn::Or(z, hn::And(x, sign_bit));  // z >= 0: the sign of x
+}
+HWY_INLINE VF tanh_main(VF x, MF& main) {
+  const VF u = tanh_argument(x, main);
+  const Reduced reduced = expm1_reduce(u);
+  return tanh_from_expm1(x, expm1_finish(u, reduced, expm1_correction(reduced.r)));
 }
 
 // The lanes off the main range (rare in practice): y with their values blended in.
@@ -152,29 +181,59 @@ HWY_NOINLINE VF tanh_special(VF x, VF y) {
 
 }  // namespace
 
-// y[j] = tanh(x[j]) for j in [0, n), a vector at a time; a last partial vector is loaded with
-// zeros past n and only its lanes below n are stored (x == y allowed).
+// y[j] = tanh(x[j]) for j in [0, n) (x == y allowed).
+//
+// One tanh is a long chain of dependent operations (the reduction, the polynomial, two
+// divisions) and, written as one loop body, too long for the CPU to overlap one vector's chain
+// with the next: its registers spill and it waits on latencies. So whole blocks of
+// kBlockVectors vectors go through it in three passes, each a short loop whose iterations are
+// independent: (1) the argument and expm1's reduction, (2) the correction and its division,
+// (3) expm1's assembly, the second division and the store. The intermediate r, c, k and e0 wait
+// in small arrays (L1). Every lane runs the same operations in the same order as tanh_main, so
+// the bits do not change; the rest of the row (less than a block) goes a vector at a time through
+// tanh_main, a last partial vector loaded with zeros past n and only its lanes below n stored.
 void TanhRow(const float* x, float* y, int64_t n) {
   const DF df;
+  const DI di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  // Two vectors a step: one tanh is a long chain of dependent operations (the polynomial, two
-  // divisions), and two independent chains keep the pipes busy where one leaves them waiting.
+  constexpr int64_t kBlockVectors = 8;
+  constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  HWY_ALIGN float r_block[kBlockVectors * kMaxLanes], c_block[kBlockVectors * kMaxLanes];
+  HWY_ALIGN float e0_block[kBlockVectors * kMaxLanes];
+  HWY_ALIGN int32_t k_block[kBlockVectors * kMaxLanes];
   const auto one_tanh = [&](VF v) {
     MF main;
     const VF t = tanh_main(v, main);
     return HWY_LIKELY(hn::AllTrue(df, main)) ? t : tanh_special(v, t);
   };
   int64_t j = 0;
-  for (; j + 2 * N <= n; j += 2 * N) {
-    const VF v0 = hn::LoadU(df, x + j), v1 = hn::LoadU(df, x + j + N);
-    MF main0, main1;
-    VF t0 = tanh_main(v0, main0), t1 = tanh_main(v1, main1);
-    if (HWY_UNLIKELY(!hn::AllTrue(df, hn::And(main0, main1)))) {
-      t0 = tanh_special(v0, t0);
-      t1 = tanh_special(v1, t1);
+  for (; j + kBlockVectors * N <= n; j += kBlockVectors * N) {
+    MF all_main = hn::FirstN(df, N);
+    for (int64_t v = 0; v < kBlockVectors; ++v) {  // (1)
+      MF main;
+      const Reduced reduced = expm1_reduce(tanh_argument(hn::LoadU(df, x + j + v * N), main));
+      all_main = hn::And(all_main, main);
+      hn::Store(reduced.r, df, r_block + v * N);
+      hn::Store(reduced.c, df, c_block + v * N);
+      hn::Store(reduced.k, di, k_block + v * N);
     }
-    hn::StoreU(t0, df, y + j);
-    hn::StoreU(t1, df, y + j + N);
+    for (int64_t v = 0; v < kBlockVectors; ++v) {  // (2)
+      hn::Store(expm1_correction(hn::Load(df, r_block + v * N)), df, e0_block + v * N);
+    }
+    for (int64_t v = 0; v < kBlockVectors; ++v) {  // (3)
+      MF main;
+      const VF u = tanh_argument(hn::LoadU(df, x + j + v * N), main);
+      const Reduced reduced{hn::Load(df, r_block + v * N), hn::Load(df, c_block + v * N),
+                            hn::Load(di, k_block + v * N)};
+      hn::Store(expm1_finish(u, reduced, hn::Load(df, e0_block + v * N)), df, r_block + v * N);
+    }
+    const bool special = !hn::AllTrue(df, all_main);
+    for (int64_t v = 0; v < kBlockVectors; ++v) {  // (4)
+      const VF xv = hn::LoadU(df, x + j + v * N);
+      VF t = tanh_from_expm1(xv, hn::Load(df, r_block + v * N));
+      if (HWY_UNLIKELY(special)) t = tanh_special(xv, t);
+      hn::StoreU(t, df, y + j + v * N);
+    }
   }
   for (; j + N <= n; j += N) hn::StoreU(one_tanh(hn::LoadU(df, x + j)), df, y + j);
   if (j < n) {
