@@ -390,6 +390,8 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     const Tensor* source = state.find(key);
     if (!source) {
       result.missing_keys.push_back(key);
+    } else if (!source->defined()) {
+      fail("load_state_dict: expected a defined tensor for \"", key, "\", got an undefined one");
     } else if (source->shape() != target.shape()) {
       size_mismatches.push_back("size mismatch for " + key + ": copying a param with shape " +
                                 shape_str(source->shape()) +

@@ -408,6 +408,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 }
 
 std::string to_dot(const Tensor& t) {
+  ember::detail::check_defined(t, "to_dot");
   std::ostringstream dot;
   dot << "digraph autograd {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n";
   dot << "  out [label=\"output " << shape_str(t.shape()) << "\", style=filled, "

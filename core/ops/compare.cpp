@@ -8,6 +8,8 @@
 namespace ember {
 
 bool equal(const Tensor& a, const Tensor& b) {
+  detail::check_defined(a, "equal");
+  detail::check_defined(b, "equal");
   if (a.shape() != b.shape()) return false;
   numel_of(a.shape(), "equal");  // an expanded view may count beyond int64
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
@@ -15,6 +17,8 @@ bool equal(const Tensor& a, const Tensor& b) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  detail::check_defined(a, "allclose");
+  detail::check_defined(b, "allclose");
   Shape target = broadcast_shapes(a.shape(), b.shape(), "allclose");
   numel_of(target, "allclose");  // an expanded view may count beyond int64
   auto x = a.expand(target).to_vector<double>(), y = b.expand(target).to_vector<double>();

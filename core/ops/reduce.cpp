@@ -611,6 +611,7 @@ Tensor Tensor::std(Dim dim, Bool unbiased, Bool keepdim) const {
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape, const std::string& node_name) {
+  detail::check_defined(grad, "sum_to");
   if (grad.shape() == shape) return grad;
   const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
   bool ok = lead >= 0;

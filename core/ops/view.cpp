@@ -376,6 +376,12 @@ Tensor Tensor::expand(const Shape& shape) const {
   return apply<Expand>(*this, shape);
 }
 
+Tensor Tensor::expand_as(const Tensor& other) const {
+  detail::check_defined(*this, "expand_as");
+  detail::check_defined(other, "expand_as");
+  return expand(other.shape());
+}
+
 Tensor Tensor::select(int64_t dim, int64_t index) const { return apply<Select>(*this, dim, index); }
 
 Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,

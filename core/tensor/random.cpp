@@ -38,6 +38,7 @@ void fill_in_memory_order(Tensor& t, Fill fill) {
 }
 
 void check_fillable(const Tensor& t, const char* op) {
+  detail::check_defined(t, op);
   check(is_floating(t.dtype()), op, ": expected a floating point tensor, got ",
         dtype_name(t.dtype()));
   detail::check_inplace(t, op);

@@ -159,7 +159,7 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor expand(const Shape& shape) const;
-  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor expand_as(const Tensor& other) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
   Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,

@@ -324,6 +324,16 @@ TEST(ModuleRegistry, LoadStateDictReportsMissingKeysLikePyTorch) {
             "\tMissing key(s) in state_dict: \"bias\". ");
 }
 
+TEST(ModuleRegistry, LoadStateDictRefusesAnUndefinedValueAndCopiesNothing) {
+  Linear layer(3, 2);
+  const Tensor weight = layer.weight.clone();
+  EXPECT_EQ(error_of([&] {
+              layer.load_state_dict({{"weight", ones({2, 3})}, {"bias", Tensor()}});
+            }),
+            "load_state_dict: expected a defined tensor for \"bias\", got an undefined one");
+  EXPECT_TRUE(equal(layer.weight, weight));
+}
+
 TEST(ModuleRegistry, LoadStateDictReportsEveryProblemAndCopiesNothing) {
   // m.load_state_dict({'W_query.weight': torch.ones(3, 3), 'x': torch.ones(1)}) on a module
   // with parameters "p", "W_query.weight" and buffer "mask" (PyTorch's message, with shapes

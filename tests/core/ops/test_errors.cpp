@@ -381,6 +381,23 @@ TEST(ErrorsUndefined, FreeFunctionsNameTheOp) {
   EXPECT_EQ(layer_norm(x, {2}, Tensor(), Tensor(), 1e-5).shape(), (Shape{2, 2}));
 }
 
+// Functions that read an argument's shape or dtype before anything else name themselves, not the
+// accessor ("shape: expected a defined tensor").
+TEST(ErrorsUndefined, FunctionsThatReadShapesFirstNameTheOp) {
+  Tensor u, x = ones({2, 2});
+  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+      {"equal", [&] { equal(u, x); }},          {"equal", [&] { equal(x, u); }},
+      {"allclose", [&] { allclose(u, x); }},    {"allclose", [&] { allclose(x, u); }},
+      {"to_dot", [&] { autograd::to_dot(u); }}, {"expand_as", [&] { x.expand_as(u); }},
+      {"expand_as", [&] { u.expand_as(x); }},   {"sum_to", [&] { sum_to(u, {2}, "SumBackward0"); }},
+      {"uniform_", [&] { uniform_(u); }},       {"normal_", [&] { normal_(u); }},
+  };
+  for (const auto& [op, call] : calls) {
+    SCOPED_TRACE(op);
+    EXPECT_EQ(test::error_of(call), msg(op));
+  }
+}
+
 // The most common SGD-loop bug: a parameter that got no gradient.
 TEST(ErrorsUndefined, ParameterWithoutGradientInAnUpdate) {
   Tensor w = ones({3}).requires_grad_();
