@@ -23,7 +23,7 @@ int64_t checked_add(int64_t a, int64_t b, const char* op) {
   return out;
 }
 
-int64_t numel_of(const Shape& shape) { return numel_of(shape, "numel"); }
+int64_t numel_of(const Shape& shape) { return numel_of(shape, OpScope::name_or("numel")); }
 
 int64_t numel_of(const Shape& shape, const char* op) {
   int64_t n = 1;

@@ -11,6 +11,28 @@ namespace ember {
 
 // class Shape (core/base/small_shape.h): a std::vector<int64_t> that keeps short lists inline.
 
+// The op the user called, while it runs. autograd::apply and the ops that do not go through it
+// open an OpScope; the outermost one open on this thread names the size errors of the steps the
+// op takes on the way: `contiguous: Storage size calculation overflowed ...` for an expanded
+// view too large to copy, not the internal step's `empty: ...` or `numel: ...`.
+class OpScope {
+ public:
+  explicit OpScope(const char* op) : outer_(current_) {
+    if (current_ == nullptr) current_ = op;
+  }
+  ~OpScope() { current_ = outer_; }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+  // The outermost open scope's op, or `fallback` (the step's own name) when none is open.
+  static const char* name_or(const char* fallback) {
+    return current_ != nullptr ? current_ : fallback;
+  }
+
+ private:
+  const char* outer_;
+  static inline thread_local const char* current_ = nullptr;
+};
+
 // Number of elements of a shape (1 for the empty shape of a 0-d tensor). Throws when the product
 // overflows int64 (a shape containing 0 has 0 elements, whatever its other sizes).
 int64_t numel_of(const Shape& shape);

@@ -267,6 +267,12 @@ const std::string& forward_event_name() {
   static const std::string name = "ember::" + op_name(Op::name);
   return name;
 }
+// The op's name for errors, made once: "mm" for MmBackward0.
+template <typename Op>
+const char* error_name() {
+  static const std::string name = op_name(Op::name);
+  return name.c_str();
+}
 // The shapes of the tensor arguments, in order ([] for an undefined one), for the profiler.
 template <typename... Args>
 std::vector<Shape> tensor_shapes(const Args&... args) {
@@ -284,6 +290,7 @@ void connect(const std::shared_ptr<Node>& node, const ember::detail::ObjectVecto
 // order) and records it in the graph when a tensor argument requires grad.
 template <typename Op, typename... Args>
 Tensor apply(const Args&... args) {
+  OpScope scope(detail::error_name<Op>());  // names the size errors of the buffers it allocates
   // The recording hook (record.h): who records, read once; when no one does, this load and a
   // branch are all it costs.
   const unsigned recording = recorders();

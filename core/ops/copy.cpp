@@ -62,6 +62,7 @@ struct CopyBackwards : autograd::OpFunction<CopyBackwards> {
 
 Tensor Tensor::to(DType target) const {
   detail::check_defined(*this, "to");
+  OpScope scope("to");
   if (target == dtype()) return *this;
   if (!is_floating(target) && requires_grad()) {
     NoGradGuard no_grad;  // integer and bool tensors carry no gradient
@@ -72,6 +73,7 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::contiguous() const {
   detail::check_defined(*this, "contiguous");
+  OpScope scope("contiguous");
   return is_contiguous() ? *this : clone();
 }
 
@@ -82,6 +84,7 @@ Tensor Tensor::clone() const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   detail::check_defined(src, "copy_");
+  OpScope scope("copy_");
   detail::check_inplace(*this, "copy_");
   assert_no_partial_overlap(*this, src, "copy_");
   Shape target = broadcast_shapes(src.shape(), shape(), "copy_");

@@ -11,6 +11,7 @@ namespace ember {
 // result is x * noise, so its grad_fn is MulBackward0 and the gradient is masked the same way.
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   detail::check_defined(x, "dropout");
+  OpScope scope("dropout");
   check(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
   check(is_floating(x.dtype()), "dropout: expected a floating point tensor, got ",
         dtype_name(x.dtype()));

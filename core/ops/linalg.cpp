@@ -317,6 +317,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) { return apply<Bmm>(a, b); }
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_defined(a, "matmul");
   detail::check_defined(b, "matmul");
+  OpScope scope("matmul");
   check(a.dim() >= 1 && b.dim() >= 1,
         "matmul: both arguments need at least 1 dimension, got shapes ", a.shape(), " and ",
         b.shape());

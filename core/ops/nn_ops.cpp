@@ -485,6 +485,7 @@ int64_t RowPanelScope::packed_bytes() {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined(x, "linear");
   detail::check_defined(weight, "linear");
+  OpScope scope("linear");
   check(weight.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got shape ",
         weight.shape());
   const int64_t in_features = weight.size(1);
@@ -514,6 +515,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   detail::check_defined(x, "layer_norm");
+  OpScope scope("layer_norm");
   return apply<LayerNorm>(x, normalized_shape, weight, bias, eps);
 }
 
@@ -521,6 +523,7 @@ Tensor gpt_layer_norm(const Tensor& x, const Tensor& scale, const Tensor& shift,
   detail::check_defined(x, "gpt_layer_norm");
   detail::check_defined(scale, "gpt_layer_norm");
   detail::check_defined(shift, "gpt_layer_norm");
+  OpScope scope("gpt_layer_norm");
   return apply<GptLayerNorm>(x, scale, shift, eps);
 }
 

@@ -183,6 +183,7 @@ struct Clamp : OpFunction<Clamp> {
 enum class Comparison { kEq, kNe, kLt, kLe, kGt, kGe };
 
 Tensor compare(const Tensor& a, const Tensor& b, const char* op, Comparison which) {
+  OpScope scope(op);
   DType d = result_type(a, b);
   NoGradGuard no_grad;
   return dispatch(d, [&](auto tag) {

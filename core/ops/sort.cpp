@@ -33,6 +33,7 @@ bool less_nan_last(T a, T b) {
 Tensor ordered_indices(const Tensor& t, int64_t dim, int64_t keep, bool descending,
                        const char* op) {
   detail::check_defined(t, op);
+  OpScope scope(op);
   const int64_t d = sort_dim(dim, t.dim(), op);
   if (t.dim() == 0) return zeros({}, DType::Int64);
   // Rows along the last dim of a contiguous copy.
@@ -75,6 +76,7 @@ ValuesIndices sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*
 }
 
 Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
+  OpScope scope("argsort");
   return sort(t, dim, descending).indices;
 }
 
@@ -91,6 +93,7 @@ ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool /
 
 Tensor nonzero(const Tensor& t) {
   detail::check_defined(t, "nonzero");
+  OpScope scope("nonzero");
   const std::vector<double> values = t.contiguous().to_vector<double>();
   const Shape& shape = t.shape();
   const int64_t ndim = t.dim();

@@ -336,6 +336,7 @@ Tensor Tensor::view(const Shape& shape) const { return apply<View>(*this, shape)
 
 Tensor Tensor::reshape(const Shape& shape) const {
   detail::check_defined(*this, "reshape");
+  OpScope scope("reshape");
   Shape target = infer_shape(shape, numel(), "reshape");
   // A contiguous tensor can always be viewed (checked first: view_strides builds a Shape).
   if (is_contiguous() || view_strides(this->shape(), strides(), target)) return view(target);
@@ -358,6 +359,7 @@ Tensor Tensor::squeeze(int64_t dim) const {
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   detail::check_defined(*this, "flatten");
+  OpScope scope("flatten");
   if (dim() == 0) return reshape({1});
   int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
   check(s <= e, "flatten: start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");

@@ -15,9 +15,11 @@ namespace ember {
 
 namespace {
 
+// Size errors name `op`, or the op the user called when an op allocates (OpScope).
 Tensor make_contiguous_tensor(const Shape& shape, DType dtype, const char* op = "empty",
                               bool clear = true) {
-  const int64_t nbytes = storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), op);
+  const int64_t nbytes =
+      storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), OpScope::name_or(op));
   auto impl = std::allocate_shared<TensorImpl>(detail::ObjectAllocator<TensorImpl>());
   const auto bytes = static_cast<std::size_t>(nbytes);
   impl->storage = clear ? std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes)
@@ -50,18 +52,22 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 }
 Tensor zeros_like(const Tensor& t) {
   detail::check_defined(t, "zeros_like");
+  OpScope scope("zeros_like");
   return zeros(t.shape(), t.dtype());
 }
 Tensor ones_like(const Tensor& t) {
   detail::check_defined(t, "ones_like");
+  OpScope scope("ones_like");
   return ones(t.shape(), t.dtype());
 }
 Tensor full_like(const Tensor& t, double value) {
   detail::check_defined(t, "full_like");
+  OpScope scope("full_like");
   return full(t.shape(), value, t.dtype());
 }
 Tensor empty_like(const Tensor& t) {
   detail::check_defined(t, "empty_like");
+  OpScope scope("empty_like");
   return empty(t.shape(), t.dtype());
 }
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }

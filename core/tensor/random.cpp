@@ -98,21 +98,25 @@ Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
 }
 
 Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
+  OpScope scope("rand");
   Tensor t = empty(shape, dtype);
   return uniform_(t, 0.0, 1.0, gen);
 }
 
 Tensor randn(const Shape& shape, DType dtype, Generator* gen) {
+  OpScope scope("randn");
   Tensor t = empty(shape, dtype);
   return normal_(t, 0.0, 1.0, gen);
 }
 
 Tensor rand_like(const Tensor& t, Generator* gen) {
   detail::check_defined(t, "rand_like");
+  OpScope scope("rand_like");
   return rand(t.shape(), t.dtype(), gen);
 }
 Tensor randn_like(const Tensor& t, Generator* gen) {
   detail::check_defined(t, "randn_like");
+  OpScope scope("randn_like");
   return randn(t.shape(), t.dtype(), gen);
 }
 

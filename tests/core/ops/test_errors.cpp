@@ -415,5 +415,62 @@ TEST(ErrorsUndefined, ParameterWithoutGradientInAnUpdate) {
   test::expect_values(step, {-0.2, -0.2, -0.2});
 }
 
+// ---- sizes beyond int64 ----
+
+// An expanded view of one element may have more elements than int64 counts; an op that would
+// copy it into a buffer of its own refuses, naming itself (not the allocation inside it).
+TEST(ErrorsSize, AnOpOnAHugeExpandedViewNamesItself) {
+  const Tensor big = zeros({1}).expand({test::kHugeDim, test::kHugeDim});
+  const Tensor mask = zeros({1}, DType::Bool).expand(big.shape());
+  const std::string sizes = "[4611686018427387904, 4611686018427387904]";
+  auto storage = [&](const std::string& op, int itemsize) {
+    return op + ": Storage size calculation overflowed with sizes=" + sizes +
+           " and itemsize=" + std::to_string(itemsize);
+  };
+  auto count = [&](const std::string& op) {
+    return op + ": the number of elements of shape " + sizes + " overflows int64";
+  };
+  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+      {storage("contiguous", 4), [&] { big.contiguous(); }},
+      {storage("clone", 4), [&] { big.clone(); }},
+      {storage("to", 8), [&] { big.to(DType::Float64); }},
+      {storage("add", 4), [&] { big + 1.0; }},
+      {storage("add", 4), [&] { big + big; }},
+      {storage("mul", 4), [&] { big * 2.0; }},
+      {storage("neg", 4), [&] { -big; }},
+      {storage("exp", 4), [&] { exp(big); }},
+      {storage("pow", 4), [&] { pow(big, 2.0); }},
+      {storage("tanh", 4), [&] { tanh(big); }},
+      {storage("relu", 4), [&] { relu(big); }},
+      {storage("gelu", 4), [&] { gelu(big, "tanh"); }},
+      {storage("clamp", 4), [&] { clamp(big, 0.0, 1.0); }},
+      {storage("eq", 1), [&] { eq(big, 0.0); }},
+      {storage("where", 4), [&] { where(mask, big, big); }},
+      {storage("addcmul", 4), [&] { addcmul(big, big, big); }},
+      {storage("triu", 4), [&] { triu(big); }},
+      {storage("softmax", 4), [&] { softmax(big, 1); }},
+      {storage("argsort", 4), [&] { argsort(big); }},
+      {storage("zeros_like", 4), [&] { zeros_like(big); }},
+      {storage("rand_like", 4), [&] { rand_like(big); }},
+      {"matmul: Storage size calculation overflowed with sizes=[4611686018427387904, 2] and "
+       "itemsize=4",
+       [&] {
+         matmul(big, zeros({1}).expand({test::kHugeDim, 2}));
+       }},
+      {count("reshape"), [&] { big.reshape({-1}); }},
+      {count("dropout"), [&] { dropout(big, 0.5); }},
+      {count("copy_"), [&] { zeros({2}).copy_(big); }},
+  };
+  for (const auto& [message, call] : calls) {
+    SCOPED_TRACE(message);
+    EXPECT_EQ(test::error_of(call), message);
+  }
+  // Outside any op, the allocation names itself.
+  EXPECT_EQ(test::error_of([] {
+              empty({test::kHugeDim, test::kHugeDim});
+            }),
+            "empty: Storage size calculation overflowed with sizes=" + sizes + " and itemsize=4");
+}
+
 }  // namespace
 }  // namespace ember
