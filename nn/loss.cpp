@@ -3,11 +3,14 @@
 #include "nn/loss.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <new>
 #include <stdexcept>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "core/base/parallel.h"
 #include "core/graph/function.h"
@@ -683,6 +686,23 @@ void check_broadcastable(const char* op, const char* what, const Tensor& w, cons
         " of shape ", w.shape(), " cannot be broadcast to the input's shape ", input.shape());
 }
 
+// input - target over their common shape, as PyTorch's mse_loss and l1_loss broadcast them
+// (torch.broadcast_tensors); the gradients sum back to each one's shape. Shapes that differ get
+// PyTorch's warning, once per process and op as Python shows it once per call site: a target
+// [N] for an input [N, 1] makes an [N, N] difference, rarely what was meant.
+Tensor broadcast_difference(const char* op, const Tensor& input, const Tensor& target,
+                            std::atomic<bool>& warned) {
+  OpScope scope(op);
+  broadcast_shapes(input.shape(), target.shape(), op);  // or an Error naming op and both shapes
+  if (target.shape() != input.shape() && !warned.exchange(true)) {
+    spdlog::warn(
+        "{}: Using a target size ({}) that is different to the input size ({}). This will likely "
+        "lead to incorrect results due to broadcasting. Please ensure they have the same size.",
+        op, size_str(target.shape()), size_str(input.shape()));
+  }
+  return input - target;
+}
+
 // A Reduction made from an integer out of range (Reduction(7)) would act as some reduction.
 void check_reduction(const char* op, Reduction reduction) {
   check(reduction == Reduction::None || reduction == Reduction::Mean || reduction == Reduction::Sum,
@@ -711,20 +731,16 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOpti
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options) {
   check_defined("mse_loss", input, target);
   check_reduction("mse_loss", options.reduction());
-  check(broadcast_shapes(target.shape(), input.shape(), "mse_loss") == input.shape(),
-        "mse_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
-        input.shape());
-  Tensor d = input - target;
+  static std::atomic<bool> warned{false};
+  Tensor d = broadcast_difference("mse_loss", input, target, warned);
   return reduce(d * d, options.reduction());
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& options) {
   check_defined("l1_loss", input, target);
   check_reduction("l1_loss", options.reduction());
-  check(broadcast_shapes(target.shape(), input.shape(), "l1_loss") == input.shape(),
-        "l1_loss: target of shape ", target.shape(), " cannot be broadcast to input ",
-        input.shape());
-  return reduce(abs(input - target), options.reduction());
+  static std::atomic<bool> warned{false};
+  return reduce(abs(broadcast_difference("l1_loss", input, target, warned)), options.reduction());
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,

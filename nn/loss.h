@@ -88,7 +88,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
 // The negative log likelihood of log-probabilities input [N, C] / [N, C, d1, ...] / [C] at
 // int64 class indices target.                                               (NllLossBackward0)
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options = {});
-// (input - target)^2 and |input - target|, target broadcast to the input's shape.
+// (input - target)^2 and |input - target| over the shape input and target broadcast to (with a
+// warning when their shapes differ, as PyTorch's).
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options = {});
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& options = {});
 // -w (y log x + (1 - y) log(1 - x)), the logs clamped at -100 as PyTorch does; input in [0, 1].

@@ -349,6 +349,76 @@ TEST(Loss, Errors) {
       "binary_cross_entropy_with_logits");
 }
 
+// mse_loss and l1_loss broadcast input and target to their common shape, both ways, as PyTorch
+// does (with its warning): an input [2, 1] and a target [3] make a [2, 3] difference.
+TEST(Loss, MseAndL1BroadcastInputAndTargetBothWays) {
+  // x = torch.tensor([[0.5], [-1.25]], dtype=torch.float64, requires_grad=True)
+  // t = torch.tensor([1.0, 0.25, -2.0], dtype=torch.float64, requires_grad=True)
+  auto x = [] { return from_vector({0.5, -1.25}, {2, 1}, DType::Float64).requires_grad_(); };
+  auto t = [] { return from_vector({1.0, 0.25, -2.0}, {3}, DType::Float64).requires_grad_(); };
+  struct Expected {
+    nn::Reduction reduction;
+    Shape shape;
+    std::vector<double> loss, dx, dt;
+  };
+  // F.mse_loss(x, t, reduction=r), backward with ones: the loss, x.grad, t.grad.
+  const std::vector<Expected> mse = {
+      {nn::kMean,
+       {},
+       {2.40625},
+       {0.7499999999999999, -1.0},
+       {0.9166666666666666, 0.4166666666666667, -1.0833333333333333}},
+      {nn::kSum, {}, {14.4375}, {4.5, -6.0}, {5.5, 2.5, -6.5}},
+      {nn::kNone,
+       {2, 3},
+       {0.25, 0.0625, 6.25, 5.0625, 2.25, 0.5625},
+       {4.5, -6.0},
+       {5.5, 2.5, -6.5}},
+  };
+  for (const Expected& e : mse) {
+    Tensor input = x(), target = t();
+    Tensor loss = F::mse_loss(input, target, e.reduction);
+    test::expect_tensor(loss, e.shape, e.loss, 1e-12);
+    loss.backward(ones_like(loss));
+    test::expect_tensor(input.grad(), {2, 1}, e.dx, 1e-12);
+    test::expect_tensor(target.grad(), {3}, e.dt, 1e-12);
+  }
+  {  // The other way round: F.mse_loss(t, x), the same numbers.
+    Tensor input = t(), target = x();
+    Tensor loss = F::mse_loss(input, target);
+    test::expect_tensor(loss, {}, {2.40625}, 1e-12);
+    loss.backward();
+    test::expect_values(input.grad(), mse[0].dt, 1e-12);
+    test::expect_values(target.grad(), mse[0].dx, 1e-12);
+  }
+  {  // F.l1_loss(x, t)
+    Tensor input = x(), target = t();
+    Tensor loss = F::l1_loss(input, target);
+    test::expect_tensor(loss, {}, {1.2916666666666667}, 1e-12);
+    loss.backward();
+    test::expect_values(input.grad(), {0.16666666666666666, -0.16666666666666666}, 1e-12);
+    test::expect_values(target.grad(), {0.3333333333333333, 0.0, -0.3333333333333333}, 1e-12);
+  }
+  for (nn::Reduction r : {nn::kMean, nn::kSum, nn::kNone}) {
+    for (bool swap : {false, true}) {
+      std::vector<Tensor> in = {x(), t()};
+      if (swap) std::swap(in[0], in[1]);
+      auto mse_result = autograd::gradcheck(
+          [r](const std::vector<Tensor>& a) { return F::mse_loss(a[0], a[1], r); }, in);
+      EXPECT_TRUE(mse_result.ok) << mse_result.report;
+      auto l1_result = autograd::gradcheck(
+          [r](const std::vector<Tensor>& a) { return F::l1_loss(a[0], a[1], r); }, in);
+      EXPECT_TRUE(l1_result.ok) << l1_result.report;
+    }
+  }
+  // Shapes that do not broadcast are still refused, naming both.
+  expect_error(
+      [&] {
+        F::mse_loss(x(), ones({2, 3, 4}, DType::Float64));
+      },
+      "mse_loss: shapes [2, 1] and [2, 3, 4] cannot be broadcast together");
+}
+
 TEST(Loss, LossesRefuseAReductionOutOfRange) {
   const auto bad = static_cast<nn::Reduction>(7);
   Tensor x = full({2, 3}, 0.5), t = zeros({2}, DType::Int64);
