@@ -4,7 +4,12 @@
 #include "core/ops/shape.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "core/autograd/engine.h"
 #include "core/base/allocator.h"
 #include "core/graph/function.h"
 
@@ -365,6 +370,97 @@ Tensor unsafe_view(const Tensor& t, const Shape& shape) { return apply<UnsafeVie
 // ---- split and chunk: narrow() views ----
 
 namespace {
+
+constexpr const char* kSplitFormula =
+    "y_k = x[k*s : (k+1)*s] along dim:  dx = cat(dy_k) (zeros for a piece without a gradient)";
+
+// split's backward for all the pieces at once, as PyTorch's SplitBackward0: dx is the pieces'
+// gradients side by side, one cat, linear in the size of x. (A SliceBackward0 per piece would
+// make a gradient of x's full size for each piece, and the engine would add them all up:
+// quadratic in the number of pieces.)
+// The engine gives a node one gradient, so each piece has a node of its own (PieceNode) that
+// hands its gradient over here and sends this node a 0-d token; the engine runs this node once,
+// after every piece the pass reached has delivered (as a custom Function of several outputs,
+// core/autograd/function.cpp).
+class SplitNode : public autograd::Node {
+ public:
+  SplitNode(int64_t dim, std::vector<Shape> piece_shapes, const Tensor& x)
+      : dim_(dim),
+        piece_shapes_(std::move(piece_shapes)),
+        input_shape_(x.shape()),
+        dtype_(x.dtype()),
+        delivered_(piece_shapes_.size()) {}
+  std::string name() const override { return "SplitBackward0"; }
+  const char* formula() const override { return kSplitFormula; }
+
+  // Piece `index`'s gradient in this pass (what an earlier pass left, aborted by an error before
+  // this node ran, is dropped).
+  void deliver(std::size_t index, const Tensor& grad) {
+    const uint64_t pass = autograd::current_pass_id();
+    if (pass != delivered_pass_) {
+      delivered_.assign(delivered_.size(), Tensor());
+      delivered_pass_ = pass;
+    }
+    delivered_[index] = grad;
+  }
+
+  std::vector<Tensor> apply(const Tensor& /*tokens*/) override {
+    std::vector<Tensor> grads(delivered_.size());
+    if (delivered_pass_ == autograd::current_pass_id()) grads.swap(delivered_);
+    // (An empty x: its pieces may be 1-d [0] tensors, which cat skips.)
+    if (numel_of(input_shape_) == 0) return {zeros(input_shape_, dtype_)};
+    for (std::size_t k = 0; k < grads.size(); ++k) {
+      if (!grads[k].defined()) grads[k] = zeros(piece_shapes_[k], dtype_);
+    }
+    return {cat(grads, dim_)};
+  }
+
+ private:
+  int64_t dim_;
+  std::vector<Shape> piece_shapes_;
+  Shape input_shape_;
+  DType dtype_;
+  std::vector<Tensor> delivered_;
+  uint64_t delivered_pass_ = 0;
+};
+
+// The grad_fn of piece `index` of a split.
+class PieceNode : public autograd::Node {
+ public:
+  PieceNode(SplitNode* split, std::size_t index) : split_(split), index_(index) {}
+  std::string name() const override { return "SplitBackward0"; }
+  const char* formula() const override { return kSplitFormula; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override {
+    split_->deliver(index_, grad_output);
+    return {zeros({}, input_dtypes[0])};
+  }
+
+ private:
+  SplitNode* split_;  // owned through next_functions[0]
+  std::size_t index_;
+};
+
+// Makes `pieces` (views of x taken without recording) the outputs of one SplitNode. A 0-d
+// `anchor` carries the node while the pieces' nodes are wired to it.
+void record_split(const Tensor& x, int64_t dim, std::vector<Tensor>& pieces) {
+  std::vector<Shape> shapes;
+  shapes.reserve(pieces.size());
+  for (const Tensor& piece : pieces) shapes.push_back(piece.shape());
+  auto split = std::make_shared<SplitNode>(dim, std::move(shapes), x);
+  Tensor anchor = zeros({}, x.dtype());
+  autograd::detail::connect(split, {x}, anchor);
+  const bool anomaly = autograd::is_recording(autograd::Recorder::Anomaly);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    // As a view made with grad mode on (the views were taken under NoGradGuard).
+    pieces[k].impl()->no_grad_view_of_grad = x.impl()->no_grad_view_of_grad;
+    auto node = std::make_shared<PieceNode>(split.get(), k);
+    autograd::detail::connect(node, {anchor}, pieces[k]);
+    if (autograd::KeepValuesGuard::is_enabled()) node->kept_value = pieces[k].detach();
+    if (anomaly) node->forward_context = autograd::capture_forward_context();
+  }
+  if (anomaly) split->forward_context = autograd::capture_forward_context();
+}
+
 // Room for `pieces` views, or an Error: an empty tensor may have a dim of 2^62, and splitting it
 // (or chunking an empty dim into `chunks` pieces) asks for more pieces than memory can list
 // (PyTorch fails the same way, with bad_alloc). Each view costs a handle and a TensorImpl; a count
@@ -400,10 +496,18 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
   const int64_t pieces =
       split_size == 0 ? 1 : std::max<int64_t>(size / split_size + (size % split_size != 0), 1);
   std::vector<Tensor> out = room_for(pieces, "split", shape());
-  for (int64_t i = 0; i < pieces; ++i) {
-    const int64_t start = i * split_size;
-    out.push_back(narrow(d, start, std::min(split_size, size - start)));
+  // Recorded as one SplitBackward0 for all the pieces, not a SliceBackward0 for each.
+  const bool record = GradMode::is_enabled() && requires_grad();
+  if (record && detail::view_is_stale(*this)) detail::fail_stale_view(*this, "split");
+  {
+    std::optional<NoGradGuard> no_grad;
+    if (record) no_grad.emplace();
+    for (int64_t i = 0; i < pieces; ++i) {
+      const int64_t start = i * split_size;
+      out.push_back(narrow(d, start, std::min(split_size, size - start)));
+    }
   }
+  if (record) record_split(*this, d, out);
   return out;
 }
 

@@ -303,6 +303,57 @@ TEST(JoinSplit, PiecesAreViewsAndGradientsFlowBack) {
   expect_values(qkv.grad(), {2, 6}, {1, 1, 0, 0, 3, 3, 1, 1, 0, 0, 3, 3});
 }
 
+// All the pieces of a split share one SplitBackward0 (as in PyTorch), which makes x's gradient
+// once: its backward is linear in the number of pieces, not a full-size gradient per piece.
+TEST(JoinSplit, ManyPiecesShareOneBackwardNode) {
+  const int64_t n = 2000;
+  Tensor x = arange(n, DType::Float64).requires_grad_();
+  std::vector<Tensor> pieces = x.split(1);
+  ASSERT_EQ(pieces.size(), static_cast<std::size_t>(n));
+  const autograd::Node* split = pieces[0].grad_fn()->next_functions[0].get();
+  ASSERT_NE(split, nullptr);
+  EXPECT_EQ(split->name(), "SplitBackward0");
+  EXPECT_EQ(split->next_functions[0], autograd::gradient_edge(x));
+  for (const Tensor& piece : pieces) {
+    ASSERT_EQ(piece.grad_fn()->name(), "SplitBackward0");
+    ASSERT_EQ(piece.grad_fn()->next_functions[0].get(), split);
+    ASSERT_TRUE(piece.storage() == x.storage());
+  }
+  // Every third piece gets no gradient: its slice of x.grad is 0; piece k gets k + 1.
+  Tensor loss = zeros({}, DType::Float64);
+  for (int64_t k = 0; k < n; ++k) {
+    if (k % 3 != 2) loss = loss + pieces[k] * static_cast<double>(k + 1);
+  }
+  loss.sum().backward();
+  std::vector<double> expected(n);
+  for (int64_t k = 0; k < n; ++k) expected[k] = k % 3 != 2 ? static_cast<double>(k + 1) : 0.0;
+  EXPECT_EQ(x.grad().to_vector<double>(), expected);
+}
+
+// The same bits as narrowing each piece out (SliceBackward0 per piece), in any dim, with uneven
+// pieces and a piece without gradient; and a second backward through the same graph.
+TEST(JoinSplit, SplitGradientsAreTheNarrowGradientsBitForBit) {
+  for (int64_t dim : {0, 1, -1}) {
+    SCOPED_TRACE(dim);
+    Tensor a = pattern({5, 7}, 3).requires_grad_(), b = pattern({5, 7}, 3).requires_grad_();
+    std::vector<Tensor> split = a.split(3, dim);
+    const int64_t size = a.size(dim);
+    Tensor loss_a = zeros({}, DType::Float64), loss_b = zeros({}, DType::Float64);
+    for (std::size_t k = 0; k + 1 < split.size(); ++k) {  // the last piece gets no gradient
+      const int64_t start = static_cast<int64_t>(k) * 3;
+      Tensor narrowed = b.narrow(dim, start, std::min<int64_t>(3, size - start));
+      Tensor weight = pattern(split[k].shape(), static_cast<int>(k) + 5);
+      loss_a = loss_a + sum(mul(exp(split[k]), weight));
+      loss_b = loss_b + sum(mul(exp(narrowed), weight));
+    }
+    loss_a.backward({}, /*retain_graph=*/true);
+    loss_b.backward();
+    EXPECT_EQ(test::values(a.grad()), test::values(b.grad()));
+    loss_a.backward();  // the pieces' gradients of the first pass are gone: 2x, not 3x
+    EXPECT_EQ(test::values(a.grad()), test::values(b.grad() * 2.0));
+  }
+}
+
 TEST(JoinSplit, Errors) {
   EXPECT_EQ(error_of([] { arange(5).split(0); }),
             "split: split_size can only be 0 if dimension size is 0, but got dimension size of 5");
