@@ -198,7 +198,7 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
 
   // Each output's node: this one, or with several outputs an output node of its own.
   node->several_outputs_ = outputs.size() > 1;
-  node->delivered_.resize(outputs.size());
+  if (node->several_outputs_) node->delivered_ = std::make_unique<PassDeliveries>(outputs.size());
   std::vector<std::shared_ptr<Node>> output_nodes(outputs.size());
   const bool anomaly = is_recording(Recorder::Anomaly);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
@@ -248,17 +248,8 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
   if (anomaly) node->forward_context = capture_forward_context();
 }
 
-// (delivered_ is kept in the node, not in the pass: two backward passes through one Function of
-// several outputs must not run at once in two threads. It is tagged with its pass: what an
-// earlier pass delivered, aborted by an error before this node ran, is dropped.)
 void CustomNode::deliver(std::size_t index, const Tensor& grad) {
-  const uint64_t pass = current_pass_id();
-  if (pass != delivered_pass_) {
-    delivered_.assign(delivered_.size(), Tensor());
-    delivered_pass_ = pass;
-  }
-  Tensor& slot = delivered_[index];
-  slot = slot.defined() ? add(slot, grad) : grad;
+  delivered_->deliver(index, grad);
 }
 
 std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {
@@ -266,9 +257,7 @@ std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {
   // delivered (then `grad_output` is only their tokens).
   tensor_list grads;
   if (several_outputs_) {
-    grads = std::move(delivered_);
-    delivered_.assign(grads.size(), Tensor());
-    if (delivered_pass_ != current_pass_id()) grads.assign(grads.size(), Tensor());
+    grads = delivered_->take();
   } else {
     grads = {grad_output};
   }

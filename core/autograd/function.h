@@ -54,6 +54,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/autograd/engine.h"  // PassDeliveries
 #include "core/base/grad_mode.h"
 #include "core/graph/function.h"
 #include "core/graph/node.h"
@@ -186,8 +187,9 @@ class CustomNode : public Node {
   std::vector<Shape> output_shapes_;      // for materialized zero gradients
   std::vector<DType> output_dtypes_;
   bool several_outputs_ = false;
-  tensor_list delivered_;        // per output, the gradients of this backward pass
-  uint64_t delivered_pass_ = 0;  // the pass that delivered them (current_pass_id)
+  // Per output, the gradients its output node delivered in each running backward pass (several
+  // outputs only).
+  std::unique_ptr<PassDeliveries> delivered_;
   std::unique_ptr<profiler::RecordEvent> record_;  // the forward's profiler event, until finish
 };
 

@@ -393,20 +393,11 @@ class SplitNode : public autograd::Node {
   std::string name() const override { return "SplitBackward0"; }
   const char* formula() const override { return kSplitFormula; }
 
-  // Piece `index`'s gradient in this pass (what an earlier pass left, aborted by an error before
-  // this node ran, is dropped).
-  void deliver(std::size_t index, const Tensor& grad) {
-    const uint64_t pass = autograd::current_pass_id();
-    if (pass != delivered_pass_) {
-      delivered_.assign(delivered_.size(), Tensor());
-      delivered_pass_ = pass;
-    }
-    delivered_[index] = grad;
-  }
+  // Piece `index`'s gradient in this pass (kept per pass: autograd::PassDeliveries).
+  void deliver(std::size_t index, const Tensor& grad) { delivered_.deliver(index, grad); }
 
   std::vector<Tensor> apply(const Tensor& /*tokens*/) override {
-    std::vector<Tensor> grads(delivered_.size());
-    if (delivered_pass_ == autograd::current_pass_id()) grads.swap(delivered_);
+    std::vector<Tensor> grads = delivered_.take();
     // (An empty x: its pieces may be 1-d [0] tensors, which cat skips.)
     if (numel_of(input_shape_) == 0) return {zeros(input_shape_, dtype_)};
     for (std::size_t k = 0; k < grads.size(); ++k) {
@@ -420,8 +411,7 @@ class SplitNode : public autograd::Node {
   std::vector<Shape> piece_shapes_;
   Shape input_shape_;
   DType dtype_;
-  std::vector<Tensor> delivered_;
-  uint64_t delivered_pass_ = 0;
+  autograd::PassDeliveries delivered_;
 };
 
 // The grad_fn of piece `index` of a split.

@@ -19,6 +19,9 @@
 namespace ember {
 namespace {
 
+using autograd::AutogradContext;
+using autograd::tensor_list;
+
 constexpr int kThreads = 4;
 
 template <typename Fn>
@@ -88,6 +91,38 @@ TEST(Threads, SharedSubgraphBackward) {
   // d/dw sum((t + 1) * 3 w) = 3 (t + 1), summed over threads and iterations.
   const double expected = 3.0 * (1 + 2 + 3 + 4) * kIterations;
   for (double g : w.grad().to_vector<double>()) EXPECT_EQ(g, expected);
+}
+
+// Nodes that gather the gradients of several outputs (split's, a custom Function's) in a graph
+// shared by threads that each run backward through it with retain_graph: each pass gets only
+// its own outputs' gradients (autograd::PassDeliveries), never another thread's or none.
+struct HalfAndDouble : autograd::Function<HalfAndDouble> {
+  static tensor_list forward(AutogradContext*, const Tensor& x) { return {x * 0.5, x * 2.0}; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * 0.5 + g[1] * 2.0}; }
+};
+
+TEST(Threads, SharedNodesOfSeveralOutputsBackward) {
+  constexpr int kIterations = 200;
+  Tensor w = tensor({1.0, 2.0, 3.0, 4.0}, DType::Float64).requires_grad_();
+  const std::vector<Tensor> pieces = (w * 3.0).split(1, 0);  // one SplitBackward0
+  Tensor v = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+  const tensor_list halves = HalfAndDouble::apply(v * 1.0);
+  run_threads([&](int t) {
+    for (int i = 0; i < kIterations; ++i) {
+      // Thread t: (t + 1) * piece t + piece t + 1 (mod 4), and (t + 1) * half + double.
+      Tensor a = pieces[t % 4] * double(t + 1) + pieces[(t + 1) % 4];
+      Tensor b = halves[0] * double(t + 1) + halves[1];
+      (a.sum() + b.sum()).backward(Tensor(), /*retain_graph=*/true);
+    }
+  });
+  // d/dw_k: 3 (k + 1) from thread k, 3 from thread k - 1 (mod 4); d/dv: (t + 1) 0.5 + 2 summed.
+  std::vector<double> expected_w(4), expected_v(2);
+  for (int k = 0; k < 4; ++k) expected_w[k] = (3.0 * (k + 1) + 3.0) * kIterations;
+  double per_v = 0;
+  for (int t = 0; t < kThreads; ++t) per_v += (t + 1) * 0.5 + 2.0;
+  expected_v = {per_v * kIterations, per_v * kIterations};
+  EXPECT_EQ(w.grad().to_vector<double>(), expected_w);
+  EXPECT_EQ(v.grad().to_vector<double>(), expected_v);
 }
 
 // Separate graphs in separate threads, each with its own generator: the same numbers as one
