@@ -170,42 +170,6 @@ void mark_needed(GraphTask& task) {
 // The pass running on this thread (a backward inside a backward runs its own, then returns to
 // the outer one).
 thread_local GraphTask* current_task = nullptr;
-thread_local uint64_t current_pass = 0;
-std::atomic<uint64_t> passes_started{0};
-
-// The passes running in any thread, for PassDeliveries to drop what ended passes left.
-std::mutex running_mutex;
-std::vector<uint64_t> running_passes;
-
-bool pass_is_running(uint64_t pass) {
-  std::lock_guard<std::mutex> lock(running_mutex);
-  return std::find(running_passes.begin(), running_passes.end(), pass) != running_passes.end();
-}
-
-// Registers a new pass as this thread's, for the lifetime of one execute().
-class PassScope {
- public:
-  PassScope()
-      : outer_task_(current_task),
-        outer_pass_(std::exchange(current_pass, passes_started.fetch_add(1) + 1)) {
-    std::lock_guard<std::mutex> lock(running_mutex);
-    running_passes.push_back(current_pass);
-  }
-  ~PassScope() {
-    {
-      std::lock_guard<std::mutex> lock(running_mutex);
-      running_passes.erase(std::find(running_passes.begin(), running_passes.end(), current_pass));
-    }
-    current_task = outer_task_;
-    current_pass = outer_pass_;
-  }
-  PassScope(const PassScope&) = delete;
-  PassScope& operator=(const PassScope&) = delete;
-
- private:
-  GraphTask* outer_task_;
-  uint64_t outer_pass_;
-};
 
 void accumulate(GraphTask& task, int slot, const Tensor& grad) {
   Tensor& buffer = task.buffers[slot];
@@ -259,7 +223,10 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
   GraphTask task;
   if (capture && !capture->empty()) task.capture = capture;
   const PassScope pass;
-  current_task = &task;
+  struct RestoreTask {
+    GraphTask* outer;
+    ~RestoreTask() { current_task = outer; }
+  } restore_task{std::exchange(current_task, &task)};
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
@@ -380,38 +347,6 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
 }
 
 }  // namespace
-
-uint64_t current_pass_id() { return current_pass; }
-
-void PassDeliveries::deliver(std::size_t index, const Tensor& grad) {
-  const uint64_t pass = current_pass;
-  std::lock_guard<std::mutex> lock(mutex_);
-  // What passes that have ended left (aborted before this node ran) goes first.
-  std::erase_if(passes_, [&](const auto& entry) {
-    return entry.first != pass && !pass_is_running(entry.first);
-  });
-  auto it = std::find_if(passes_.begin(), passes_.end(),
-                         [&](const auto& entry) { return entry.first == pass; });
-  if (it == passes_.end()) {
-    passes_.emplace_back(pass, std::vector<Tensor>(outputs_));
-    it = std::prev(passes_.end());
-  }
-  Tensor& slot = it->second[index];
-  slot = slot.defined() ? add(slot, grad) : grad;
-}
-
-std::vector<Tensor> PassDeliveries::take() {
-  const uint64_t pass = current_pass;
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<Tensor> grads(outputs_);
-  auto it = std::find_if(passes_.begin(), passes_.end(),
-                         [&](const auto& entry) { return entry.first == pass; });
-  if (it != passes_.end()) {
-    grads = std::move(it->second);
-    passes_.erase(it);
-  }
-  return grads;
-}
 
 bool task_should_compute_output(const Node& node, std::size_t edge) {
   check(edge < node.next_functions.size(), node.name(), ": task_should_compute_output(", edge,

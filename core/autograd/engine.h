@@ -4,11 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
-#include <utility>
 #include <vector>
 
+#include "core/graph/pass.h"
 #include "core/tensor/tensor.h"
 
 namespace ember::autograd {
@@ -38,29 +37,8 @@ class Node;
 // that requires grad is needed. A node's backward may ask, to skip work nobody will use.
 bool task_should_compute_output(const Node& node, std::size_t edge);
 
-// The backward pass running on this thread: a number no other pass of the process has (0 outside
-// a pass). A node that gathers gradients from several places (a custom Function's outputs) keeps
-// them per pass (PassDeliveries), so that a pass aborted by an error leaves nothing for the next
-// one.
-uint64_t current_pass_id();
-
-// The gradients that the output nodes of a node with several outputs (a custom Function's,
-// split's) hand it during a backward pass, kept per pass: passes through one graph may run at
-// once in several threads (retain_graph), and each takes only its own. What a pass delivered
-// before an error aborted it is dropped once that pass has ended.
-class PassDeliveries {
- public:
-  explicit PassDeliveries(std::size_t outputs) : outputs_(outputs) {}
-  // Output `index`'s gradient in this thread's pass, added to any delivered before in it.
-  void deliver(std::size_t index, const Tensor& grad);
-  // This thread's pass's gradients, one per output (undefined where none came), removed.
-  std::vector<Tensor> take();
-
- private:
-  std::mutex mutex_;
-  std::size_t outputs_;
-  std::vector<std::pair<uint64_t, std::vector<Tensor>>> passes_;  // (pass, its gradients)
-};
+// The pass running on this thread (current_pass_id) and a node's per-pass store of gradients
+// (PassDeliveries): core/graph/pass.h.
 
 // Sees a backward pass node by node (autograd::explore records one to replay it).
 class BackwardObserver {

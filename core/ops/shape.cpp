@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/engine.h"
 #include "core/base/allocator.h"
 #include "core/graph/function.h"
+#include "core/graph/pass.h"
 
 namespace ember {
 
