@@ -50,10 +50,18 @@ void AutogradContext::mark_non_differentiable(const tensor_list& outputs) {
 
 void AutogradContext::set_materialize_grads(bool value) { materialize_grads_ = value; }
 
+namespace {
+// The custom Function node whose backward runs on this thread (null outside one). Per thread, not
+// in the node: passes through one shared graph may run its backward in several threads at once.
+thread_local const Node* running_backward = nullptr;
+}  // namespace
+
 bool AutogradContext::needs_input_grad(std::size_t index) const {
   check(index < needs_input_grad_.size(), node_name_, ": needs_input_grad(", index,
         "): the function has ", needs_input_grad_.size(), " tensor inputs");
-  return running_ ? task_should_compute_output(*running_, index) : needs_input_grad_[index];
+  // running_ is this context's node (set when the node is made)
+  const bool in_backward = running_ != nullptr && running_backward == running_;
+  return in_backward ? task_should_compute_output(*running_, index) : needs_input_grad_[index];
 }
 
 namespace detail {
@@ -127,6 +135,7 @@ CustomNode::CustomNode(std::string name, std::string formula, bool once_differen
       once_differentiable_(once_differentiable),
       backward_(std::move(backward)) {
   ctx_.node_name_ = name_;
+  ctx_.running_ = this;
 }
 
 void CustomNode::add_argument(const Tensor& t) {
@@ -281,10 +290,9 @@ std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {
     if (once_differentiable_) no_grad.emplace();
     // needs_input_grad asks the running pass (restored on the way out, an exception included).
     struct Running {
-      AutogradContext& ctx;
       const Node* outer;
-      ~Running() { ctx.running_ = outer; }
-    } running{ctx_, std::exchange(ctx_.running_, this)};
+      ~Running() { running_backward = outer; }
+    } running{std::exchange(running_backward, this)};
     try {
       result = backward_(&ctx_, grads);
     } catch (const Error& e) {

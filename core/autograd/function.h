@@ -146,7 +146,7 @@ struct AutogradContext {
   bool recording_ = false;
   bool materialize_grads_ = true;
   std::vector<bool> needs_input_grad_;  // at forward
-  const Node* running_ = nullptr;       // the node, while its backward runs
+  const Node* running_ = nullptr;       // its node (needs_input_grad: is its backward running?)
   std::vector<const TensorImpl*> dirty_;
   std::vector<const TensorImpl*> non_differentiable_;
 };
