@@ -48,11 +48,8 @@ HWY_INLINE VF scale(VF y, VI k) {
 // u / ln2 as the float code computes it (invln2 * u +- 0.5, truncated). With t = k,
 // hi = u - t ln2_hi (exact), lo = t ln2_lo, r = hi - lo, c = (hi - r) - lo. (For k = +-1 this
 // is the scalar code's separate branch, value for value: 1 * ln2_hi is ln2_hi.)
-struct Reduced {
-  VF r, c;
-  VI k;
-};
-HWY_INLINE Reduced expm1_reduce(VF u) {
+// (Out parameters, not a struct: SVE's sizeless vectors cannot be members.)
+HWY_INLINE void expm1_reduce(VF u, VF& r, VF& c, VI& k) {
   const DF df;
   const DI di;
   const VF ln2_hi = from_bits(0x3f317180), ln2_lo = from_bits(0x3717f7d1);
@@ -65,14 +62,14 @@ HWY_INLINE Reduced expm1_reduce(VF u) {
   const MF near = hn::AndNot(greater(hx, 0x3f851591), reduce);  // |u| < 1.5 ln2
   const VI k_far = hn::ConvertTo(di, hn::Add(hn::Mul(invln2, u), hn::Or(half, sign)));
   const VI k_near = hn::Or(hn::Set(di, 1), hn::ShiftRight<31>(bits_of(u)));  // +-1
-  VI k = hn::IfThenElse(hn::RebindMask(di, near), k_near, k_far);
+  k = hn::IfThenElse(hn::RebindMask(di, near), k_near, k_far);
   k = hn::IfThenElseZero(hn::RebindMask(di, reduce), k);  // 0 when not reduced
   const VF t_k = hn::ConvertTo(df, k);
   const VF hi = hn::Sub(u, hn::Mul(t_k, ln2_hi));
   const VF lo = hn::Mul(t_k, ln2_lo);
   const VF r_reduced = hn::Sub(hi, lo);
-  const VF c = hn::Sub(hn::Sub(hi, r_reduced), lo);
-  return {hn::IfThenElse(reduce, r_reduced, u), c, k};
+  c = hn::Sub(hn::Sub(hi, r_reduced), lo);
+  r = hn::IfThenElse(reduce, r_reduced, u);
 }
 
 // The rational approximation on the primary range: hfx = r/2, hxs = r hfx, r1, t, and the
@@ -99,13 +96,11 @@ HWY_INLINE VF expm1_correction(VF r) {
 }
 
 // expm1(u) from its reduction and correction: 2^k (1 + expm1 r) - 1 in the order that suits k.
-HWY_INLINE VF expm1_finish(VF u, const Reduced& reduced, VF e0) {
+HWY_INLINE VF expm1_finish(VF u, VF r, VF c, VI k, VF e0) {
   const DF df;
   const DI di;
   const DU du;
   const VF one = hn::Set(df, 1.0f), half = hn::Set(df, 0.5f);
-  const VF r = reduced.r, c = reduced.c;
-  const VI k = reduced.k;
   const VF hxs = hn::Mul(r, expm1_hfx(r));
   const VF y_k0 = hn::Sub(r, hn::Sub(hn::Mul(r, e0), hxs));
   const VF e = hn::Sub(hn::Sub(hn::Mul(r, hn::Sub(e0, c)), c), hxs);
@@ -160,8 +155,10 @@ HWY_INLINE VF tanh_from_expm1(VF x, VF t) {
 }
 HWY_INLINE VF tanh_main(VF x, MF& main) {
   const VF u = tanh_argument(x, main);
-  const Reduced reduced = expm1_reduce(u);
-  return tanh_from_expm1(x, expm1_finish(u, reduced, expm1_correction(reduced.r)));
+  VF r, c;
+  VI k;
+  expm1_reduce(u, r, c, k);
+  return tanh_from_expm1(x, expm1_finish(u, r, c, k, expm1_correction(r)));
 }
 
 // The lanes off the main range (rare in practice): y with their values blended in.
@@ -211,11 +208,13 @@ void TanhRow(const float* x, float* y, int64_t n) {
     MF all_main = hn::FirstN(df, N);
     for (int64_t v = 0; v < kBlockVectors; ++v) {  // (1)
       MF main;
-      const Reduced reduced = expm1_reduce(tanh_argument(hn::LoadU(df, x + j + v * N), main));
+      VF r, c;
+      VI k;
+      expm1_reduce(tanh_argument(hn::LoadU(df, x + j + v * N), main), r, c, k);
       all_main = hn::And(all_main, main);
-      hn::Store(reduced.r, df, r_block + v * N);
-      hn::Store(reduced.c, df, c_block + v * N);
-      hn::Store(reduced.k, di, k_block + v * N);
+      hn::Store(r, df, r_block + v * N);
+      hn::Store(c, df, c_block + v * N);
+      hn::Store(k, di, k_block + v * N);
     }
     for (int64_t v = 0; v < kBlockVectors; ++v) {  // (2)
       hn::Store(expm1_correction(hn::Load(df, r_block + v * N)), df, e0_block + v * N);
@@ -223,9 +222,9 @@ void TanhRow(const float* x, float* y, int64_t n) {
     for (int64_t v = 0; v < kBlockVectors; ++v) {  // (3)
       MF main;
       const VF u = tanh_argument(hn::LoadU(df, x + j + v * N), main);
-      const Reduced reduced{hn::Load(df, r_block + v * N), hn::Load(df, c_block + v * N),
-                            hn::Load(di, k_block + v * N)};
-      hn::Store(expm1_finish(u, reduced, hn::Load(df, e0_block + v * N)), df, r_block + v * N);
+      const VF t = expm1_finish(u, hn::Load(df, r_block + v * N), hn::Load(df, c_block + v * N),
+                                hn::Load(di, k_block + v * N), hn::Load(df, e0_block + v * N));
+      hn::Store(t, df, r_block + v * N);
     }
     const bool special = !hn::AllTrue(df, all_main);
     for (int64_t v = 0; v < kBlockVectors; ++v) {  // (4)
