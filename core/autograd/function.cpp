@@ -59,9 +59,9 @@ thread_local const Node* running_backward = nullptr;
 bool AutogradContext::needs_input_grad(std::size_t index) const {
   check(index < needs_input_grad_.size(), node_name_, ": needs_input_grad(", index,
         "): the function has ", needs_input_grad_.size(), " tensor inputs");
-  // running_ is this context's node (set when the node is made)
-  const bool in_backward = running_ != nullptr && running_backward == running_;
-  return in_backward ? task_should_compute_output(*running_, index) : needs_input_grad_[index];
+  // node_ is this context's node (set when the node is made)
+  const bool in_backward = node_ != nullptr && running_backward == node_;
+  return in_backward ? task_should_compute_output(*node_, index) : needs_input_grad_[index];
 }
 
 namespace detail {
@@ -84,32 +84,6 @@ std::string custom_function_base_name(const char* mangled) {
 }
 
 namespace {
-
-// The grad_fn of output `index` of a Function with several outputs. The engine gives a node one
-// gradient, so each output has a node of its own: it hands its gradient to the Function's node
-// and sends that node a scalar token, so the engine runs the Function's node once, after every
-// output node of the pass has delivered.
-class CustomOutputNode : public Node {
- public:
-  CustomOutputNode(const std::shared_ptr<CustomNode>& function, std::size_t index, DType dtype)
-      : function_(function.get()), index_(index) {
-    next_functions.push_back(function);
-    input_shapes.push_back(Shape{});
-    input_dtypes.push_back(dtype);
-  }
-  std::string name() const override { return function_->name(); }
-  const char* formula() const override {
-    return "one output of a custom Function: its gradient goes to the Function's backward";
-  }
-  std::vector<Tensor> apply(const Tensor& grad_output) override {
-    function_->deliver(index_, grad_output);
-    return {zeros({}, input_dtypes[0])};
-  }
-
- private:
-  CustomNode* function_;  // owned through next_functions[0]
-  std::size_t index_;
-};
 
 bool contains(const std::vector<const TensorImpl*>& list, const Tensor& t) {
   return t.defined() && std::find(list.begin(), list.end(), t.impl()) != list.end();
@@ -135,7 +109,7 @@ CustomNode::CustomNode(std::string name, std::string formula, bool once_differen
       once_differentiable_(once_differentiable),
       backward_(std::move(backward)) {
   ctx_.node_name_ = name_;
-  ctx_.running_ = this;
+  ctx_.node_ = this;
 }
 
 void CustomNode::add_argument(const Tensor& t) {
@@ -235,7 +209,12 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
     }
     std::shared_ptr<Node> target = node;
     if (node->several_outputs_) {
-      target = std::make_shared<CustomOutputNode>(node, k, out.dtype());
+      target = std::make_shared<OutputNode>(
+          node.get(), node->delivered_.get(), k,
+          "one output of a custom Function: its gradient goes to the Function's backward");
+      target->next_functions.push_back(node);
+      target->input_shapes.push_back(Shape{});
+      target->input_dtypes.push_back(out.dtype());
       target->output_shape = out.shape();
       if (anomaly) target->forward_context = capture_forward_context();
     }
@@ -255,10 +234,6 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
     ctx.saved_.bind(node, input_handles, Tensor());
   }
   if (anomaly) node->forward_context = capture_forward_context();
-}
-
-void CustomNode::deliver(std::size_t index, const Tensor& grad) {
-  delivered_->deliver(index, grad);
 }
 
 std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {

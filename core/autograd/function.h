@@ -146,7 +146,7 @@ struct AutogradContext {
   bool recording_ = false;
   bool materialize_grads_ = true;
   std::vector<bool> needs_input_grad_;  // at forward
-  const Node* running_ = nullptr;       // its node (needs_input_grad: is its backward running?)
+  const Node* node_ = nullptr;          // its node (needs_input_grad: is its backward running?)
   std::vector<const TensorImpl*> dirty_;
   std::vector<const TensorImpl*> non_differentiable_;
 };
@@ -174,8 +174,6 @@ class CustomNode : public Node {
   AutogradContext* begin();
   // After forward: wires the outputs into the graph (or, unrecorded, leaves them as they are).
   static void finish(const std::shared_ptr<CustomNode>& node, tensor_list& outputs);
-  // A gradient for output `index` delivered by its output node (several outputs).
-  void deliver(std::size_t index, const Tensor& grad);
 
  private:
   std::string name_, formula_;

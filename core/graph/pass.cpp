@@ -66,4 +66,9 @@ std::vector<Tensor> PassDeliveries::take() {
   return grads;
 }
 
+std::vector<Tensor> OutputNode::apply(const Tensor& grad_output) {
+  deliveries_->deliver(index_, grad_output);
+  return {zeros({}, input_dtypes[0])};
+}
+
 }  // namespace ember::autograd

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/graph/node.h"
 #include "core/tensor/tensor.h"
 
 namespace ember::autograd {
@@ -49,6 +50,26 @@ class PassDeliveries {
   std::mutex mutex_;
   std::size_t outputs_;
   std::vector<std::pair<uint64_t, std::vector<Tensor>>> passes_;  // (pass, its gradients)
+};
+
+// The grad_fn of output `index` of a node with several outputs (a custom Function's, split's).
+// The engine gives a node one gradient, so each output has a node of its own: it hands its
+// gradient to the owner's `deliveries` and sends the owner a 0-d token, so the engine runs the
+// owner once, after every output node of the pass has delivered. The caller wires its one edge,
+// to the owner (which therefore outlives it).
+class OutputNode : public Node {
+ public:
+  OutputNode(const Node* owner, PassDeliveries* deliveries, std::size_t index, const char* formula)
+      : owner_(owner), deliveries_(deliveries), index_(index), formula_(formula) {}
+  std::string name() const override { return owner_->name(); }
+  const char* formula() const override { return formula_; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+
+ private:
+  const Node* owner_;
+  PassDeliveries* deliveries_;  // the owner's
+  std::size_t index_;
+  const char* formula_;  // a string literal
 };
 
 }  // namespace ember::autograd

@@ -378,10 +378,9 @@ constexpr const char* kSplitFormula =
 // gradients side by side, one cat, linear in the size of x. (A SliceBackward0 per piece would
 // make a gradient of x's full size for each piece, and the engine would add them all up:
 // quadratic in the number of pieces.)
-// The engine gives a node one gradient, so each piece has a node of its own (PieceNode) that
-// hands its gradient over here and sends this node a 0-d token; the engine runs this node once,
-// after every piece the pass reached has delivered (as a custom Function of several outputs,
-// core/autograd/function.cpp).
+// The engine gives a node one gradient, so each piece has a node of its own (an OutputNode,
+// core/graph/pass.h) that hands its gradient over here; the engine runs this node once, after
+// every piece the pass reached has delivered (as a custom Function of several outputs).
 class SplitNode : public autograd::Node {
  public:
   SplitNode(int64_t dim, std::vector<Shape> piece_shapes, const Tensor& x)
@@ -393,8 +392,8 @@ class SplitNode : public autograd::Node {
   std::string name() const override { return "SplitBackward0"; }
   const char* formula() const override { return kSplitFormula; }
 
-  // Piece `index`'s gradient in this pass (kept per pass: autograd::PassDeliveries).
-  void deliver(std::size_t index, const Tensor& grad) { delivered_.deliver(index, grad); }
+  // Each piece's gradient in this pass, delivered by the piece's node.
+  autograd::PassDeliveries* deliveries() { return &delivered_; }
 
   std::vector<Tensor> apply(const Tensor& /*tokens*/) override {
     std::vector<Tensor> grads = delivered_.take();
@@ -414,22 +413,6 @@ class SplitNode : public autograd::Node {
   autograd::PassDeliveries delivered_;
 };
 
-// The grad_fn of piece `index` of a split.
-class PieceNode : public autograd::Node {
- public:
-  PieceNode(SplitNode* split, std::size_t index) : split_(split), index_(index) {}
-  std::string name() const override { return "SplitBackward0"; }
-  const char* formula() const override { return kSplitFormula; }
-  std::vector<Tensor> apply(const Tensor& grad_output) override {
-    split_->deliver(index_, grad_output);
-    return {zeros({}, input_dtypes[0])};
-  }
-
- private:
-  SplitNode* split_;  // owned through next_functions[0]
-  std::size_t index_;
-};
-
 // Makes `pieces` (views of x taken without recording) the outputs of one SplitNode. A 0-d
 // `anchor` carries the node while the pieces' nodes are wired to it.
 void record_split(const Tensor& x, int64_t dim, std::vector<Tensor>& pieces) {
@@ -443,7 +426,8 @@ void record_split(const Tensor& x, int64_t dim, std::vector<Tensor>& pieces) {
   for (std::size_t k = 0; k < pieces.size(); ++k) {
     // As a view made with grad mode on (the views were taken under NoGradGuard).
     pieces[k].impl()->no_grad_view_of_grad = x.impl()->no_grad_view_of_grad;
-    auto node = std::make_shared<PieceNode>(split.get(), k);
+    auto node =
+        std::make_shared<autograd::OutputNode>(split.get(), split->deliveries(), k, kSplitFormula);
     autograd::detail::connect(node, {anchor}, pieces[k]);
     if (autograd::KeepValuesGuard::is_enabled()) node->kept_value = pieces[k].detach();
     if (anomaly) node->forward_context = autograd::capture_forward_context();
