@@ -18,7 +18,14 @@
 // cycles, its minimum) makes them sleep at once; OpenBLAS reads it when the library is loaded,
 // so without it the program sets it and starts itself again. (Ember's OpenMP workers spin for
 // libgomp's default 300,000 iterations, well under a millisecond, before OpenBLAS's rep.)
+//
+// OpenBLAS chooses its kernels by CPU model when it is loaded, and a version older than the CPU
+// falls back to generic ones (Debian's 0.3.21 runs Prescott's SSE3 sgemm on an Emerald Rapids
+// Xeon, a quarter of its AVX-512 rate). The output names the kernels OpenBLAS runs, and a
+// warning says when they are such a fallback (OPENBLAS_CORETYPE chooses others; scripts/bench
+// sets it).
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +46,7 @@
 #ifdef EMBER_BENCH_WITH_OPENBLAS
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
 #endif
 
 namespace {
@@ -190,9 +198,26 @@ int run(int argc, char** argv) {
   const std::vector<Shape>& shapes = s.shapes;
   const int reps = s.reps;
   const bool json = s.json;
+  std::string blas_core = "none";
+#ifdef EMBER_BENCH_WITH_OPENBLAS
+  blas_core = openblas_get_corename();
+  std::string lower = blas_core;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* generic : {"prescott", "core2", "nehalem", "katmai", "coppermine"}) {
+    if (lower == generic) {
+      std::fprintf(stderr,
+                   "bench_gemm: OpenBLAS runs its generic %s kernels here (it does not know this "
+                   "CPU): OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2) gives its fast "
+                   "ones\n",
+                   blas_core.c_str());
+    }
+  }
+#endif
   if (!json) {
-    std::printf("Ember GEMM (%s micro-kernel) vs OpenBLAS sgemm, median GFLOP/s of %d reps\n",
-                ember::kernels::gemm_isa(), reps);
+    std::printf(
+        "Ember GEMM (%s micro-kernel) vs OpenBLAS sgemm (its %s kernels), median GFLOP/s of %d "
+        "reps\n",
+        ember::kernels::gemm_isa(), blas_core.c_str(), reps);
     std::printf(
         "| shape (M x N x K) | threads | Ember | OpenBLAS | ratio |\n|---|---|---|---|---|\n");
   }
@@ -203,8 +228,8 @@ int run(int argc, char** argv) {
       if (json) {
         std::printf(
             "{\"shape\": \"%s\", \"threads\": %d, \"ember_gflops\": %.3f, \"openblas_gflops\": "
-            "%.3f, \"ratio\": %.3f}\n",
-            s.name().c_str(), threads, r.ember_gflops, r.blas_gflops, ratio);
+            "%.3f, \"ratio\": %.3f, \"openblas_core\": \"%s\"}\n",
+            s.name().c_str(), threads, r.ember_gflops, r.blas_gflops, ratio, blas_core.c_str());
       } else {
         std::printf("| %s | %d | %.1f | %.1f | %.2fx |\n", s.name().c_str(), threads,
                     r.ember_gflops, r.blas_gflops, ratio);
