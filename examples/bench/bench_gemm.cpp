@@ -20,10 +20,9 @@
 // libgomp's default 300,000 iterations, well under a millisecond, before OpenBLAS's rep.)
 //
 // OpenBLAS chooses its kernels by CPU model when it is loaded, and a version older than the CPU
-// falls back to generic ones (Debian's 0.3.21 runs Prescott's SSE3 sgemm on an Emerald Rapids
-// Xeon, a quarter of its AVX-512 rate). The output names the kernels OpenBLAS runs, and a
-// warning says when they are such a fallback (OPENBLAS_CORETYPE chooses others; scripts/bench
-// sets it).
+// falls back to generic ones (Prescott's SSE3 sgemm, a quarter of the AVX-512 rate). The output
+// names the kernels OpenBLAS runs, and a warning says when they are such a fallback
+// (OPENBLAS_CORETYPE chooses others; scripts/bench sets it).
 #include <algorithm>
 #include <cctype>
 #include <chrono>
