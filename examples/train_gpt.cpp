@@ -291,6 +291,9 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
       }
 
       if (h.global_step % eval_freq == 0) {  // the optional evaluation step
+        // (Ember's addition) This step's gradients are not read again (the next step starts with
+        // zero_grad): freed here, their memory holds the evaluation's activations.
+        optimizer.zero_grad();
         const auto [train_loss, val_loss] =
             evaluate_model(model, train_loader, val_loader, eval_iter);
         h.train_losses.push_back(train_loss);
