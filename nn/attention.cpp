@@ -218,18 +218,33 @@ Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
   // The new tokens' positions are [start, start + num_tokens); they see keys [0, num_keys).
   int64_t start = 0, num_keys = num_tokens;
   if (use_cache) {
+    // Every check before the cache moves: an Error leaves it as it was.
     const int64_t context_length = mask.size(0);
     check(!GradMode::is_enabled(),
           "MultiHeadAttention: use_cache is for inference; run it under NoGradGuard");
+    // Dropout draws for the new rows only, not for the whole sequence's: other numbers.
+    check(!dropout->is_training() || dropout->p == 0,
+          "MultiHeadAttention: use_cache needs dropout off, got p = ", dropout->p,
+          " in training mode (call eval())");
+    const int64_t rows = cache_k.defined() ? cache_k.size(2) : 0;
+    check(ptr_current_pos >= 0 && ptr_current_pos <= rows &&
+              (ptr_current_pos == 0 || cache_v.defined()),
+          "MultiHeadAttention: ptr_current_pos = ", ptr_current_pos,
+          " is not a length of its KV cache (0 to ", rows, "); reset_cache() starts again");
     check(ptr_current_pos + num_tokens <= context_length, "MultiHeadAttention: the KV cache holds ",
           ptr_current_pos, " tokens; ", num_tokens,
           " more would pass context_length = ", context_length,
           " (call reset_cache() to start again)");
-    if (!cache_k.defined() || cache_k.size(0) != b) {
-      check(ptr_current_pos == 0, "MultiHeadAttention: the KV cache holds a batch of ",
-            cache_k.defined() ? cache_k.size(0) : 0, ", got a batch of ", b);
-      cache_k = empty({b, num_heads, context_length, head_dim}, x.dtype());
-      cache_v = empty({b, num_heads, context_length, head_dim}, x.dtype());
+    if (ptr_current_pos > 0) {
+      check(cache_k.size(0) == b, "MultiHeadAttention: the KV cache holds a batch of ",
+            cache_k.size(0), ", got a batch of ", b, " (input shape ", x.shape(),
+            "; reset_cache() starts again)");
+      check(cache_k.dtype() == keys.dtype(), "MultiHeadAttention: the KV cache holds ",
+            dtype_name(cache_k.dtype()), " keys and values, got ", dtype_name(keys.dtype()),
+            " ones (input of dtype ", dtype_name(x.dtype()), "; reset_cache() starts again)");
+    } else if (!cache_k.defined() || cache_k.size(0) != b || cache_k.dtype() != keys.dtype()) {
+      cache_k = empty({b, num_heads, context_length, head_dim}, keys.dtype());
+      cache_v = empty({b, num_heads, context_length, head_dim}, keys.dtype());
     }
     start = ptr_current_pos;
     num_keys = start + num_tokens;

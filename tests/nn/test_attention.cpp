@@ -654,6 +654,57 @@ TEST(AttentionErrors, WrongInputRankOrFeatureSize) {
   EXPECT_NE(message.find("[3, 2]"), std::string::npos) << message;
 }
 
+// MultiHeadAttention's KV cache (use_cache): a call it cannot take is an Error before the cache
+// moves (ptr_current_pos stays), and the next call goes on as if it had not happened.
+TEST(AttentionErrors, KVCacheRefusesBeforeItMoves) {
+  manual_seed(123);
+  MultiHeadAttention mha(3, 4, 6, 0.5, 2);
+  mha.eval();
+  const Tensor x = rand({1, 5, 3});
+  NoGradGuard no_grad;
+  const Tensor expected = mha(x).narrow(1, 3, 1);  // the 4th token's output, without the cache
+  mha(x.narrow(1, 0, 3), true);
+
+  // Dropout would draw for the new rows only (the fused kernel and the book's lines alike).
+  mha.train();
+  for (bool fused : {true, false}) {
+    mha.fused_attention = fused;
+    EXPECT_EQ(error_of([&] { mha(x.narrow(1, 3, 1), true); }),
+              "MultiHeadAttention: use_cache needs dropout off, got p = 0.5 in training mode "
+              "(call eval())");
+    EXPECT_EQ(mha.ptr_current_pos, 3);
+  }
+  mha.eval();
+  mha.fused_attention = true;
+
+  // Another batch size, another dtype.
+  EXPECT_EQ(error_of([&] {
+              mha(rand({2, 1, 3}), true);
+            }),
+            "MultiHeadAttention: the KV cache holds a batch of 1, got a batch of 2 (input shape "
+            "[2, 1, 3]; reset_cache() starts again)");
+  mha.double_();
+  EXPECT_EQ(error_of([&] { mha(x.narrow(1, 3, 1).to(DType::Float64), true); }),
+            "MultiHeadAttention: the KV cache holds float32 keys and values, got float64 ones "
+            "(input of dtype float64; reset_cache() starts again)");
+  mha.float_();
+  EXPECT_EQ(mha.ptr_current_pos, 3);
+  EXPECT_EQ(test::bits_of(mha(x.narrow(1, 3, 1), true)), test::bits_of(expected));
+
+  // ptr_current_pos, the book's attribute, set to a length the cache does not have.
+  for (int64_t bad : {int64_t{-1}, int64_t{7}}) {
+    mha.ptr_current_pos = bad;
+    EXPECT_EQ(error_of([&] { mha(x.narrow(1, 4, 1), true); }),
+              "MultiHeadAttention: ptr_current_pos = " + std::to_string(bad) +
+                  " is not a length of its KV cache (0 to 6); reset_cache() starts again");
+  }
+  mha.reset_cache();
+  mha.ptr_current_pos = 2;
+  EXPECT_EQ(error_of([&] { mha(x.narrow(1, 0, 1), true); }),
+            "MultiHeadAttention: ptr_current_pos = 2 is not a length of its KV cache (0 to 0); "
+            "reset_cache() starts again");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The chapter's exercises
 
