@@ -190,32 +190,43 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
     if (current_pos > 0 && current_pos < kSoftmaxLanes && current_pos + seq_len >= kSoftmaxLanes) {
       const Tensor ids = cat({short_prefix_, in_idx}, 1);
       reset_kv_cache();
-      const Tensor logits = forward(ids, options);
+      Tensor logits;
+      try {
+        logits = forward(ids, options);
+      } catch (...) {
+        // The prefix is gone unless the forward cached it all (an error after its blocks).
+        if (current_pos != ids.size(1)) cache_broken_ = true;
+        throw;
+      }
       return options.last_token_only ? logits : logits.narrow(1, ids.size(1) - seq_len, seq_len);
     }
-    if (current_pos + seq_len < kSoftmaxLanes) {
-      short_prefix_ = current_pos == 0 ? in_idx.clone() : cat({short_prefix_, in_idx}, 1);
-    } else {
-      short_prefix_ = Tensor();
-    }
-    start = current_pos;
-    current_pos += seq_len;
   }
 
-  Tensor pos_embeds = (*pos_emb)(arange(start, start + seq_len));  // [seq_len, emb_dim]
-  Tensor x = tok_embeds + pos_embeds;
-  x = (*drop_emb)(x);
-  if (options.use_cache) {
-    // An error part-way (a block whose cache holds another batch size, say) leaves some
-    // attentions' caches longer than others: the cache refuses further use until reset.
-    try {
-      for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i)(x, true);
-    } catch (...) {
-      cache_broken_ = true;
-      throw;
+  Tensor x;
+  // From the first change to the KV cache's state until every attention holds the new tokens'
+  // keys and values, an error (a hook's, say) leaves the cache's parts out of step: it refuses
+  // further use until reset.
+  try {
+    if (options.use_cache) {
+      if (current_pos + seq_len < kSoftmaxLanes) {
+        short_prefix_ = current_pos == 0 ? in_idx.clone() : cat({short_prefix_, in_idx}, 1);
+      } else {
+        short_prefix_ = Tensor();
+      }
+      start = current_pos;
+      current_pos += seq_len;
     }
-  } else {
-    x = (*trf_blocks)(x);
+    Tensor pos_embeds = (*pos_emb)(arange(start, start + seq_len));  // [seq_len, emb_dim]
+    x = tok_embeds + pos_embeds;
+    x = (*drop_emb)(x);
+    if (options.use_cache) {
+      for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i)(x, true);
+    } else {
+      x = (*trf_blocks)(x);
+    }
+  } catch (...) {
+    if (options.use_cache) cache_broken_ = true;
+    throw;
   }
   if (options.last_token_only) x = x.narrow(1, seq_len - 1, 1);  // [batch, 1, emb_dim]
   x = (*final_norm)(x);

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/allocator.h"
@@ -195,6 +198,67 @@ TEST(KVCache, ABadIdLeavesTheCacheAsItWas) {
     const Tensor cached = model->forward(ids.narrow(1, before, 1), {.use_cache = true});
     const Tensor full = model->forward(ids.narrow(1, 0, before + 1));
     EXPECT_EQ(bits_of(cached), bits_of(full.narrow(1, before, 1))) << before << " tokens first";
+  }
+}
+
+// An Error part-way through a cached forward, once its state has begun to move (here a hook's:
+// on the position embedding, the dropout after it, a block; or on the token embedding while the
+// 8th token recomputes the prefix's rows), leaves the cache's parts out of step: it refuses to
+// go on until reset_kv_cache(), below 8 cached tokens and above.
+TEST(KVCache, AnErrorPartWayNeedsAReset) {
+  auto model = small_model();
+  const Tensor ids = ids_of(long_prompt(12));
+  NoGradGuard no_grad;
+  struct Case {
+    std::string name;
+    std::shared_ptr<Module> module;
+    int failing_call;              // the hook's call that fails
+    std::vector<int64_t> befores;  // tokens cached before the 3 that fail
+  };
+  const std::vector<Case> cases = {
+      {"pos_emb", model->pos_emb, 1, {3, 5, 9}},
+      {"drop_emb", model->drop_emb, 1, {3, 5, 9}},
+      {"trf_blocks.1", (*model->trf_blocks)[1], 1, {3, 5, 9}},
+      {"tok_emb", model->tok_emb, 2, {5}}};  // 5 + 3: its second call recomputes the prefix
+  for (const Case& c : cases) {
+    for (int64_t before : c.befores) {
+      model->reset_kv_cache();
+      model->forward(ids.narrow(1, 0, before), {.use_cache = true});
+      int calls = 0;
+      auto handle = c.module->register_forward_hook([&](Module&, const TensorList&, const Tensor&) {
+        if (++calls == c.failing_call) fail("hook on ", c.name);
+      });
+      const Tensor three = ids.narrow(1, before, 3);
+      expect_error([&] { model->forward(three, {.use_cache = true}); }, "hook on " + c.name);
+      handle.remove();
+      expect_error([&] { model->forward(three, {.use_cache = true}); },
+                   "left the KV cache incomplete; reset_kv_cache() starts again");
+    }
+  }
+  model->reset_kv_cache();
+  const Tensor cached = model->forward(ids_of({5, 6}), {.use_cache = true});
+  const Tensor full = model->forward(ids_of({5, 6}));
+  EXPECT_EQ(bits_of(cached), bits_of(full));
+}
+
+// An Error after the blocks (a hook's on final_norm) leaves every part of the cache whole: the
+// next tokens go on.
+TEST(KVCache, AnErrorAfterTheBlocksLeavesItWhole) {
+  auto model = small_model();
+  const Tensor ids = ids_of(long_prompt(16));
+  NoGradGuard no_grad;
+  for (int64_t before : {5, 9}) {  // 5 + 3: the error after the prefix's rows are recomputed
+    model->reset_kv_cache();
+    model->forward(ids.narrow(1, 0, before), {.use_cache = true});
+    auto handle = model->final_norm->register_forward_hook(
+        [](Module&, const TensorList&, const Tensor&) { fail("hook on final_norm"); });
+    expect_error([&] { model->forward(ids.narrow(1, before, 3), {.use_cache = true}); },
+                 "hook on final_norm");
+    handle.remove();
+    EXPECT_EQ(model->current_pos, before + 3);
+    const Tensor cached = model->forward(ids.narrow(1, before + 3, 1), {.use_cache = true});
+    const Tensor full = model->forward(ids.narrow(1, 0, before + 4));
+    EXPECT_EQ(bits_of(cached), bits_of(full.narrow(1, before + 3, 1))) << before;
   }
 }
 
