@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/base/grad_mode.h"
@@ -153,13 +154,71 @@ TransformerBlock& block_at(const Sequential& blocks, int64_t i) {
   return *block;
 }
 
+// The first Dropout at or below `module` that draws (in training mode with p > 0), or null.
+const Dropout* drawing_dropout(const Module& module) {
+  const auto* dropout = dynamic_cast<const Dropout*>(&module);
+  if (dropout != nullptr && dropout->is_training() && dropout->p > 0) return dropout;
+  for (const auto& child : module.children()) {
+    if (const Dropout* found = drawing_dropout(*child)) return found;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void GPTModel::reset_kv_cache() {
   for (int64_t i = 0; i < trf_blocks->size(); ++i) block_at(*trf_blocks, i).att->reset_cache();
   current_pos = 0;
   short_prefix_ = Tensor();
+  cache_batch_ = 0;
   cache_broken_ = false;
+}
+
+void GPTModel::check_kv_cache(const Tensor& in_idx, DType dtype) {
+  check(!GradMode::is_enabled(), "GPTModel: use_cache is for inference; run it under NoGradGuard");
+  check(!cache_broken_,
+        "GPTModel: an error inside an earlier forward with use_cache left the KV cache "
+        "incomplete; reset_kv_cache() starts again");
+  // Dropout draws for the new tokens only, not for the whole sequence's: other logits.
+  if (const Dropout* dropout = drawing_dropout(*this)) {
+    std::string name;
+    for (const auto& [path, module] : named_modules()) {
+      if (module.get() == dropout) name = path;
+    }
+    fail("GPTModel: use_cache needs dropout off, got ", name, " with p = ", dropout->p,
+         " in training mode (call eval())");
+  }
+  const int64_t seq_len = in_idx.size(1);
+  check(current_pos >= 0 && current_pos <= cfg.context_length,
+        "GPTModel: current_pos = ", current_pos,
+        " is not a length of the KV cache (0 to context_length = ", cfg.context_length,
+        "); reset_kv_cache() starts again");
+  check(current_pos + seq_len <= cfg.context_length, "GPTModel: the KV cache holds ", current_pos,
+        " tokens; ", seq_len, " more would need positions up to ", current_pos + seq_len - 1,
+        ", past context_length = ", cfg.context_length, " (reset_kv_cache() starts again)");
+  check(current_pos == 0 || in_idx.size(0) == cache_batch_,
+        "GPTModel: the KV cache holds a batch of ", cache_batch_, ", got token ids of shape ",
+        in_idx.shape(), " (reset_kv_cache() starts again)");
+  // The state the cache's parts keep must agree: current_pos, the short prefix's ids, every
+  // attention's keys and values (reset or fed alone, or of another dtype since, they do not).
+  for (int64_t i = 0; i < trf_blocks->size(); ++i) {
+    const MultiHeadAttention& att = *block_at(*trf_blocks, i).att;
+    const int64_t held = att.cache_k.defined() ? att.ptr_current_pos : 0;
+    if (held != current_pos || att.ptr_current_pos != current_pos) {
+      fail("GPTModel: current_pos = ", current_pos, " but the KV cache of trf_blocks.", i,
+           ".att holds ", held != current_pos ? held : att.ptr_current_pos,
+           " tokens (reset_kv_cache() starts again)");
+    }
+    if (current_pos > 0 && att.cache_k.dtype() != dtype) {
+      fail("GPTModel: the KV cache of trf_blocks.", i, ".att holds ",
+           dtype_name(att.cache_k.dtype()), " keys and values, got ", dtype_name(dtype),
+           " embeddings (reset_kv_cache() starts again)");
+    }
+  }
+  const int64_t prefix = short_prefix_.defined() ? short_prefix_.size(1) : 0;
+  check(current_pos >= kSoftmaxLanes || prefix == current_pos,
+        "GPTModel: current_pos = ", current_pos, " but the KV cache holds ", prefix,
+        " token ids (reset_kv_cache() starts again)");
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
@@ -173,18 +232,11 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
         in_idx.shape(), ")");
   ForwardScope scope(*this);
   // The token embeddings first, as the book's forward takes them: an id outside the vocabulary
-  // is an Error before the KV cache's state moves.
+  // is an Error before the KV cache's state moves, and so is every check of check_kv_cache.
   Tensor tok_embeds = (*tok_emb)(in_idx);  // [batch, seq_len, emb_dim]
   int64_t start = 0;                       // the position of in_idx's first token
   if (options.use_cache) {
-    check(!GradMode::is_enabled(),
-          "GPTModel: use_cache is for inference; run it under NoGradGuard");
-    check(!cache_broken_,
-          "GPTModel: an error inside an earlier forward with use_cache left the KV cache "
-          "incomplete; reset_kv_cache() starts again");
-    check(current_pos + seq_len <= cfg.context_length, "GPTModel: the KV cache holds ", current_pos,
-          " tokens; ", seq_len, " more would need positions up to ", current_pos + seq_len - 1,
-          ", past context_length = ", cfg.context_length, " (reset_kv_cache() starts again)");
+    check_kv_cache(in_idx, tok_embeds.dtype());
     // The sequence reaches 8 tokens (kSoftmaxLanes): its cached rows are computed again, once,
     // with the new tokens, as the whole sequence computes them.
     if (current_pos > 0 && current_pos < kSoftmaxLanes && current_pos + seq_len >= kSoftmaxLanes) {
@@ -215,6 +267,7 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
       }
       start = current_pos;
       current_pos += seq_len;
+      cache_batch_ = in_idx.size(0);
     }
     Tensor pos_embeds = (*pos_emb)(arange(start, start + seq_len));  // [seq_len, emb_dim]
     x = tok_embeds + pos_embeds;

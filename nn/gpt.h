@@ -103,8 +103,10 @@ class TransformerBlock : public Module {
 //
 // Two options for generation (generate_text_simple and generate take both):
 // - use_cache: the KV cache of the book's chapter-4 bonus (gpt_with_kv_cache.py): in_idx holds
-//   only the tokens after those already cached, at positions current_pos onwards; every
-//   attention keeps its keys and values. Under NoGradGuard; reset_kv_cache() starts again. The
+//   only the tokens after those already cached, at positions current_pos onwards, in a batch of
+//   the cached size; every attention keeps its keys and values. Under NoGradGuard, with every
+//   dropout off (eval()); reset_kv_cache() starts again. A bad call is an Error before the
+//   cache moves; an error part-way (a hook's, say) makes it refuse until reset. The
 //   logits are those of the whole sequence without the cache, bit for bit (the rows a cache
 //   holds do not change when later tokens arrive; the one exception, the attention's softmax
 //   rows of fewer than 8 keys, is recomputed once, see forward).
@@ -137,7 +139,12 @@ class GPTModel : public Module {
   int64_t current_pos = 0;  // tokens in the KV cache (the book's current_pos)
 
  private:
+  // The checks of a forward with use_cache, before the cache moves: grad mode, dropout, room,
+  // the batch, and that its parts agree (current_pos, the prefix, every attention's cache).
+  void check_kv_cache(const Tensor& in_idx, DType dtype);
+
   Tensor short_prefix_;        // the cached token ids while there are fewer than 8 (see forward)
+  int64_t cache_batch_ = 0;    // the batch size of the cached tokens
   bool cache_broken_ = false;  // an Error inside a cached forward: refuse until reset
 };
 

@@ -201,6 +201,29 @@ TEST(KVCache, ABadIdLeavesTheCacheAsItWas) {
   }
 }
 
+// A batch of another size is an Error before the cache moves, below 8 cached tokens (where the
+// cache keeps their ids) and above: the sequence goes on as if the bad call had not happened.
+TEST(KVCache, RefusesABatchOfAnotherSizeBeforeItMoves) {
+  auto model = small_model();
+  const std::vector<int64_t> prompt = long_prompt(12);
+  NoGradGuard no_grad;
+  for (int64_t before : {3, 9}) {
+    model->reset_kv_cache();
+    const Tensor ids = ids_of(prompt);
+    model->forward(ids.narrow(1, 0, before), {.use_cache = true});
+    for (int64_t n : {1, 6}) {  // (3 + 6 tokens would reach 8: the prefix's rows again)
+      const Tensor two = ids_of(long_prompt(2 * n)).view({2, n});
+      expect_error([&] { model->forward(two, {.use_cache = true}); },
+                   "GPTModel: the KV cache holds a batch of 1, got token ids of shape [2, " +
+                       std::to_string(n) + "]");
+      EXPECT_EQ(model->current_pos, before);
+    }
+    const Tensor cached = model->forward(ids.narrow(1, before, 1), {.use_cache = true});
+    const Tensor full = model->forward(ids.narrow(1, 0, before + 1));
+    EXPECT_EQ(bits_of(cached), bits_of(full.narrow(1, before, 1))) << before << " tokens first";
+  }
+}
+
 // An Error part-way through a cached forward, once its state has begun to move (here a hook's:
 // on the position embedding, the dropout after it, a block; or on the token embedding while the
 // 8th token recomputes the prefix's rows), leaves the cache's parts out of step: it refuses to
@@ -262,22 +285,89 @@ TEST(KVCache, AnErrorAfterTheBlocksLeavesItWhole) {
   }
 }
 
-// An Error inside the blocks (here: a batch of 2 after a cached batch of 1) leaves the cache
-// incomplete: it refuses to go on until reset_kv_cache().
-TEST(KVCache, AnErrorInsideTheBlocksNeedsAReset) {
+// The cache's parts are public members, the book's attributes (current_pos, each attention's
+// ptr_current_pos and tensors): when they no longer agree (one attention reset alone,
+// current_pos set by hand, the model converted to float64 since), the cached forward is an
+// Error, not logits computed from positions that do not match.
+TEST(KVCache, ItsPartsMustAgree) {
   auto model = small_model();
+  const Tensor ids = ids_of(long_prompt(10));
   NoGradGuard no_grad;
+  auto att_of = [&](int64_t i) {
+    return std::dynamic_pointer_cast<TransformerBlock>((*model->trf_blocks)[i])->att;
+  };
+  for (int64_t before : {3, 9}) {
+    model->reset_kv_cache();
+    model->forward(ids.narrow(1, 0, before), {.use_cache = true});
+    att_of(1)->reset_cache();
+    expect_error([&] { model->forward(ids.narrow(1, before, 1), {.use_cache = true}); },
+                 "GPTModel: current_pos = " + std::to_string(before) +
+                     " but the KV cache of trf_blocks.1.att holds 0 tokens");
+
+    model->reset_kv_cache();
+    model->forward(ids.narrow(1, 0, before), {.use_cache = true});
+    model->current_pos = 2;
+    expect_error([&] { model->forward(ids.narrow(1, before, 1), {.use_cache = true}); },
+                 "GPTModel: current_pos = 2 but the KV cache of trf_blocks.0.att holds " +
+                     std::to_string(before) + " tokens");
+    model->current_pos = 0;
+    expect_error([&] { model->forward(ids.narrow(1, before, 1), {.use_cache = true}); },
+                 "GPTModel: current_pos = 0 but the KV cache of trf_blocks.0.att holds " +
+                     std::to_string(before) + " tokens");
+    model->current_pos = -1;
+    expect_error([&] { model->forward(ids.narrow(1, before, 1), {.use_cache = true}); },
+                 "GPTModel: current_pos = -1 is not a length of the KV cache (0 to "
+                 "context_length = 128)");
+  }
+  // Without attentions, the ids the cache keeps below 8 tokens must agree too.
+  GPTConfig cfg = small_config();
+  cfg.n_layers = 0;
+  GPTModel no_blocks(cfg);
+  no_blocks.eval();
+  no_blocks.forward(ids.narrow(1, 0, 3), {.use_cache = true});
+  no_blocks.current_pos = 5;
+  expect_error([&] { no_blocks.forward(ids.narrow(1, 3, 1), {.use_cache = true}); },
+               "GPTModel: current_pos = 5 but the KV cache holds 3 token ids");
+
   model->reset_kv_cache();
-  model->forward(ids_of(long_prompt(9)), {.use_cache = true});
-  const Tensor two = from_vector({1, 2}, {2, 1}, DType::Int64);
-  expect_error([&] { model->forward(two, {.use_cache = true}); },
-               "MultiHeadAttention: the KV cache holds a batch of 1, got a batch of 2");
+  model->forward(ids.narrow(1, 0, 9), {.use_cache = true});
+  model->double_();
+  expect_error([&] { model->forward(ids.narrow(1, 9, 1), {.use_cache = true}); },
+               "GPTModel: the KV cache of trf_blocks.0.att holds float32 keys and values, got "
+               "float64 embeddings");
+  EXPECT_EQ(model->current_pos, 9);
+  model->reset_kv_cache();  // a cache of float64 now, the logits of the float64 model
+  const Tensor cached = model->forward(ids, {.use_cache = true});
+  EXPECT_EQ(cached.dtype(), DType::Float64);
+  EXPECT_EQ(cached.to_vector<double>(), model->forward(ids).to_vector<double>());
+}
+
+// Dropout would draw for the new tokens only, not for the whole sequence: the cache needs every
+// dropout off, wherever it is (a block's attention in training mode in an eval() model too).
+// Dropout with p = 0 draws nothing: in training mode it still gives the uncached logits.
+TEST(KVCache, NeedsDropoutOff) {
+  auto model = small_model();
+  const Tensor ids = ids_of(kEveryEffort);
+  NoGradGuard no_grad;
+  model->train();
+  expect_error([&] { model->forward(ids, {.use_cache = true}); },
+               "GPTModel: use_cache needs dropout off, got drop_emb with p = 0.1 in training mode "
+               "(call eval())");
+  expect_error([&] { generate_text_simple(*model, ids, 3, 128, true); },
+               "GPTModel: use_cache needs dropout off, got drop_emb with p = 0.1");
+  model->eval();
+  model->forward(ids, {.use_cache = true});
+  (*model->trf_blocks)[1]->named_modules()["att.dropout"]->train();
   expect_error([&] { model->forward(ids_of({1}), {.use_cache = true}); },
-               "left the KV cache incomplete; reset_kv_cache() starts again");
-  model->reset_kv_cache();
-  const Tensor cached = model->forward(ids_of({5, 6}), {.use_cache = true});
-  const Tensor full = model->forward(ids_of({5, 6}));
-  EXPECT_EQ(bits_of(cached), bits_of(full));
+               "GPTModel: use_cache needs dropout off, got trf_blocks.1.att.dropout with p = 0.1");
+  EXPECT_EQ(model->current_pos, 4);
+
+  GPTConfig no_dropout = small_config();
+  no_dropout.drop_rate = 0.0;
+  manual_seed(123);
+  GPTModel training(no_dropout);  // in training mode
+  const Tensor cached = training.forward(ids, {.use_cache = true});
+  EXPECT_EQ(bits_of(cached), bits_of(training.forward(ids)));
 }
 
 TEST(KVCache, IsForInferenceOnly) {
