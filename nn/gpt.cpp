@@ -167,7 +167,12 @@ const Dropout* drawing_dropout(const Module& module) {
 }  // namespace
 
 void GPTModel::reset_kv_cache() {
-  for (int64_t i = 0; i < trf_blocks->size(); ++i) block_at(*trf_blocks, i).att->reset_cache();
+  // Whatever trf_blocks holds: generation resets the cache when it ends, an error or not.
+  for (int64_t i = 0; i < trf_blocks->size(); ++i) {
+    if (auto* block = dynamic_cast<TransformerBlock*>((*trf_blocks)[i].get())) {
+      block->att->reset_cache();
+    }
+  }
   current_pos = 0;
   short_prefix_ = Tensor();
   cache_batch_ = 0;
@@ -308,13 +313,14 @@ Tensor crop(const Tensor& idx, int64_t context_size) {
   return idx.slice(1, std::max<int64_t>(0, n - context_size), n);
 }
 
-// The logits of the last position, [batch, vocab_size], from a model's [batch, n, vocab].
-Tensor last_logits(Module& model, const Tensor& idx_cond, const char* op) {
-  Tensor logits = model(idx_cond);
-  check(
-      logits.dim() == 3 && logits.size(0) == idx_cond.size(0) && logits.size(1) == idx_cond.size(1),
-      op, ": expected the model to return logits [batch, num_tokens, vocab_size] = [",
-      idx_cond.size(0), ", ", idx_cond.size(1), ", vocab_size], got ", logits.shape());
+// The logits of the last position, [batch, vocab_size], from logits [batch, rows, vocab_size]
+// a model returned (its hooks may have replaced them) for ids of shape idx_shape.
+Tensor last_logits(const Tensor& logits, const Shape& idx_shape, int64_t rows, const char* op) {
+  check(logits.defined() && logits.dim() == 3 && logits.size(0) == idx_shape[0] &&
+            logits.size(1) == rows && logits.size(2) >= 1,
+        op, ": expected the model to return logits [batch, ", rows == 1 ? "1" : "num_tokens",
+        ", vocab_size] = [", idx_shape[0], ", ", rows, ", vocab_size] for ids of shape ", idx_shape,
+        ", got ", logits.defined() ? logits.shape() : Shape{});
   return logits.select(1, -1);
 }
 
@@ -344,13 +350,22 @@ class NextTokenLogits {
   // [batch, vocab_size] for idx [batch, n].
   Tensor operator()(const Tensor& idx) {
     const int64_t n = idx.size(1);
-    if (gpt_ == nullptr) return last_logits(model_, crop(idx, context_size_), op_);
+    const Tensor window = crop(idx, context_size_);
+    if (gpt_ == nullptr) return last_logits(model_(window), window.shape(), window.size(1), op_);
+    check(window.size(1) <= gpt_->cfg.context_length, op_, ": the last ", window.size(1),
+          " ids of the sequence (context_size = ", context_size_,
+          ") are more than the model's context_length = ", gpt_->cfg.context_length);
     if (use_cache_ && n <= context_size_) {
       const Tensor fresh = idx.slice(1, fed_, n);  // the ids the cache has not seen
+      const Tensor logits = (*gpt_)(fresh, {.use_cache = true, .last_token_only = true});
+      // The model's hooks may have fed its cache other ids, or reset it.
+      check(gpt_->current_pos == n, op_, ": the model's KV cache holds ", gpt_->current_pos,
+            " tokens after the sequence's first ", n,
+            " ids were fed to it (did a hook feed or reset it?)");
       fed_ = n;
-      return (*gpt_)(fresh, {.use_cache = true, .last_token_only = true}).select(1, 0);
+      return last_logits(logits, idx.shape(), 1, op_);
     }
-    return (*gpt_)(crop(idx, context_size_), {.last_token_only = true}).select(1, 0);
+    return last_logits((*gpt_)(window, {.last_token_only = true}), window.shape(), 1, op_);
   }
 
  private:

@@ -396,5 +396,73 @@ TEST(KVCache, GenerateGivesTheSameTokens) {
   EXPECT_EQ(model->current_pos, 0);  // generate gives the cache back
 }
 
+// Generation feeds the cache the ids it has not seen, and checks what comes back: a model whose
+// hooks reset its cache or feed it other ids, or replace its logits with another shape, is an
+// Error naming generation, not other tokens than without the cache.
+TEST(KVCache, GenerateChecksWhatTheModelDid) {
+  auto model = small_model();
+  const Tensor ids = ids_of(kHelloIAm);
+  {
+    auto handle = model->register_forward_hook(
+        [&](Module&, const TensorList&, const Tensor&) { model->reset_kv_cache(); });
+    expect_error([&] { generate_text_simple(*model, ids, 5, 128, true); },
+                 "generate_text_simple: the model's KV cache holds 0 tokens after the sequence's "
+                 "first 4 ids were fed to it (did a hook feed or reset it?)");
+    handle.remove();
+  }
+  {
+    auto handle = model->register_forward_pre_hook(
+        [](Module&, const TensorList& input) -> std::optional<TensorList> {
+          return TensorList{cat({input[0], input[0]}, 1)};
+        });
+    expect_error([&] { generate(*model, ids, 5, 128, 0.0, {}, {}, nullptr, true); },
+                 "generate: the model's KV cache holds 8 tokens after the sequence's first 4 ids "
+                 "were fed to it");
+    handle.remove();
+  }
+  {
+    auto handle = model->register_forward_hook(
+        [](Module&, const TensorList&, const Tensor& output) -> std::optional<Tensor> {
+          return output.select(1, 0);
+        });
+    for (bool use_cache : {false, true}) {
+      expect_error([&] { generate_text_simple(*model, ids, 5, 128, use_cache); },
+                   "generate_text_simple: expected the model to return logits [batch, 1, "
+                   "vocab_size] = [1, 1, vocab_size] for ids of shape [1, 4], got [1, 50257]");
+    }
+    handle.remove();
+  }
+  EXPECT_EQ(model->current_pos, 0);  // given back, error or not
+  const Tensor plain = generate_text_simple(*model, ids, 5, 128);
+  EXPECT_EQ(generate_text_simple(*model, ids, 5, 128, true).to_vector<int64_t>(),
+            plain.to_vector<int64_t>());
+}
+
+// Generation resets the cache when it ends, whatever trf_blocks holds by then (here a hook adds
+// a module that is no TransformerBlock): an Error, not std::terminate from a destructor.
+TEST(KVCache, GenerateGivesTheCacheBackWhateverTrfBlocksHolds) {
+  auto model = small_model();
+  auto handle = model->register_forward_hook([&](Module&, const TensorList&, const Tensor&) {
+    if (model->trf_blocks->size() == 2) model->trf_blocks->push_back(std::make_shared<GPTGELU>());
+  });
+  expect_error([&] { generate_text_simple(*model, ids_of(kHelloIAm), 5, 128, true); },
+               "GPTModel: the KV cache needs TransformerBlocks in trf_blocks, got GELU at 2");
+  EXPECT_EQ(model->current_pos, 0);
+}
+
+// A window longer than the model's context_length (context_size larger than it) is an Error
+// naming generation and both sizes, with the cache as without it.
+TEST(KVCache, GenerateNamesAContextSizePastContextLength) {
+  auto model = small_model();
+  for (bool use_cache : {false, true}) {
+    expect_error(
+        [&] {
+          generate(*model, ids_of(long_prompt(120)), 20, 1000, 0.0, {}, {}, nullptr, use_cache);
+        },
+        "generate: the last 129 ids of the sequence (context_size = 1000) are more than the "
+        "model's context_length = 128");
+  }
+}
+
 }  // namespace
 }  // namespace ember::nn
