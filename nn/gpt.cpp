@@ -400,12 +400,18 @@ Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t conte
   check_ids(idx, max_new_tokens, context_size, "generate");
   check(temperature >= 0 && std::isfinite(temperature),
         "generate: temperature must be finite and >= 0, got ", temperature);
+  // The upper bounds, vocab_size, are known with the first logits.
+  check(!top_k || *top_k >= 1, "generate: top_k must be >= 1, got ", top_k.value_or(0));
+  check(!eos_id || *eos_id >= 0, "generate: eos_id must be >= 0, got ", eos_id.value_or(0));
   NoGradGuard no_grad;
   NextTokenLogits next_logits(model, context_size, use_cache, "generate");
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     Tensor logits = next_logits(idx);  // [batch, vocab_size]
+    check(!eos_id || *eos_id < logits.size(-1),
+          "generate: eos_id must be in [0, vocab_size = ", logits.size(-1), "), got ",
+          eos_id.value_or(0));
     if (top_k) {
-      check(*top_k >= 1 && *top_k <= logits.size(-1),
+      check(*top_k <= logits.size(-1),
             "generate: top_k must be in [1, vocab_size = ", logits.size(-1), "], got ", *top_k);
       // Keep the top_k largest logits of each row; the others become -inf. (The book compares
       // with top_logits[:, -1], which broadcasts right only for a batch of one.)
@@ -423,7 +429,11 @@ Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t conte
     }
     if (eos_id) {
       const std::vector<int64_t> next = idx_next.to_vector<int64_t>();
-      if (std::all_of(next.begin(), next.end(), [&](int64_t id) { return id == *eos_id; })) break;
+      // (A batch of no rows has none to stop: it gets max_new_tokens columns, as without eos_id.)
+      if (!next.empty() &&
+          std::all_of(next.begin(), next.end(), [&](int64_t id) { return id == *eos_id; })) {
+        break;
+      }
     }
     idx = cat({idx, idx_next}, 1);
   }

@@ -162,8 +162,9 @@ Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens, i
 // Chapter 5's generate: like generate_text_simple, but the logits may be limited to the top_k
 // largest of each row (the others set to -inf), divided by temperature and sampled with
 // multinomial (from `gen`, the default generator when null), PyTorch's draws for the same seed;
-// temperature 0 is greedy (argmax). Stops early when every batch row drew eos_id. use_cache as
-// in generate_text_simple (the model must be a GPTModel).
+// temperature 0 is greedy (argmax). Stops early when every batch row drew eos_id. top_k must be
+// in [1, vocab_size] and eos_id in [0, vocab_size) (Errors, the lower bounds before any step).
+// use_cache as in generate_text_simple (the model must be a GPTModel).
 Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
                 double temperature = 0.0, std::optional<int64_t> top_k = std::nullopt,
                 std::optional<int64_t> eos_id = std::nullopt, Generator* gen = nullptr,

@@ -328,6 +328,40 @@ TEST(GPTGenerate, StopsAtEos) {
   EXPECT_EQ(generate(model, start, 5, 8, 0.0, std::nullopt, first).shape(), (Shape{1, 2}));
 }
 
+// A batch of no rows has none to stop: with eos_id it gets its max_new_tokens columns, as without.
+TEST(GPTGenerate, AnEmptyBatchGetsItsColumnsWithEos) {
+  manual_seed(123);
+  GPTModel model(tiny_gpt_config());
+  model.eval();
+  const Tensor none = zeros({0, 2}, DType::Int64);
+  EXPECT_EQ(generate(model, none, 5, 8).shape(), (Shape{0, 7}));
+  EXPECT_EQ(generate(model, none, 5, 8, 0.0, std::nullopt, 3).shape(), (Shape{0, 7}));
+  EXPECT_EQ(generate(model, none, 5, 8, 1.0, 2, 3, nullptr, true).shape(), (Shape{0, 7}));
+}
+
+// top_k and eos_id that no vocabulary allows are Errors before any step (max_new_tokens = 0
+// too); those past the model's vocabulary, once its logits tell its size. An eos_id the model
+// cannot draw would never stop generation.
+TEST(GPTGenerate, TopKAndEosIdOutOfRangeAreErrors) {
+  manual_seed(123);
+  GPTModel model(tiny_gpt_config());
+  model.eval();
+  const Tensor ids = zeros({1, 2}, DType::Int64);
+  for (int64_t steps : {0, 3}) {
+    for (int64_t top_k : {int64_t{0}, int64_t{-1}}) {
+      expect_error([&] { generate(model, ids, steps, 8, 1.0, top_k); },
+                   "generate: top_k must be >= 1, got " + std::to_string(top_k));
+    }
+    expect_error([&] { generate(model, ids, steps, 8, 0.0, std::nullopt, -1); },
+                 "generate: eos_id must be >= 0, got -1");
+  }
+  for (bool use_cache : {false, true}) {
+    expect_error([&] { generate(model, ids, 3, 8, 0.0, std::nullopt, 16, nullptr, use_cache); },
+                 "generate: eos_id must be in [0, vocab_size = 16), got 16");
+  }
+  EXPECT_EQ(generate(model, ids, 3, 8, 1.0, 16, 15).size(0), 1);  // the largest allowed
+}
+
 // ---- errors ----
 
 TEST(GPTModel, BadInputsAreErrors) {
