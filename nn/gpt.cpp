@@ -279,6 +279,17 @@ Tensor GPTModel::forward(const Tensor& in_idx, const GPTForward& options) {
     x = (*drop_emb)(x);
     if (options.use_cache) {
       for (int64_t i = 0; i < trf_blocks->size(); ++i) x = block_at(*trf_blocks, i)(x, true);
+      // A hook may have reset or fed the cache meanwhile: these logits would not be the
+      // sequence's.
+      const int64_t end = start + seq_len;
+      for (int64_t i = 0; i < trf_blocks->size(); ++i) {
+        const int64_t held = block_at(*trf_blocks, i).att->ptr_current_pos;
+        check(held == end,
+              "GPTModel: the KV cache changed during the forward (a hook's?): trf_blocks.", i,
+              ".att holds ", held, " tokens, expected ", end, "; reset_kv_cache() starts again");
+      }
+      check(current_pos == end, "GPTModel: the KV cache changed during the forward (a hook's?): ",
+            "current_pos = ", current_pos, ", expected ", end, "; reset_kv_cache() starts again");
     } else {
       x = (*trf_blocks)(x);
     }

@@ -285,6 +285,29 @@ TEST(KVCache, AnErrorAfterTheBlocksLeavesItWhole) {
   }
 }
 
+// A hook that resets the cache during a cached forward (on a block, or on the position
+// embedding) leaves logits that are not the sequence's: an Error at once, and the cache
+// refuses to go on until reset.
+TEST(KVCache, AHookResettingItDuringTheForwardIsAnError) {
+  auto model = small_model();
+  const Tensor ids = ids_of(long_prompt(10));
+  NoGradGuard no_grad;
+  const std::vector<std::pair<std::shared_ptr<Module>, std::string>> cases = {
+      {(*model->trf_blocks)[0], "trf_blocks.0.att holds 0 tokens, expected 10"},
+      {model->pos_emb, "trf_blocks.0.att holds 1 tokens, expected 10"}};
+  for (const auto& [module, message] : cases) {
+    model->reset_kv_cache();
+    model->forward(ids.narrow(1, 0, 9), {.use_cache = true});
+    auto handle = module->register_forward_hook(
+        [&](Module&, const TensorList&, const Tensor&) { model->reset_kv_cache(); });
+    expect_error([&] { model->forward(ids.narrow(1, 9, 1), {.use_cache = true}); },
+                 "GPTModel: the KV cache changed during the forward (a hook's?): " + message);
+    handle.remove();
+    expect_error([&] { model->forward(ids.narrow(1, 9, 1), {.use_cache = true}); },
+                 "left the KV cache incomplete; reset_kv_cache() starts again");
+  }
+}
+
 // The cache's parts are public members, the book's attributes (current_pos, each attention's
 // ptr_current_pos and tensors): when they no longer agree (one attention reset alone,
 // current_pos set by hand, the model converted to float64 since), the cached forward is an
