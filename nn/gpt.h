@@ -154,8 +154,10 @@ class GPTModel : public Module {
 // logits are computed (GPTForward::last_token_only: the same bits), and with use_cache its KV
 // cache feeds each new token alone (the book's generate_text_simple_cached) while the sequence
 // fits in context_size; past it, each step runs on the last context_size ids as without the
-// cache (their positions shift). The same ids either way. A window longer than the model's
-// context_length is an Error, and so are logits of another shape than the model's (a hook's).
+// cache (their positions shift). The same ids either way. Generation owns the cache: it starts
+// from an empty one (reset_kv_cache(): tokens a caller had cached are forgotten) and leaves it
+// empty, error or not. A window longer than the model's context_length is an Error, and so are
+// logits of another shape than the model's (a hook's).
 Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens, int64_t context_size,
                             bool use_cache = false);
 
