@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/allocator.h"
 #include "core/base/grad_mode.h"
 #include "core/base/shape.h"
 #include "core/kernels/gelu.h"
@@ -314,8 +315,16 @@ void check_ids(const Tensor& idx, int64_t max_new_tokens, int64_t context_size, 
         idx.defined() ? idx.shape() : Shape{});
   check(max_new_tokens >= 0, op, ": max_new_tokens must be >= 0, got ", max_new_tokens);
   check(context_size >= 1, op, ": context_size must be >= 1, got ", context_size);
-  // The output's length, n + max_new_tokens ids per row, must be a size.
-  checked_add(idx.size(1), max_new_tokens, op);
+  // The output's length, n + max_new_tokens ids per row, must be a size, and the output must fit
+  // in memory: one that does not could never be returned (the steps would run until memory ran
+  // out, for ever in practice).
+  const int64_t length = checked_add(idx.size(1), max_new_tokens, op);
+  const double physical = detail::physical_memory_bytes();
+  check(
+      static_cast<double>(idx.size(0)) * static_cast<double>(length) * sizeof(int64_t) <= physical,
+      op, ": the output, [batch, n + max_new_tokens] = [", idx.size(0), ", ", idx.size(1), " + ",
+      max_new_tokens, "] int64 ids, would take more than the ",
+      static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
 }
 
 // The last context_size ids of each row: idx[:, -context_size:].

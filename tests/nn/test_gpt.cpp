@@ -420,6 +420,15 @@ TEST(GPTModel, SizesAtTheLimitsAreErrors) {
     expect_error([&] { generate_text_simple(model, ids, n, 8); },
                  "generate_text_simple: size calculation overflowed " + values);
   }
+  // An output that would not fit in memory could never be returned: an Error before any step,
+  // not steps until memory runs out (eos_id or not).
+  const std::string huge = std::to_string(kMax / 16);
+  expect_error([&] { generate_text_simple(model, ids, kMax / 16, 8); },
+               "generate_text_simple: the output, [batch, n + max_new_tokens] = [1, 2 + " + huge +
+                   "] int64 ids, would take more than the ");
+  expect_error([&] { generate(model, ids, kMax / 16, 8, 0.0, std::nullopt, 3); },
+               "generate: the output, [batch, n + max_new_tokens] = [1, 2 + " + huge +
+                   "] int64 ids, would take more than the ");
   EXPECT_EQ(generate(model, ids, 0, kMax).shape(), (Shape{1, 2}));  // the largest context: all ids
   EXPECT_EQ(generate_text_simple(model, ids, 1, kMax).shape(), (Shape{1, 3}));
   for (const int64_t n : {int64_t{-1}, kMin}) {
