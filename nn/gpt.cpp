@@ -83,6 +83,34 @@ Tensor FeedForward::forward(const Tensor& x) {
 
 // ---- TransformerBlock ----
 
+namespace {
+
+// The first Dropout at or below `module` that draws (in training mode with p > 0), or null.
+const Dropout* drawing_dropout(const Module& module) {
+  const auto* dropout = dynamic_cast<const Dropout*>(&module);
+  if (dropout != nullptr && dropout->is_training() && dropout->p > 0) return dropout;
+  for (const auto& child : module.children()) {
+    if (const Dropout* found = drawing_dropout(*child)) return found;
+  }
+  return nullptr;
+}
+
+// A KV cache's forward (of `module`, named op) with no dropout drawing below it: dropout draws
+// for the new tokens only, not for the whole sequence's, so the outputs would not be those
+// without the cache.
+void check_no_dropout(Module& module, const char* op) {
+  const Dropout* dropout = drawing_dropout(module);
+  if (dropout == nullptr) return;
+  std::string name;
+  for (const auto& [path, found] : module.named_modules()) {
+    if (found.get() == dropout) name = path;
+  }
+  fail(op, ": use_cache needs dropout off, got ", name, " with p = ", dropout->p,
+       " in training mode (call eval())");
+}
+
+}  // namespace
+
 TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
   att = register_module("att", std::make_shared<MultiHeadAttention>(
                                    /*d_in=*/cfg.emb_dim, /*d_out=*/cfg.emb_dim, cfg.context_length,
@@ -99,6 +127,7 @@ Tensor TransformerBlock::forward(const Tensor& input, bool use_cache) {
   ForwardScope scope(*this);
 
   detail::check_defined(input, "TransformerBlock");
+  if (use_cache) check_no_dropout(*this, "TransformerBlock");
   // Shortcut connection around the attention block.
   Tensor shortcut = input;
   Tensor x = (*norm1)(input);
@@ -155,16 +184,6 @@ TransformerBlock& block_at(const Sequential& blocks, int64_t i) {
   return *block;
 }
 
-// The first Dropout at or below `module` that draws (in training mode with p > 0), or null.
-const Dropout* drawing_dropout(const Module& module) {
-  const auto* dropout = dynamic_cast<const Dropout*>(&module);
-  if (dropout != nullptr && dropout->is_training() && dropout->p > 0) return dropout;
-  for (const auto& child : module.children()) {
-    if (const Dropout* found = drawing_dropout(*child)) return found;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 void GPTModel::reset_kv_cache() {
@@ -185,15 +204,7 @@ void GPTModel::check_kv_cache(const Tensor& in_idx, DType dtype) {
   check(!cache_broken_,
         "GPTModel: an error inside an earlier forward with use_cache left the KV cache "
         "incomplete; reset_kv_cache() starts again");
-  // Dropout draws for the new tokens only, not for the whole sequence's: other logits.
-  if (const Dropout* dropout = drawing_dropout(*this)) {
-    std::string name;
-    for (const auto& [path, module] : named_modules()) {
-      if (module.get() == dropout) name = path;
-    }
-    fail("GPTModel: use_cache needs dropout off, got ", name, " with p = ", dropout->p,
-         " in training mode (call eval())");
-  }
+  check_no_dropout(*this, "GPTModel");
   const int64_t seq_len = in_idx.size(1);
   check(current_pos >= 0 && current_pos <= cfg.context_length,
         "GPTModel: current_pos = ", current_pos,

@@ -366,7 +366,8 @@ TEST(KVCache, ItsPartsMustAgree) {
 }
 
 // Dropout would draw for the new tokens only, not for the whole sequence: the cache needs every
-// dropout off, wherever it is (a block's attention in training mode in an eval() model too).
+// dropout off, wherever it is (a block's attention in training mode in an eval() model too, a
+// block's drop_shortcut when the block is called alone).
 // Dropout with p = 0 draws nothing: in training mode it still gives the uncached logits.
 TEST(KVCache, NeedsDropoutOff) {
   auto model = small_model();
@@ -384,6 +385,18 @@ TEST(KVCache, NeedsDropoutOff) {
   expect_error([&] { model->forward(ids_of({1}), {.use_cache = true}); },
                "GPTModel: use_cache needs dropout off, got trf_blocks.1.att.dropout with p = 0.1");
   EXPECT_EQ(model->current_pos, 4);
+
+  // A TransformerBlock called with use_cache checks its own: drop_shortcut too.
+  model->reset_kv_cache();
+  auto block = std::dynamic_pointer_cast<TransformerBlock>((*model->trf_blocks)[0]);
+  block->drop_shortcut->train();
+  expect_error(
+      [&] {
+        (*block)(rand({1, 3, 128}), true);
+      },
+      "TransformerBlock: use_cache needs dropout off, got drop_shortcut with p = 0.1 in "
+      "training mode (call eval())");
+  EXPECT_EQ(block->att->ptr_current_pos, 0);
 
   GPTConfig no_dropout = small_config();
   no_dropout.drop_rate = 0.0;
