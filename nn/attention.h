@@ -75,7 +75,8 @@ class MultiHeadAttentionWrapper : public Module {
 // With use_cache (chapter 4's bonus, ch04/03_kv-cache/gpt_with_kv_cache.py of the book's
 // repository) the keys and values of every token seen are kept, and a forward takes only the
 // new tokens: their queries attend to all cached keys (mask[pos : pos + new, :pos + new]).
-// Inference only (under NoGradGuard); reset_cache() forgets the tokens. Call it as
+// Inference only (under NoGradGuard, dropout off: eval()), on a batch of the cached size and
+// dtype, each an Error before the cache moves; reset_cache() forgets the tokens. Call it as
 // mha(x, use_cache) (the book's self.att(x, use_cache=use_cache)): the module's hooks run, as
 // for mha(x).
 class MultiHeadAttention : public Module {
