@@ -359,6 +359,9 @@ int run(int argc, char** argv) {
   const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
   examples::check_resume_point(start, last, "step", "--steps, --stop-at");
   s.apply("checkpoint.safetensors");
+  std::vector<std::string> outputs{"checkpoint.safetensors", "loss.svg"};
+  if (s.html) outputs.emplace_back("report.html");
+  examples::check_output_files(s.out, outputs);
 
   // The report's (--html) watched example: the first window of the held-out text.
   const std::vector<int64_t> window(data.ids.begin() + data.split,
@@ -380,9 +383,10 @@ int run(int argc, char** argv) {
                                   text.substr(0, 1), s, watched, save);
   const double seconds = clock.seconds();
 
+  // The checkpoint first: the training is what a failure after it would lose.
+  save(t.step);
   const std::string loss_path = s.out + "/loss.svg";
   svg::write_file(loss_path, t.history.svg("train_chars: character-level loss per step"));
-  save(t.step);
   std::printf("wrote %s, %s\n", loss_path.c_str(), checkpoint_path.c_str());
   if (t.interrupted) {
     std::printf("interrupted (Ctrl-C) after step %lld: --resume %s continues the run\n",

@@ -629,6 +629,9 @@ int run(int argc, char** argv) {
     check(train_loader.size() > 0, "--batch: the training text has fewer than ", s.batch,
           " windows of --context ", s.context, " tokens (the loader drops a partial batch)");
     examples::make_output_directory(s.out);
+    examples::check_output_files(
+        s.out, s.save ? std::vector<std::string>{"checkpoint.safetensors", "loss.svg"}
+                      : std::vector<std::string>{"loss.svg"});
     examples::remove_stale_temporaries(s.out + "/checkpoint.safetensors");
     // The GEMM rate before the job (print_job_line), once the settings are checked; its time is
     // not the job's.

@@ -139,6 +139,9 @@ struct HostileFiles {
     for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
     write(dir / "past_the_end.safetensors", length + header + "abcd");
     write(dir / "a_file", "x");
+    fs::create_directories(dir / "out_svg" / "loss.svg");
+    fs::create_directories(dir / "out_checkpoint" / "checkpoint.safetensors");
+    fs::create_directories(dir / "out_model" / "model.safetensors");
   }
   fs::path dir;
 };
@@ -175,6 +178,8 @@ std::vector<Case> shared_flag_cases(const fs::path& dir) {
       {"--out '" + file + "/under'", 2, "--out"},
       {"--out /proc/ember_no_such_dir", 2, "--out: cannot make"},
       {"--out ''", 2, "--out"},
+      // An output file that is a directory: refused before the training, not at its end.
+      {"--out out_svg", 2, "--out: 'out_svg/loss.svg' is a directory"},
   };
 }
 
@@ -224,6 +229,7 @@ TEST(HostileCommandLines, TrainChars) {
       {"ab.txt", 2, "--top-k: expected at most the text's 2 distinct characters, got 10"},
       {"ab.txt --top-k 2", 0, "train_chars: steps 1-2"},
       {"invalid.txt --top-k 3 --html", 0, "train_chars: steps 1-2"},
+      {"--out out_checkpoint", 2, "--out: 'out_checkpoint/checkpoint.safetensors' is a directory"},
       // Files as the checkpoint.
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume: 'a_directory' is not a regular file"},
@@ -315,6 +321,8 @@ TEST(HostileCommandLines, TrainGpt) {
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
       {"invalid.txt", 2, "text is not valid UTF-8"},
+      {"--out out_checkpoint", 2, "--out: 'out_checkpoint/checkpoint.safetensors' is a directory"},
+      {"--out out_checkpoint --no-save", 0, "no checkpoint (--no-save)"},
       // Checkpoints.
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume"},
@@ -351,6 +359,7 @@ TEST(HostileCommandLines, TrainToy) {
   table.push_back({"--digits 1", 2, "--digits: expected an integer in [2, 16]"});
   table.push_back({"--digits 17", 2, "--digits"});
   table.push_back({"--eval-every 0", 2, "--eval-every"});
+  table.push_back({"--out out_model", 2, "--out: 'out_model/model.safetensors' is a directory"});
   table.push_back({"--steps 2 --digits 2 --batch 2 --eval-every 1", 0, "train_toy: 2 steps"});
   for (Case& c : table) c.args = with_defaults(c.args, {"--out out"});
   run_table(dir, EMBER_TRAIN_TOY_BINARY, "train_toy", table);
