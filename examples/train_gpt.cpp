@@ -19,7 +19,8 @@
 //   cells 86 and 115: greedy, then temperature and top-k sampling (--temperature, --top-k)
 // and writes loss.svg (cell 79: train and validation loss against epochs, tokens seen along the
 // top) and checkpoint.safetensors (cell 123: model and AdamW state, plus the epoch, the history
-// and the generator's state, so --resume continues with the same lines as an uninterrupted run).
+// and the generator's state, so --resume continues with the same lines as an uninterrupted run;
+// and the run's settings, so that a resume with other settings is refused).
 // The checkpoint is written once, at the end, as the book saves; --save-every N also after every
 // N epochs; Ctrl-C finishes the step under way, saves (within the epoch: --resume continues with
 // the epoch's next batch) and exits with status 130 (examples/common/interrupt.h); a second
@@ -373,7 +374,8 @@ std::vector<double> epochs_seen(int64_t num_epochs, std::size_t count) {
 // within an epoch (Ctrl-C), also the batches of the epoch done and the generator's state at its
 // start.
 void save_checkpoint(const std::string& path, const nn::GPTModel& model,
-                     const optim::Optimizer& optimizer, const History& h) {
+                     const optim::Optimizer& optimizer, const History& h,
+                     const examples::RunSettings& settings) {
   std::vector<int64_t> counters{h.tokens_seen, h.global_step, h.epochs_done};
   NamedTensorList own{{"train_gpt.rng", examples::generator_state()},
                       {"train_gpt.history", examples::lists_tensor({&h.train_losses, &h.val_losses,
@@ -384,13 +386,15 @@ void save_checkpoint(const std::string& path, const nn::GPTModel& model,
   }
   own.emplace_back("train_gpt.counters",
                    from_vector(counters, {static_cast<int64_t>(counters.size())}));
-  examples::save_checkpoint(path, model, optimizer, nullptr, h.global_step + 1, own);
+  examples::save_checkpoint(path, model, optimizer, nullptr, h.global_step + 1, "train_gpt",
+                            settings, own);
 }
 
-// Restores what save_checkpoint wrote, and says so.
-History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Optimizer& optimizer) {
+// Restores what save_checkpoint wrote with these `settings`, and says so.
+History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Optimizer& optimizer,
+                        const examples::RunSettings& settings) {
   const examples::Checkpoint c =
-      examples::load_checkpoint(path, model, optimizer, nullptr, "train_gpt.");
+      examples::load_checkpoint(path, model, optimizer, nullptr, "train_gpt", settings);
   History h;
   if (auto rng = c.own.find("train_gpt.rng"); rng != c.own.end()) {
     examples::set_generator_state(rng->second);
@@ -548,6 +552,26 @@ struct Settings {
                  "generate with the model's KV cache (the same tokens, faster; default on)");
   }
 
+  // What a resumed run must share with the run it continues (examples::check_settings): the text,
+  // the model, the loaders, AdamW, the evaluations (the printed lines) and the seed (the final
+  // sample). The rest (--epochs, --max-steps, --out, --threads, the final sample's settings) may
+  // change.
+  examples::RunSettings run_settings(const std::string& text) const {
+    return {{"text", examples::text_fingerprint(text)},
+            {"--seed", std::to_string(seed)},
+            {"--batch", std::to_string(batch)},
+            {"--context", std::to_string(context)},
+            {"--emb-dim", std::to_string(emb_dim)},
+            {"--layers", std::to_string(n_layers)},
+            {"--heads", std::to_string(n_heads)},
+            {"--drop-rate", float_repr(drop_rate)},
+            {"--lr", float_repr(lr)},
+            {"--weight-decay", float_repr(weight_decay)},
+            {"--train-ratio", float_repr(train_ratio)},
+            {"--eval-freq", std::to_string(eval_freq)},
+            {"--eval-iter", std::to_string(eval_iter)}};
+  }
+
   std::optional<int64_t> top_k_or_all() const {
     return top_k > 0 ? std::optional<int64_t>(top_k) : std::nullopt;
   }
@@ -668,9 +692,10 @@ int run(int argc, char** argv) {
     nn::GPTModel model(cfg);
     optim::AdamW optimizer(model.parameters(),
                            optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+    const examples::RunSettings settings = s.run_settings(text_data);
     History start;  // the book's zeros, or where the checkpoint stopped
     if (!s.resume.empty()) {
-      start = load_checkpoint(s.resume, model, optimizer);
+      start = load_checkpoint(s.resume, model, optimizer, settings);
       examples::check_resume_point(
           start.epochs_done,
           s.stop_after_epoch > 0 ? std::min(s.stop_after_epoch, s.epochs) : s.epochs, "epoch",
@@ -696,7 +721,7 @@ int run(int argc, char** argv) {
     const auto save = [&](const History& h) {
       if (!s.save) return;
       const TimedPart timed(kSaving);
-      save_checkpoint(checkpoint_path, model, optimizer, h);
+      save_checkpoint(checkpoint_path, model, optimizer, h, settings);
     };
     const Extras extras{progress,       start,      s.stop_after_epoch, s.max_steps,
                         s.print_losses, s.kv_cache, s.save_every,       save};

@@ -3,12 +3,17 @@
 // schedule's and the step) and, beside the model's tensors, the program's own: tensors named
 // "<program>.<what>" that hold its counters, its loss history or the global generator's state,
 // so that --resume continues where the run stopped and prints what an uninterrupted run prints.
+// The run's settings (the flags that change what it computes, and its text) are in the metadata,
+// "<program>.settings": a resume with other settings is refused, not continued as another run.
 // Not part of the library.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/generator.h"
@@ -19,16 +24,76 @@
 
 namespace ember::examples {
 
+// A run's settings that a resume must share, flag by flag: {"--lr", "0.0004"}, {"text", ...}
+// (text_fingerprint). Values hold no newline.
+using RunSettings = std::vector<std::pair<std::string, std::string>>;
+
+// A text for RunSettings: its size and its 64-bit FNV-1a hash, "20479 bytes, fnv1a 9f0c...": the
+// same text under another name resumes, another text does not.
+inline std::string text_fingerprint(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return std::to_string(text.size()) + " bytes, fnv1a " + hex;
+}
+
+// The metadata key of a program's settings: "train_gpt.settings".
+inline std::string settings_key(const std::string& program) { return program + ".settings"; }
+
 // Writes `path`: the model's state dict followed by `own` (the program's tensors), the optimizer,
-// the scheduler (may be null) and the step.
+// the scheduler (may be null), the step and the run's settings (metadata "<program>.settings",
+// one "flag value" a line).
 inline void save_checkpoint(const std::string& path, const nn::Module& model,
                             const optim::Optimizer& optimizer,
                             const optim::StatefulScheduler* scheduler, int64_t step,
+                            const std::string& program, const RunSettings& settings,
                             const NamedTensorList& own = {}) {
   NamedTensorList state;
   for (const auto& [name, t] : model.state_dict()) state.emplace_back(name, t);
   state.insert(state.end(), own.begin(), own.end());
-  optim::save_checkpoint(path, state, optimizer, scheduler, step);
+  std::string lines;
+  for (const auto& [flag, value] : settings) lines += flag + " " + value + "\n";
+  optim::save_checkpoint(path, state, optimizer, scheduler, step,
+                         {{settings_key(program), lines}});
+}
+
+// --resume: the settings the checkpoint at `path` records (its metadata) must be `settings`, flag
+// by flag; an ember::Error names each flag that differs with both values, or says that the file
+// records none (not a checkpoint of `program`, or one from before it recorded them).
+inline void check_settings(const std::map<std::string, std::string>& metadata,
+                           const std::string& program, const RunSettings& settings,
+                           const std::string& path) {
+  const std::string key = settings_key(program);
+  const auto it = metadata.find(key);
+  check(it != metadata.end(), "--resume: '", path, "' records no settings of a ", program,
+        " run (no '", key, "' metadata): not a checkpoint of ", program,
+        ", or one written before it recorded them");
+  std::map<std::string, std::string> saved;
+  std::istringstream in(it->second);
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t space = line.find(' ');
+    check(space != std::string::npos && space > 0, "--resume: '", path, "': malformed '", key,
+          "' line '", line, "', expected 'flag value'");
+    saved[line.substr(0, space)] = line.substr(space + 1);
+  }
+  std::string differences;
+  for (const auto& [flag, value] : settings) {
+    const auto found = saved.find(flag);
+    const std::string was = found == saved.end() ? "(not recorded)" : found->second;
+    if (was != value) {
+      differences +=
+          (differences.empty() ? "" : ", ") + flag + " " + was + " (this run: " + value + ")";
+    }
+    if (found != saved.end()) saved.erase(found);
+  }
+  for (const auto& [flag, value] : saved) {
+    differences +=
+        (differences.empty() ? "" : ", ") + flag + " " + value + " (unknown to " + program + ")";
+  }
+  check(differences.empty(), "--resume: '", path,
+        "' continues a run with other settings: ", differences,
+        "; a resume needs the settings of the run it continues");
 }
 
 // What load_checkpoint gives back beside the model and optimizer it restores.
@@ -37,18 +102,25 @@ struct Checkpoint {
   std::map<std::string, Tensor> own;  // the program's tensors, by name
 };
 
-// Reads what save_checkpoint wrote: restores the optimizer, the scheduler (may be null) and the
-// model; the tensors whose names start with `own_prefix` ("train_gpt.") are the program's and
-// are returned, not loaded into the model.
+// Reads what save_checkpoint wrote, once its settings are `settings` (check_settings): restores
+// the optimizer, the scheduler (may be null) and the model; the tensors whose names start with
+// "<program>." are the program's and are returned, not loaded into the model.
 inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
                                   optim::Optimizer& optimizer, optim::StatefulScheduler* scheduler,
-                                  const std::string& own_prefix = "") {
+                                  const std::string& program, const RunSettings& settings) {
+  SafetensorsFile file = load_safetensors(path);
+  check_settings(file.metadata, program, settings, path);
   NamedTensorList state;
   Checkpoint c;
-  c.step = optim::load_checkpoint(path, state, optimizer, scheduler);
+  try {
+    c.step = optim::load_checkpoint(std::move(file), state, optimizer, scheduler);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (file '" + path + "')");
+  }
+  const std::string own_prefix = program + ".";
   NamedTensorList model_state;
   for (auto& [name, t] : state) {
-    if (!own_prefix.empty() && name.rfind(own_prefix, 0) == 0) {
+    if (name.rfind(own_prefix, 0) == 0) {
       c.own.emplace(name, t);
     } else {
       model_state.emplace_back(name, t);

@@ -146,6 +146,21 @@ struct HostileFiles {
   fs::path dir;
 };
 
+// A copy of the safetensors file `from` at `to`, changed by `edit` (its tensors, its metadata).
+template <class Edit>
+void edited(const fs::path& from, const fs::path& to, Edit edit) {
+  ember::SafetensorsFile file = ember::load_safetensors(from.string());
+  edit(file);
+  ember::save_safetensors(file.tensors, to.string(), file.metadata);
+}
+
+// A checkpoint of a training program without the settings it records ("<program>.settings"): one
+// written before the programs recorded them.
+void without_settings(const fs::path& from, const fs::path& to, const std::string& program) {
+  edited(from, to,
+         [&](ember::SafetensorsFile& file) { file.metadata.erase(program + ".settings"); });
+}
+
 // A copy of `file` cut to half its length, and one with a bit of its header flipped.
 void damaged_copies(const fs::path& file, const fs::path& truncated, const fs::path& flipped) {
   std::string bytes = slurp(file);
@@ -191,11 +206,12 @@ TEST(HostileCommandLines, TrainChars) {
   const std::vector<std::string> small = {"--context 4",     "--batch 2",        "--steps 2",
                                           "--print-every 1", "--sample-every 2", "--out resumed"};
 
-  // A checkpoint to damage, and one to resume.
-  const Outcome made = run(dir, bin, with_defaults("--out good", small));
+  // A checkpoint to damage, and one to resume: a run of 4 steps stopped at step 2.
+  const Outcome made = run(dir, bin, with_defaults("--steps 4 --stop-at 2 --out good", small));
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   const fs::path good = dir / "good" / "checkpoint.safetensors";
   damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
+  without_settings(good, dir / "no_settings.safetensors", "train_chars");
   // Another model's checkpoint: a wider context.
   ASSERT_EQ(run(dir, bin, with_defaults("--context 8 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
@@ -240,13 +256,23 @@ TEST(HostileCommandLines, TrainChars) {
       {"--resume past_the_end.safetensors", 2, "safetensors"},
       {"--resume truncated.safetensors", 2, "safetensors"},
       {"--resume flipped.safetensors", 2, "safetensors"},
-      {"--resume '" + other.string() + "'", 2, "load"},
+      {"--resume '" + other.string() + "'", 2,
+       "continues a run with other settings: --context 8 (this run: 4)"},
+      {"--resume no_settings.safetensors --steps 4", 2,
+       "--resume: 'no_settings.safetensors' records no settings of a train_chars run"},
+      // Other settings than the run's: refused, each flag named with both values.
+      {"--resume '" + good.string() + "' --steps 3", 2,
+       "continues a run with other settings: --steps 4 (this run: 3)"},
+      {"--resume '" + good.string() + "' --steps 4 --lr 0.01 --batch 3", 2,
+       "--batch 2 (this run: 3), --lr 0.003 (this run: 0.01)"},
+      {"--resume '" + good.string() + "' --steps 4 --seed 7", 2, "--seed 123 (this run: 7)"},
+      {"ab.txt --top-k 2 --resume '" + good.string() + "' --steps 4", 2,
+       "continues a run with other settings: text "},
       // An interrupted run resumed past the requested end trains nothing: refused.
-      {"--resume '" + good.string() + "' --steps 1", 2,
+      {"--resume '" + good.string() + "' --steps 4 --stop-at 1", 2,
        "--resume: the checkpoint is at step 2, expected one before this run's last step 1"},
-      {"--resume '" + good.string() + "' --steps 2", 2, "--resume: the checkpoint is at step 2"},
       {"--resume '" + good.string() + "' --steps 4 --stop-at 2", 2, "--stop-at"},
-      {"--resume '" + good.string() + "' --steps 3", 0, "train_chars: steps 3-3"},
+      {"--resume '" + good.string() + "' --steps 4 --threads 2", 0, "train_chars: steps 3-4"},
   };
   table.insert(table.end(), own.begin(), own.end());
   for (Case& c : table) c.args = with_defaults(c.args, small);
@@ -255,13 +281,13 @@ TEST(HostileCommandLines, TrainChars) {
 
 // A train_gpt checkpoint with its counters replaced by `counters`.
 void with_counters(const fs::path& from, const fs::path& to, const std::vector<int64_t>& counters) {
-  ember::SafetensorsFile file = ember::load_safetensors(from.string());
-  for (auto& [name, t] : file.tensors) {
-    if (name.find("train_gpt.counters") != std::string::npos) {
-      t = ember::from_vector(counters, {static_cast<int64_t>(counters.size())});
+  edited(from, to, [&](ember::SafetensorsFile& file) {
+    for (auto& [name, t] : file.tensors) {
+      if (name.find("train_gpt.counters") != std::string::npos) {
+        t = ember::from_vector(counters, {static_cast<int64_t>(counters.size())});
+      }
     }
-  }
-  ember::save_safetensors(file.tensors, to.string(), file.metadata);
+  });
 }
 
 TEST(HostileCommandLines, TrainGpt) {
@@ -286,6 +312,8 @@ TEST(HostileCommandLines, TrainGpt) {
   with_counters(good, dir / "two_counters.safetensors", {100, 7});
   with_counters(good, dir / "step_max.safetensors", {100, INT64_MAX, 1});
   with_counters(good, dir / "negative.safetensors", {-5, 7, 1});
+  without_settings(good, dir / "no_settings.safetensors", "train_gpt");
+  write(dir / "text2.txt", text + "And one more sentence.");
   ASSERT_EQ(run(dir, bin, with_defaults("text.txt --emb-dim 16 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
 
@@ -332,7 +360,23 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--resume past_the_end.safetensors", 2, "safetensors"},
       {"--resume truncated.safetensors", 2, "safetensors"},
       {"--resume flipped.safetensors", 2, "safetensors"},
-      {"--resume '" + other.string() + "'", 2, "load"},
+      {"--resume '" + other.string() + "'", 2,
+       "continues a run with other settings: --emb-dim 16 (this run: 8)"},
+      {"--resume no_settings.safetensors --epochs 2", 2,
+       "--resume: 'no_settings.safetensors' records no settings of a train_gpt run"},
+      // Other settings than the run's: refused, each flag named with both values.
+      {"--resume '" + good.string() + "' --epochs 2 --heads 4", 2,
+       "continues a run with other settings: --heads 2 (this run: 4)"},
+      {"--resume '" + good.string() + "' --epochs 2 --batch 3 --lr 0.001 --seed 5", 2,
+       "--seed 123 (this run: 5), --batch 2 (this run: 3), --lr 0.0004 (this run: 0.001)"},
+      {"--resume '" + good.string() + "' --epochs 2 --weight-decay 0 --drop-rate 0 --eval-freq 3",
+       2,
+       "--drop-rate 0.1 (this run: 0.0), --weight-decay 0.1 (this run: 0.0), --eval-freq 4 (this "
+       "run: 3)"},
+      {"--resume '" + good.string() + "' --epochs 2 --train-ratio 0.8 --eval-iter 2", 2,
+       "--train-ratio 0.9 (this run: 0.8), --eval-iter 1 (this run: 2)"},
+      {"text2.txt --resume '" + good.string() + "' --epochs 2", 2,
+       "continues a run with other settings: text "},
       {"--resume two_counters.safetensors", 2, "train_gpt.counters has 2 values, expected 3 or 4"},
       {"--resume step_max.safetensors", 2, "train_gpt.counters holds"},
       {"--resume negative.safetensors", 2, "train_gpt.counters holds"},
