@@ -366,14 +366,18 @@ int run(int argc, char** argv) {
   optim::LambdaLR schedule(optimizer, examples::warmup_cosine(s.steps));
   const examples::RunSettings settings = s.run_settings(text);
   int64_t start = 0;
+  const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
   if (!s.resume.empty()) {
-    start =
-        examples::load_checkpoint(s.resume, model, optimizer, &schedule, "train_chars", settings)
-            .step;
+    const examples::Checkpoint c =
+        examples::load_checkpoint(s.resume, model, optimizer, &schedule, "train_chars", settings);
+    c.check_known({});
+    start = c.step;
+    check(schedule.last_epoch() == start, "--resume: '", s.resume,
+          "': the learning-rate schedule is at step ", schedule.last_epoch(),
+          ", the checkpoint's step is ", start);
+    examples::check_resume_point(start, last, "step", "--steps, --stop-at");
     std::printf("resumed from %s at step %lld\n", s.resume.c_str(), static_cast<long long>(start));
   }
-  const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
-  examples::check_resume_point(start, last, "step", "--steps, --stop-at");
   s.apply("checkpoint.safetensors");
   std::vector<std::string> outputs{"checkpoint.safetensors", "loss.svg"};
   if (s.html) outputs.emplace_back("report.html");

@@ -390,27 +390,52 @@ void save_checkpoint(const std::string& path, const nn::GPTModel& model,
                             settings, own);
 }
 
-// Restores what save_checkpoint wrote with these `settings`, and says so.
+// Restores what save_checkpoint wrote with these `settings`, and says so. Its counters must fit
+// together and this run (an epoch of `batches_per_epoch` batches of `batch_tokens` tokens, an
+// evaluation every `eval_freq` steps): the steps the optimizer counted are the epochs and batches
+// done, the tokens seen those steps' tokens, the history one row per evaluation.
 History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Optimizer& optimizer,
-                        const examples::RunSettings& settings) {
+                        const examples::RunSettings& settings, int64_t batches_per_epoch,
+                        int64_t batch_tokens, int64_t eval_freq) {
   const examples::Checkpoint c =
       examples::load_checkpoint(path, model, optimizer, nullptr, "train_gpt", settings);
+  c.check_known(
+      {"train_gpt.rng", "train_gpt.history", "train_gpt.counters", "train_gpt.epoch_rng"});
+  const std::vector<int64_t> v =
+      c.need("train_gpt.counters", DType::Int64, 1).contiguous().to_vector<int64_t>();
+  examples::check_counters(v, path, "train_gpt.counters");
   History h;
-  if (auto rng = c.own.find("train_gpt.rng"); rng != c.own.end()) {
-    examples::set_generator_state(rng->second);
+  h.tokens_seen = v[0], h.global_step = v[1], h.epochs_done = v[2];
+  if (v.size() > 3) h.batches_in_epoch = v[3];
+  const int64_t steps = h.global_step + 1;
+  const std::string where = "--resume: '" + path + "': ";
+  check(steps == c.step, where, "train_gpt.counters' global step ", h.global_step,
+        " is not the step before the checkpoint's step ", c.step);
+  const int64_t whole_epochs = steps - h.batches_in_epoch;  // steps of the epochs done
+  check(h.batches_in_epoch <= batches_per_epoch && whole_epochs >= 0 &&
+            whole_epochs % batches_per_epoch == 0 &&
+            whole_epochs / batches_per_epoch == h.epochs_done,
+        where, steps, " steps are not the ", h.epochs_done, " epoch(s) of ", batches_per_epoch,
+        " batches and ", h.batches_in_epoch,
+        " batch(es) train_gpt.counters holds (this run's epoch has ", batches_per_epoch,
+        " batches)");
+  check(h.tokens_seen % batch_tokens == 0 && h.tokens_seen / batch_tokens == steps, where,
+        "train_gpt.counters holds ", h.tokens_seen, " tokens seen, expected ", steps, " steps of ",
+        batch_tokens, " tokens");
+  const Tensor& history = c.need("train_gpt.history", DType::Float64, 2);
+  const int64_t evaluations = steps > 0 ? (steps - 1) / eval_freq + 1 : 0;
+  check(history.size(0) == evaluations && history.size(1) == 3, where,
+        "train_gpt.history has shape ", history.shape(), ", expected [", evaluations,
+        ", 3] (the losses and tokens seen of an evaluation every ", eval_freq, " steps of ", steps,
+        ")");
+  examples::append_lists(history, {&h.train_losses, &h.val_losses, &h.track_tokens_seen});
+  if (h.batches_in_epoch > 0) {
+    h.epoch_rng = c.need("train_gpt.epoch_rng", DType::Int64, 1);
+  } else {
+    check(!c.own.count("train_gpt.epoch_rng"), where,
+          "train_gpt.epoch_rng is there but train_gpt.counters stops at an epoch's end");
   }
-  if (auto lists = c.own.find("train_gpt.history"); lists != c.own.end()) {
-    examples::append_lists(lists->second, {&h.train_losses, &h.val_losses, &h.track_tokens_seen});
-  }
-  if (auto counters = c.own.find("train_gpt.counters"); counters != c.own.end()) {
-    const auto v = counters->second.contiguous().to_vector<int64_t>();
-    examples::check_counters(v, path, "train_gpt.counters");
-    h.tokens_seen = v[0], h.global_step = v[1], h.epochs_done = v[2];
-    if (v.size() > 3) h.batches_in_epoch = v[3];
-  }
-  if (auto rng = c.own.find("train_gpt.epoch_rng"); rng != c.own.end()) h.epoch_rng = rng->second;
-  check(h.batches_in_epoch == 0 || h.epoch_rng.defined(), "train_gpt: the checkpoint ", path,
-        " stops within an epoch but has no train_gpt.epoch_rng");
+  examples::set_generator_state(c.need("train_gpt.rng", DType::Int64, 1));
   if (h.batches_in_epoch > 0) {
     std::printf("resumed from %s in epoch %lld after batch %lld (step %lld)\n", path.c_str(),
                 static_cast<long long>(h.epochs_done + 1),
@@ -695,7 +720,8 @@ int run(int argc, char** argv) {
     const examples::RunSettings settings = s.run_settings(text_data);
     History start;  // the book's zeros, or where the checkpoint stopped
     if (!s.resume.empty()) {
-      start = load_checkpoint(s.resume, model, optimizer, settings);
+      start = load_checkpoint(s.resume, model, optimizer, settings, train_loader.size(),
+                              s.batch * s.context, s.eval_freq);
       examples::check_resume_point(
           start.epochs_done,
           s.stop_after_epoch > 0 ? std::min(s.stop_after_epoch, s.epochs) : s.epochs, "epoch",

@@ -8,6 +8,8 @@
 // Not part of the library.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -54,8 +56,7 @@ inline void save_checkpoint(const std::string& path, const nn::Module& model,
   state.insert(state.end(), own.begin(), own.end());
   std::string lines;
   for (const auto& [flag, value] : settings) lines += flag + " " + value + "\n";
-  optim::save_checkpoint(path, state, optimizer, scheduler, step,
-                         {{settings_key(program), lines}});
+  optim::save_checkpoint(path, state, optimizer, scheduler, step, {{settings_key(program), lines}});
 }
 
 // --resume: the settings the checkpoint at `path` records (its metadata) must be `settings`, flag
@@ -96,22 +97,75 @@ inline void check_settings(const std::map<std::string, std::string>& metadata,
         "; a resume needs the settings of the run it continues");
 }
 
+// --resume: every number of a checkpoint is finite (NaN or an infinity in a weight, a moment of
+// AdamW or a loss would train NaNs for the rest of the run), and AdamW's second moments
+// ("exp_avg_sq", "max_exp_avg_sq") are not negative (their square root is taken); an ember::Error
+// names the tensor and the value otherwise.
+inline void check_numbers(const SafetensorsFile& file, const std::string& path) {
+  for (const auto& [name, t] : file.tensors) {
+    if (!is_floating(t.dtype())) continue;
+    const bool second_moment = name.ends_with("exp_avg_sq");  // and max_exp_avg_sq
+    auto scan = [&](const auto* v, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(v[i]);
+        if (!std::isfinite(x)) {
+          fail("--resume: '", path, "': '", name, "' holds ", x, " (element ", i,
+               "): a run that diverged, or a damaged file");
+        }
+        if (second_moment && x < 0) {
+          fail("--resume: '", path, "': '", name, "' holds ", x, " (element ", i,
+               "), expected a second moment >= 0");
+        }
+      }
+    };
+    const Tensor values = t.contiguous();
+    if (values.dtype() == DType::Float32) {
+      scan(values.data_ptr<float>(), values.numel());
+    } else {
+      scan(values.data_ptr<double>(), values.numel());
+    }
+  }
+}
+
 // What load_checkpoint gives back beside the model and optimizer it restores.
 struct Checkpoint {
-  int64_t step = 0;
+  std::string path;
+  int64_t step = 0;                   // the optimizer steps taken
   std::map<std::string, Tensor> own;  // the program's tensors, by name
+
+  // The program's tensor `name`, which the checkpoint must hold, of `dtype` and of `rank`
+  // dimensions; an ember::Error naming it otherwise.
+  const Tensor& need(const std::string& name, DType dtype, int64_t rank) const {
+    const auto it = own.find(name);
+    check(it != own.end(), "--resume: '", path, "' has no tensor '", name, "'");
+    check(it->second.dtype() == dtype && it->second.dim() == rank, "--resume: '", path, "': '",
+          name, "' is ", dtype_name(it->second.dtype()), " of shape ", it->second.shape(),
+          ", expected ", dtype_name(dtype), " of ", rank, " dimension(s)");
+    return it->second;
+  }
+  // The program's tensors must all be among `known`: an ember::Error names one that is not.
+  void check_known(const std::vector<std::string>& known) const {
+    for (const auto& [name, t] : own) {
+      check(std::find(known.begin(), known.end(), name) != known.end(), "--resume: '", path,
+            "' has a tensor '", name, "' this program does not write");
+    }
+  }
 };
 
-// Reads what save_checkpoint wrote, once its settings are `settings` (check_settings): restores
-// the optimizer, the scheduler (may be null) and the model; the tensors whose names start with
-// "<program>." are the program's and are returned, not loaded into the model.
+// Reads what save_checkpoint wrote, once its settings are `settings` (check_settings) and its
+// numbers finite (check_numbers): restores the optimizer, the scheduler (may be null) and the
+// model; the tensors whose names start with "<program>." are the program's and are returned, not
+// loaded into the model. The model's buffers must be those it computes, and the optimizer's state
+// must have counted the checkpoint's step for every parameter (none before the first step).
 inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
                                   optim::Optimizer& optimizer, optim::StatefulScheduler* scheduler,
                                   const std::string& program, const RunSettings& settings) {
   SafetensorsFile file = load_safetensors(path);
   check_settings(file.metadata, program, settings, path);
+  check_numbers(file, path);
   NamedTensorList state;
   Checkpoint c;
+  c.path = path;
   try {
     c.step = optim::load_checkpoint(std::move(file), state, optimizer, scheduler);
   } catch (const Error& e) {
@@ -126,7 +180,26 @@ inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
       model_state.emplace_back(name, t);
     }
   }
+  // The model's buffers (GPTModel's causal masks) follow from its settings: the checkpoint's
+  // must be the ones the model computed.
+  std::vector<std::pair<std::string, Tensor>> computed;
+  for (const auto& [name, b] : model.named_buffers()) computed.emplace_back(name, b.clone());
   model.load_state_dict(model_state);
+  const nn::NamedTensors loaded = model.named_buffers();
+  for (const auto& [name, b] : computed) {
+    check(equal(loaded[name], b), "--resume: '", path, "': the buffer '", name,
+          "' is not the one the model computes from its settings");
+  }
+  check(c.step >= 0, "--resume: '", path, "': the step ", c.step, " is negative");
+  const std::vector<Tensor> parameters = model.parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const optim::ParamState& p = optimizer.state(parameters[i]);
+    const auto step = p.find("step");
+    const double counted = step == p.end() ? 0.0 : step->second.item();
+    check(counted == static_cast<double>(c.step), "--resume: '", path,
+          "': the optimizer's state of parameter ", i, " counts ", counted,
+          " steps, the checkpoint's step is ", c.step);
+  }
   return c;
 }
 

@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -154,6 +156,25 @@ void edited(const fs::path& from, const fs::path& to, Edit edit) {
   ember::save_safetensors(file.tensors, to.string(), file.metadata);
 }
 
+// The tensor `name` of `file` (which must hold it), and the same removed.
+ember::Tensor& tensor_of(ember::SafetensorsFile& file, const std::string& name) {
+  for (auto& [n, t] : file.tensors) {
+    if (n == name) return t;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  static ember::Tensor none;
+  return none;
+}
+void erase_tensor(ember::SafetensorsFile& file, const std::string& name) {
+  std::erase_if(file.tensors, [&](const auto& entry) { return entry.first == name; });
+}
+
+// A train_gpt checkpoint's counters (tokens seen, global step, epochs done[, batches]).
+std::vector<int64_t> counters_of(const fs::path& checkpoint) {
+  ember::SafetensorsFile file = ember::load_safetensors(checkpoint.string());
+  return tensor_of(file, "model.train_gpt.counters").contiguous().to_vector<int64_t>();
+}
+
 // A checkpoint of a training program without the settings it records ("<program>.settings"): one
 // written before the programs recorded them.
 void without_settings(const fs::path& from, const fs::path& to, const std::string& program) {
@@ -212,6 +233,20 @@ TEST(HostileCommandLines, TrainChars) {
   const fs::path good = dir / "good" / "checkpoint.safetensors";
   damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
   without_settings(good, dir / "no_settings.safetensors", "train_chars");
+  // The schedule at another step than the optimizer; a tensor no run writes; an infinite weight.
+  edited(good, dir / "other_schedule.safetensors", [](ember::SafetensorsFile& file) {
+    std::string& text = file.metadata["scheduler"];
+    const std::size_t at = text.find("\"last_epoch\":[2");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, 15, "\"last_epoch\":[1");
+  });
+  edited(good, dir / "extra_tensor.safetensors", [](ember::SafetensorsFile& file) {
+    file.tensors.emplace_back("model.train_chars.extra", ember::zeros({2}));
+  });
+  edited(good, dir / "inf_weight.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& w = tensor_of(file, "model.final_norm.scale");
+    w = ember::full_like(w, std::numeric_limits<double>::infinity());
+  });
   // Another model's checkpoint: a wider context.
   ASSERT_EQ(run(dir, bin, with_defaults("--context 8 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
@@ -260,6 +295,12 @@ TEST(HostileCommandLines, TrainChars) {
        "continues a run with other settings: --context 8 (this run: 4)"},
       {"--resume no_settings.safetensors --steps 4", 2,
        "--resume: 'no_settings.safetensors' records no settings of a train_chars run"},
+      {"--resume other_schedule.safetensors --steps 4", 2,
+       "the learning-rate schedule is at step 1, the checkpoint's step is 2"},
+      {"--resume extra_tensor.safetensors --steps 4", 2,
+       "has a tensor 'train_chars.extra' this program does not write"},
+      {"--resume inf_weight.safetensors --steps 4", 2,
+       "'model.final_norm.scale' holds inf (element 0): a run that diverged, or a damaged file"},
       // Other settings than the run's: refused, each flag named with both values.
       {"--resume '" + good.string() + "' --steps 3", 2,
        "continues a run with other settings: --steps 4 (this run: 3)"},
@@ -313,6 +354,43 @@ TEST(HostileCommandLines, TrainGpt) {
   with_counters(good, dir / "step_max.safetensors", {100, INT64_MAX, 1});
   with_counters(good, dir / "negative.safetensors", {-5, 7, 1});
   without_settings(good, dir / "no_settings.safetensors", "train_gpt");
+  // Checkpoints whose parts do not fit together or hold what no run writes: the counters against
+  // the step and this run's epochs, the history, the program's tensors, the optimizer's numbers.
+  const std::vector<int64_t> counters = counters_of(good);
+  ASSERT_EQ(counters.size(), 3u);
+  with_counters(good, dir / "other_step.safetensors", {counters[0], 0, counters[2]});
+  with_counters(good, dir / "other_epoch.safetensors", {counters[0], counters[1], counters[2] + 1});
+  with_counters(good, dir / "other_tokens.safetensors",
+                {counters[0] + 1, counters[1], counters[2]});
+  edited(good, dir / "batch_past_the_epoch.safetensors", [&](ember::SafetensorsFile& file) {
+    const std::vector<int64_t> within{counters[0], counters[1], counters[2], 1000};
+    for (auto& [name, t] : file.tensors) {
+      if (name == "model.train_gpt.counters") t = ember::from_vector(within, {4});
+    }
+    file.tensors.emplace_back("model.train_gpt.epoch_rng", tensor_of(file, "model.train_gpt.rng"));
+  });
+  edited(good, dir / "no_rng.safetensors",
+         [](ember::SafetensorsFile& file) { erase_tensor(file, "model.train_gpt.rng"); });
+  edited(good, dir / "extra_tensor.safetensors", [](ember::SafetensorsFile& file) {
+    file.tensors.emplace_back("model.train_gpt.extra", ember::zeros({2}));
+  });
+  edited(good, dir / "short_history.safetensors", [](ember::SafetensorsFile& file) {
+    tensor_of(file, "model.train_gpt.history") = ember::zeros({0, 3}, ember::DType::Float64);
+  });
+  edited(good, dir / "nan_moment.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg");
+    m = ember::full_like(m, std::nan(""));
+  });
+  edited(good, dir / "negative_moment.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg_sq");
+    m = ember::full_like(m, -1.0);
+  });
+  edited(good, dir / "other_meta_step.safetensors",
+         [](ember::SafetensorsFile& file) { file.metadata["ember.step"] = "1"; });
+  edited(good, dir / "no_mask.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "model.trf_blocks.0.att.mask");
+    m = ember::zeros_like(m);
+  });
   write(dir / "text2.txt", text + "And one more sentence.");
   ASSERT_EQ(run(dir, bin, with_defaults("text.txt --emb-dim 16 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
@@ -377,6 +455,24 @@ TEST(HostileCommandLines, TrainGpt) {
        "--train-ratio 0.9 (this run: 0.8), --eval-iter 1 (this run: 2)"},
       {"text2.txt --resume '" + good.string() + "' --epochs 2", 2,
        "continues a run with other settings: text "},
+      {"--resume other_step.safetensors --epochs 2", 2,
+       "train_gpt.counters' global step 0 is not the step before the checkpoint's step"},
+      {"--resume other_epoch.safetensors --epochs 3", 2, "steps are not the 2 epoch(s) of"},
+      {"--resume other_tokens.safetensors --epochs 2", 2, "tokens seen, expected"},
+      {"--resume batch_past_the_epoch.safetensors --epochs 2", 2,
+       "and 1000 batch(es) train_gpt.counters holds"},
+      {"--resume no_rng.safetensors --epochs 2", 2, "has no tensor 'train_gpt.rng'"},
+      {"--resume extra_tensor.safetensors --epochs 2", 2,
+       "has a tensor 'train_gpt.extra' this program does not write"},
+      {"--resume short_history.safetensors --epochs 2", 2, "train_gpt.history has shape [0, 3]"},
+      {"--resume nan_moment.safetensors --epochs 2", 2,
+       "'optimizer.state.3.exp_avg' holds nan (element 0)"},
+      {"--resume negative_moment.safetensors --epochs 2", 2,
+       "'optimizer.state.3.exp_avg_sq' holds -1 (element 0), expected a second moment >= 0"},
+      {"--resume other_meta_step.safetensors --epochs 2", 2,
+       "the optimizer's state of parameter 0 counts"},
+      {"--resume no_mask.safetensors --epochs 2", 2,
+       "the buffer 'trf_blocks.0.att.mask' is not the one the model computes"},
       {"--resume two_counters.safetensors", 2, "train_gpt.counters has 2 values, expected 3 or 4"},
       {"--resume step_max.safetensors", 2, "train_gpt.counters holds"},
       {"--resume negative.safetensors", 2, "train_gpt.counters holds"},
