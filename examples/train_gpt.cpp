@@ -24,7 +24,7 @@
 // The checkpoint is written once, at the end, as the book saves; --save-every N also after every
 // N epochs; Ctrl-C finishes the step under way, saves (within the epoch: --resume continues with
 // the epoch's next batch) and exits with status 130 (examples/common/interrupt.h); a second
-// Ctrl-C ends the program at once. After the checkpoint, before the final samples, a line sums up
+// Ctrl-C, or one after the training's last save, ends the program at once. After the checkpoint, before the final samples, a line sums up
 // the job: the products' FLOPs of the book's run (the untrained text, the initial losses, the
 // training steps, evaluations and samples), their rate as a share of Ember's GEMM rate measured
 // then, and memory (ember::memory_stats: peak, cached, in use; and the peak resident set).
@@ -756,6 +756,7 @@ int run(int argc, char** argv) {
     const History h =
         train_model_simple(model, train_loader, val_loader, optimizer, s.epochs, s.eval_freq,
                            s.eval_iter, s.start_context, tokenizer, extras);
+    examples::release_interrupt();  // the checkpoint is saved: from here a Ctrl-C ends the program
     const double seconds = clock.seconds();
     std::printf("train_gpt: steps %lld in %.1f s (%s)\n", static_cast<long long>(h.global_step + 1),
                 seconds, examples::duration_text(seconds).c_str());
@@ -789,7 +790,12 @@ int run(int argc, char** argv) {
       return 0;
     }
     std::printf("%s\n", wrote.c_str());
+    std::fflush(stdout);
     print_job_line(cfg, s.batch * s.context, job_clock.seconds() - not_the_job, rate_before);
+    if (examples::interrupted()) {  // Ctrl-C during the last save: the run is done and saved
+      std::printf("interrupted (Ctrl-C) after the run's last save: no final samples\n");
+      return examples::kInterruptedExit;
+    }
 
     // Cells 86 and 115: decoding with the trained model, greedy, then with temperature and top-k.
     model.eval();

@@ -434,6 +434,32 @@ TEST(TrainGptExample, CtrlCSavesACheckpointThatResumesAsIfUninterrupted) {
   fs::remove_all(dir);
 }
 
+// Once the training's checkpoint is written, a Ctrl-C ends the program at once (it was put off
+// to the end of the final samples): exit status 130, no final sample, the checkpoint whole.
+TEST(TrainGptExample, CtrlCAfterTheLastSaveEndsTheProgram) {
+  ember::testing_examples::TempDir dir("ember_train_gpt_sigint_end");
+  const std::string out = (dir.path() / "out").string();
+  int code = -1;
+  const std::string output = ember::testing_examples::run_interrupted(
+      "'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' '" + kVerdict +
+          "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 --train-ratio 0.05 "
+          "--epochs 1 --eval-freq 2 --eval-iter 1 --skip-initial --threads 1 --out '" +
+          out + "'",
+      "wrote " + out + "/checkpoint", (dir.path() / "log.txt").string(), code);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("exit status 130"), std::string::npos) << output;
+  EXPECT_EQ(output.find("Output text (greedy)"), std::string::npos) << output;
+  int resumed = -1;
+  const std::string again =
+      run("'" + kVerdict +
+              "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 --train-ratio 0.05 "
+              "--epochs 2 --eval-freq 2 --eval-iter 1 --skip-initial --threads 1 --out '" +
+              out + "' --resume '" + out + "/checkpoint.safetensors'",
+          resumed);
+  EXPECT_EQ(resumed, 0) << again;
+  EXPECT_NE(again.find("resumed from"), std::string::npos) << again;
+}
+
 // --max-steps ends the run with a checkpoint, at an epoch's first batch (step 3: 3 batches an
 // epoch) or within an epoch (step 4); --resume from either gives the uninterrupted run's losses.
 TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
