@@ -299,7 +299,7 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
                     s.batch * s.context);
     if (auto table = profiler.after_step(step)) progress.note(*table);
     t.step = step;
-    if (examples::interrupted()) {
+    if (examples::interrupted() && step < last) {  // (after the last step, the run is done)
       t.interrupted = true;
       break;
     }

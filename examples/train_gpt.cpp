@@ -328,8 +328,9 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
     h.epochs_done = epoch + 1;
     h.batches_in_epoch = 0;
     // The checkpoint: at the end, as the book saves (and after --stop-after-epoch), after every
-    // --save-every epochs, and when Ctrl-C came during the sample.
-    h.interrupted = examples::interrupted();
+    // --save-every epochs, and when Ctrl-C came during the sample (at the last epoch's, the run
+    // ends as it would have: nothing is left for a resume, and main sees the Ctrl-C).
+    h.interrupted = examples::interrupted() && h.epochs_done < last_epoch;
     if (h.epochs_done == last_epoch || h.interrupted) {
       extras.save(h);  // main says so
     } else if (extras.save_every > 0 && h.epochs_done % extras.save_every == 0) {

@@ -460,6 +460,35 @@ TEST(TrainGptExample, CtrlCAfterTheLastSaveEndsTheProgram) {
   EXPECT_NE(again.find("resumed from"), std::string::npos) << again;
 }
 
+// Ctrl-C during the last epoch's sample (an epoch of one batch, stopped once its progress line is
+// printed) ends the run as done: the checkpoint is the end's, and the program does not say that
+// --resume continues it (which --resume would then refuse); it exits with 130 without the final
+// samples. Whatever it says, a resume it names works.
+TEST(TrainGptExample, CtrlCInTheLastSampleEndsTheRunAsDone) {
+  ember::testing_examples::TempDir dir("ember_train_gpt_sigint_last");
+  const std::string out = (dir.path() / "out").string();
+  const std::string common = "'" + kVerdict +
+                             "' --emb-dim 128 --layers 1 --heads 2 --context 16 --batch 16 "
+                             "--train-ratio 0.05 --epochs 1 --eval-freq 5 --eval-iter 1 "
+                             "--skip-initial --threads 1 --no-kv-cache --out '" +
+                             out + "'";
+  int code = -1;
+  const std::string output = ember::testing_examples::run_interrupted(
+      "'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' " + common, "step ",
+      (dir.path() / "log.txt").string(), code);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("exit status 130"), std::string::npos) << output;
+  EXPECT_EQ(output.find("continues the run"), std::string::npos) << output;
+  EXPECT_NE(output.find("\nwrote " + out + "/checkpoint.safetensors\n"), std::string::npos)
+      << output;
+  EXPECT_EQ(output.find("Output text (greedy)"), std::string::npos) << output;
+  if (output.find("continues the run") != std::string::npos) {
+    const std::string resumed =
+        run(common + " --resume '" + out + "/checkpoint.safetensors'", code);
+    EXPECT_EQ(code, 0) << resumed;
+  }
+}
+
 // --max-steps ends the run with a checkpoint, at an epoch's first batch (step 3: 3 batches an
 // epoch) or within an epoch (step 4); --resume from either gives the uninterrupted run's losses.
 TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
