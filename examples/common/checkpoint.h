@@ -155,14 +155,31 @@ struct Checkpoint {
 // Reads what save_checkpoint wrote, once its settings are `settings` (check_settings) and its
 // numbers finite (check_numbers): restores the optimizer, the scheduler (may be null) and the
 // model; the tensors whose names start with "<program>." are the program's and are returned, not
-// loaded into the model. The model's buffers must be those it computes, and the optimizer's state
-// must have counted the checkpoint's step for every parameter (none before the first step).
+// loaded into the model. The model's buffers must be those it computes, the optimizer's options
+// (and a scheduler's base rates) those the program gave it, and the optimizer's state must have
+// counted the checkpoint's step for every parameter (none before the first step).
 inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
                                   optim::Optimizer& optimizer, optim::StatefulScheduler* scheduler,
                                   const std::string& program, const RunSettings& settings) {
   SafetensorsFile file = load_safetensors(path);
   check_settings(file.metadata, program, settings, path);
   check_numbers(file, path);
+  // The options the program gave its optimizer (from its flags), group by group, and its
+  // learning rates (a scheduler's base_lrs).
+  auto options_of = [&optimizer] {
+    std::vector<std::map<std::string, double>> options;
+    for (const optim::ParamGroup& g : optimizer.param_groups()) {
+      options.push_back(g.options ? g.options->to_map() : optimizer.defaults().to_map());
+    }
+    return options;
+  };
+  const std::vector<std::map<std::string, double>> expected = options_of();
+  const auto base_lrs = [scheduler] {
+    const optim::SchedulerState state = scheduler->state_dict();
+    const auto it = state.find("base_lrs");
+    return it == state.end() ? std::vector<double>() : it->second;
+  };
+  const std::vector<double> expected_base_lrs = scheduler ? base_lrs() : std::vector<double>();
   NamedTensorList state;
   Checkpoint c;
   c.path = path;
@@ -190,6 +207,19 @@ inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
     check(equal(loaded[name], b), "--resume: '", path, "': the buffer '", name,
           "' is not the one the model computes from its settings");
   }
+  // The optimizer's options are the settings' (its lr, under a scheduler, the schedule's: the
+  // scheduler's base rates are the settings').
+  const std::vector<std::map<std::string, double>> loaded_options = options_of();
+  for (std::size_t g = 0; g < expected.size(); ++g) {
+    for (const auto& [key, value] : expected[g]) {
+      if (key == "lr" && scheduler) continue;
+      const double got = loaded_options[g].at(key);
+      check(got == value, "--resume: '", path, "': the checkpoint's optimizer has ", key, " ", got,
+            ", this run's ", value);
+    }
+  }
+  check(!scheduler || base_lrs() == expected_base_lrs, "--resume: '", path,
+        "': the learning-rate schedule's base rates are not this run's --lr");
   check(c.step >= 0, "--resume: '", path, "': the step ", c.step, " is negative");
   const std::vector<Tensor> parameters = model.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {

@@ -243,6 +243,12 @@ TEST(HostileCommandLines, TrainChars) {
   edited(good, dir / "extra_tensor.safetensors", [](ember::SafetensorsFile& file) {
     file.tensors.emplace_back("model.train_chars.extra", ember::zeros({2}));
   });
+  edited(good, dir / "other_base_lr.safetensors", [](ember::SafetensorsFile& file) {
+    std::string& text = file.metadata["scheduler"];
+    const std::size_t at = text.find("\"base_lrs\":[0.003]");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, 18, "\"base_lrs\":[0.03]");
+  });
   edited(good, dir / "inf_weight.safetensors", [](ember::SafetensorsFile& file) {
     ember::Tensor& w = tensor_of(file, "model.final_norm.scale");
     w = ember::full_like(w, std::numeric_limits<double>::infinity());
@@ -297,6 +303,8 @@ TEST(HostileCommandLines, TrainChars) {
        "--resume: 'no_settings.safetensors' records no settings of a train_chars run"},
       {"--resume other_schedule.safetensors --steps 4", 2,
        "the learning-rate schedule is at step 1, the checkpoint's step is 2"},
+      {"--resume other_base_lr.safetensors --steps 4", 2,
+       "the learning-rate schedule's base rates are not this run's --lr"},
       {"--resume extra_tensor.safetensors --steps 4", 2,
        "has a tensor 'train_chars.extra' this program does not write"},
       {"--resume inf_weight.safetensors --steps 4", 2,
@@ -385,6 +393,12 @@ TEST(HostileCommandLines, TrainGpt) {
     ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg_sq");
     m = ember::full_like(m, -1.0);
   });
+  edited(good, dir / "other_beta.safetensors", [](ember::SafetensorsFile& file) {
+    std::string& groups = file.metadata["optimizer.param_groups"];
+    const std::size_t at = groups.find("\"beta2\":0.999");
+    ASSERT_NE(at, std::string::npos) << groups;
+    groups.replace(at, 13, "\"beta2\":0.5");
+  });
   edited(good, dir / "other_meta_step.safetensors",
          [](ember::SafetensorsFile& file) { file.metadata["ember.step"] = "1"; });
   edited(good, dir / "no_mask.safetensors", [](ember::SafetensorsFile& file) {
@@ -469,6 +483,8 @@ TEST(HostileCommandLines, TrainGpt) {
        "'optimizer.state.3.exp_avg' holds nan (element 0)"},
       {"--resume negative_moment.safetensors --epochs 2", 2,
        "'optimizer.state.3.exp_avg_sq' holds -1 (element 0), expected a second moment >= 0"},
+      {"--resume other_beta.safetensors --epochs 2", 2,
+       "the checkpoint's optimizer has beta2 0.5, this run's 0.999"},
       {"--resume other_meta_step.safetensors --epochs 2", 2,
        "the optimizer's state of parameter 0 counts"},
       {"--resume no_mask.safetensors --epochs 2", 2,
