@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
@@ -164,6 +165,22 @@ inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
   SafetensorsFile file = load_safetensors(path);
   check_settings(file.metadata, program, settings, path);
   check_numbers(file, path);
+  // Each tensor of the model and of the optimizer's state has the dtype the program writes: its
+  // own tensor's, its parameter's ("step" aside, a float the optimizer checks).
+  std::map<std::string, DType> dtypes;
+  for (const auto& [name, t] : model.state_dict()) dtypes["model." + name] = t.dtype();
+  const std::vector<Tensor> parameters = model.parameters();
+  for (const auto& [name, t] : file.tensors) {
+    DType expected_dtype = t.dtype();
+    if (const auto it = dtypes.find(name); it != dtypes.end()) expected_dtype = it->second;
+    const std::string state = "optimizer.state.";
+    if (name.rfind(state, 0) == 0 && !name.ends_with(".step")) {
+      const std::size_t index = std::strtoull(name.c_str() + state.size(), nullptr, 10);
+      if (index < parameters.size()) expected_dtype = parameters[index].dtype();
+    }
+    check(t.dtype() == expected_dtype, "--resume: '", path, "': '", name, "' is ",
+          dtype_name(t.dtype()), ", expected ", dtype_name(expected_dtype));
+  }
   // The options the program gave its optimizer (from its flags), group by group, and its
   // learning rates (a scheduler's base_lrs).
   auto options_of = [&optimizer] {
@@ -221,7 +238,6 @@ inline Checkpoint load_checkpoint(const std::string& path, nn::Module& model,
   check(!scheduler || base_lrs() == expected_base_lrs, "--resume: '", path,
         "': the learning-rate schedule's base rates are not this run's --lr");
   check(c.step >= 0, "--resume: '", path, "': the step ", c.step, " is negative");
-  const std::vector<Tensor> parameters = model.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const optim::ParamState& p = optimizer.state(parameters[i]);
     const auto step = p.find("step");

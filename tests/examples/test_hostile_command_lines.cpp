@@ -399,6 +399,18 @@ TEST(HostileCommandLines, TrainGpt) {
     ASSERT_NE(at, std::string::npos) << groups;
     groups.replace(at, 13, "\"beta2\":0.5");
   });
+  edited(good, dir / "float64_weight.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& w = tensor_of(file, "model.final_norm.scale");
+    w = w.to(ember::DType::Float64);
+  });
+  edited(good, dir / "bool_mask.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "model.trf_blocks.0.att.mask");
+    m = m.to(ember::DType::Bool);
+  });
+  edited(good, dir / "float64_moment.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg");
+    m = m.to(ember::DType::Float64);
+  });
   edited(good, dir / "other_meta_step.safetensors",
          [](ember::SafetensorsFile& file) { file.metadata["ember.step"] = "1"; });
   edited(good, dir / "no_mask.safetensors", [](ember::SafetensorsFile& file) {
@@ -485,6 +497,12 @@ TEST(HostileCommandLines, TrainGpt) {
        "'optimizer.state.3.exp_avg_sq' holds -1 (element 0), expected a second moment >= 0"},
       {"--resume other_beta.safetensors --epochs 2", 2,
        "the checkpoint's optimizer has beta2 0.5, this run's 0.999"},
+      {"--resume float64_weight.safetensors --epochs 2", 2,
+       "'model.final_norm.scale' is float64, expected float32"},
+      {"--resume bool_mask.safetensors --epochs 2", 2,
+       "'model.trf_blocks.0.att.mask' is bool, expected float32"},
+      {"--resume float64_moment.safetensors --epochs 2", 2,
+       "'optimizer.state.3.exp_avg' is float64, expected float32"},
       {"--resume other_meta_step.safetensors --epochs 2", 2,
        "the optimizer's state of parameter 0 counts"},
       {"--resume no_mask.safetensors --epochs 2", 2,
