@@ -555,7 +555,8 @@ struct Settings {
                  "write no checkpoint (a run to watch, or a disk without room for the model and "
                  "its optimizer state)")
         .excludes(every);
-    app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
+    const ember::examples::Flag resume_flag =
+        app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
         "--print-losses", print_losses,
         "print every step's loss and every evaluation's losses in full (for comparing runs)");
@@ -571,7 +572,8 @@ struct Settings {
     positive_option(app, "--max-new-tokens", max_new_tokens,
                     "tokens the final sample (or --generate) adds", int64_t{1} << 20);
     app.add_option("--weights", weights,
-                   "OpenAI's GPT-2 weights (model.safetensors): generate, no training");
+                   "OpenAI's GPT-2 weights (model.safetensors): generate, no training")
+        .excludes(resume_flag);
     option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M");
     app.add_option("--generate", generate, "with --weights: the prompt");
     app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,

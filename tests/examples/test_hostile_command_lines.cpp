@@ -447,6 +447,8 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--weights no_such.safetensors", 2, "--weights: cannot read"},
       {"--weights garbage.safetensors", 2, "safetensors"},
       {"--weights a_directory", 2, "--weights"},
+      {"--weights garbage.safetensors --resume garbage.safetensors", 2,
+       "--resume excludes --weights"},
       // Texts.
       {"no_such.txt", 2, "cannot read no_such.txt"},
       {"empty.txt", 2, "not enough text"},
