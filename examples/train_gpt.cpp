@@ -268,6 +268,12 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
   examples::Progress& progress = extras.progress;
   const int64_t last_epoch =
       extras.stop_after_epoch > 0 ? std::min(extras.stop_after_epoch, num_epochs) : num_epochs;
+  // Whether a Ctrl-C leaves something for a resume to do: not once the run's last epoch or last
+  // step (--max-steps) is done, where the run ends as it would have.
+  const auto interrupted = [&] {
+    return examples::interrupted() && h.epochs_done < last_epoch &&
+           !(extras.max_steps > 0 && h.global_step + 1 >= extras.max_steps);
+  };
   for (int64_t epoch = h.epochs_done; epoch < last_epoch; ++epoch) {
     model.train();
     for (auto pass = begin_epoch(train_loader, h); auto batch = pass.next();) {
@@ -313,7 +319,7 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
       progress.update(h.global_step + 1, loss.item(), "epoch " + std::to_string(epoch + 1),
                       batch->input.numel());
       h.batches_in_epoch += 1;
-      if (examples::interrupted()) {  // Ctrl-C: the step is done; save it and stop
+      if (interrupted()) {  // Ctrl-C: the step is done; save it and stop
         h.interrupted = true;
         extras.save(h);
         return h;
@@ -328,9 +334,9 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
     h.epochs_done = epoch + 1;
     h.batches_in_epoch = 0;
     // The checkpoint: at the end, as the book saves (and after --stop-after-epoch), after every
-    // --save-every epochs, and when Ctrl-C came during the sample (at the last epoch's, the run
-    // ends as it would have: nothing is left for a resume, and main sees the Ctrl-C).
-    h.interrupted = examples::interrupted() && h.epochs_done < last_epoch;
+    // --save-every epochs, and when Ctrl-C came during the sample (not at the run's end: main
+    // sees that Ctrl-C).
+    h.interrupted = interrupted();
     if (h.epochs_done == last_epoch || h.interrupted) {
       extras.save(h);  // main says so
     } else if (extras.save_every > 0 && h.epochs_done % extras.save_every == 0) {
