@@ -12,8 +12,9 @@
 //
 // --resume continues from a checkpoint (model, AdamW state, schedule, step) and prints the same
 // losses as an uninterrupted run: each step's batch and dropout masks are drawn from generators
-// seeded by (seed, step), so they do not depend on where the run started. (--steps sets the
-// length of the learning-rate schedule: keep it the same when resuming.)
+// seeded by (seed, step), so they do not depend on where the run started. The checkpoint records
+// the run's settings (the text, --seed, --batch, --context, --lr and --steps, the length of the
+// learning-rate schedule): a resume with others is refused.
 //
 // The functions have the names of their roles in the book's chapter 5 (examples/train_gpt.cpp):
 // text_to_token_ids, token_ids_to_text, calc_loss_batch, evaluate_model,
@@ -137,11 +138,23 @@ struct Settings : examples::TrainingFlags {
   bool html = false;
   bool kv_cache = true;
 
+  // What a resumed run must share with the run it continues (examples::check_settings): the text,
+  // the seed (batches and dropout), the batch, the context, the peak learning rate and --steps
+  // (the schedule's length). The rest (--stop-at, --out, --threads, samples) may change.
+  examples::RunSettings run_settings(const std::string& text) const {
+    return {{"text", examples::text_fingerprint(text)},
+            {"--seed", std::to_string(seed)},
+            {"--batch", std::to_string(batch)},
+            {"--context", std::to_string(context)},
+            {"--lr", float_repr(lr)},
+            {"--steps", std::to_string(steps)}};
+  }
+
   void add_to(ember::examples::Flags& app) {
     app.add_option("text", text_file, "a text file (default: a corpus the program writes)");
     TrainingFlags::add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
                           "directory for loss.svg and the checkpoint");
-    app.add_option("--resume", resume, "continue from this checkpoint");
+    app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     examples::positive_option(app, "--stop-at", stop_at,
                               "stop (and save) after this step, as if interrupted",
                               examples::kMaxSteps);
@@ -286,7 +299,7 @@ Training train_model_simple(nn::GPTModel& model, const Data& data, const Vocabul
                     s.batch * s.context);
     if (auto table = profiler.after_step(step)) progress.note(*table);
     t.step = step;
-    if (examples::interrupted()) {
+    if (examples::interrupted() && step < last) {  // (after the last step, the run is done)
       t.interrupted = true;
       break;
     }
@@ -351,14 +364,24 @@ int run(int argc, char** argv) {
   optim::AdamW optimizer(model.parameters(),
                          optim::AdamWOptions(s.lr).betas({0.9, 0.95}).weight_decay(0.1));
   optim::LambdaLR schedule(optimizer, examples::warmup_cosine(s.steps));
+  const examples::RunSettings settings = s.run_settings(text);
   int64_t start = 0;
+  const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
   if (!s.resume.empty()) {
-    start = examples::load_checkpoint(s.resume, model, optimizer, &schedule).step;
+    const examples::Checkpoint c =
+        examples::load_checkpoint(s.resume, model, optimizer, &schedule, "train_chars", settings);
+    c.check_known({});
+    start = c.step;
+    check(schedule.last_epoch() == start, "--resume: '", s.resume,
+          "': the learning-rate schedule is at step ", schedule.last_epoch(),
+          ", the checkpoint's step is ", start);
+    examples::check_resume_point(start, last, "step", "--steps, --stop-at");
     std::printf("resumed from %s at step %lld\n", s.resume.c_str(), static_cast<long long>(start));
   }
-  const int64_t last = s.stop_at > 0 ? std::min(s.stop_at, s.steps) : s.steps;
-  examples::check_resume_point(start, last, "step", "--steps, --stop-at");
   s.apply("checkpoint.safetensors");
+  std::vector<std::string> outputs{"checkpoint.safetensors", "loss.svg"};
+  if (s.html) outputs.emplace_back("report.html");
+  examples::check_output_files(s.out, outputs);
 
   // The report's (--html) watched example: the first window of the held-out text.
   const std::vector<int64_t> window(data.ids.begin() + data.split,
@@ -372,7 +395,8 @@ int run(int argc, char** argv) {
 
   const std::string checkpoint_path = s.out + "/checkpoint.safetensors";
   const auto save = [&](int64_t step) {
-    examples::save_checkpoint(checkpoint_path, model, optimizer, &schedule, step);
+    examples::save_checkpoint(checkpoint_path, model, optimizer, &schedule, step, "train_chars",
+                              settings);
   };
   examples::catch_interrupt();  // Ctrl-C: finish the step, save, stop
   examples::Stopwatch clock;
@@ -380,9 +404,10 @@ int run(int argc, char** argv) {
                                   text.substr(0, 1), s, watched, save);
   const double seconds = clock.seconds();
 
+  // The checkpoint first: the training is what a failure after it would lose.
+  save(t.step);
   const std::string loss_path = s.out + "/loss.svg";
   svg::write_file(loss_path, t.history.svg("train_chars: character-level loss per step"));
-  save(t.step);
   std::printf("wrote %s, %s\n", loss_path.c_str(), checkpoint_path.c_str());
   if (t.interrupted) {
     std::printf("interrupted (Ctrl-C) after step %lld: --resume %s continues the run\n",

@@ -19,11 +19,12 @@
 //   cells 86 and 115: greedy, then temperature and top-k sampling (--temperature, --top-k)
 // and writes loss.svg (cell 79: train and validation loss against epochs, tokens seen along the
 // top) and checkpoint.safetensors (cell 123: model and AdamW state, plus the epoch, the history
-// and the generator's state, so --resume continues with the same lines as an uninterrupted run).
+// and the generator's state, so --resume continues with the same lines as an uninterrupted run;
+// and the run's settings, so that a resume with other settings is refused).
 // The checkpoint is written once, at the end, as the book saves; --save-every N also after every
 // N epochs; Ctrl-C finishes the step under way, saves (within the epoch: --resume continues with
 // the epoch's next batch) and exits with status 130 (examples/common/interrupt.h); a second
-// Ctrl-C ends the program at once. After the checkpoint, before the final samples, a line sums up
+// Ctrl-C, or one after the training's last save, ends the program at once. After the checkpoint, before the final samples, a line sums up
 // the job: the products' FLOPs of the book's run (the untrained text, the initial losses, the
 // training steps, evaluations and samples), their rate as a share of Ember's GEMM rate measured
 // then, and memory (ember::memory_stats: peak, cached, in use; and the peak resident set).
@@ -267,6 +268,12 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
   examples::Progress& progress = extras.progress;
   const int64_t last_epoch =
       extras.stop_after_epoch > 0 ? std::min(extras.stop_after_epoch, num_epochs) : num_epochs;
+  // Whether a Ctrl-C leaves something for a resume to do: not once the run's last epoch or last
+  // step (--max-steps) is done, where the run ends as it would have.
+  const auto interrupted = [&] {
+    return examples::interrupted() && h.epochs_done < last_epoch &&
+           !(extras.max_steps > 0 && h.global_step + 1 >= extras.max_steps);
+  };
   for (int64_t epoch = h.epochs_done; epoch < last_epoch; ++epoch) {
     model.train();
     for (auto pass = begin_epoch(train_loader, h); auto batch = pass.next();) {
@@ -312,7 +319,7 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
       progress.update(h.global_step + 1, loss.item(), "epoch " + std::to_string(epoch + 1),
                       batch->input.numel());
       h.batches_in_epoch += 1;
-      if (examples::interrupted()) {  // Ctrl-C: the step is done; save it and stop
+      if (interrupted()) {  // Ctrl-C: the step is done; save it and stop
         h.interrupted = true;
         extras.save(h);
         return h;
@@ -327,8 +334,9 @@ History train_model_simple(nn::GPTModel& model, const nn::DataLoader& train_load
     h.epochs_done = epoch + 1;
     h.batches_in_epoch = 0;
     // The checkpoint: at the end, as the book saves (and after --stop-after-epoch), after every
-    // --save-every epochs, and when Ctrl-C came during the sample.
-    h.interrupted = examples::interrupted();
+    // --save-every epochs, and when Ctrl-C came during the sample (not at the run's end: main
+    // sees that Ctrl-C).
+    h.interrupted = interrupted();
     if (h.epochs_done == last_epoch || h.interrupted) {
       extras.save(h);  // main says so
     } else if (extras.save_every > 0 && h.epochs_done % extras.save_every == 0) {
@@ -373,7 +381,8 @@ std::vector<double> epochs_seen(int64_t num_epochs, std::size_t count) {
 // within an epoch (Ctrl-C), also the batches of the epoch done and the generator's state at its
 // start.
 void save_checkpoint(const std::string& path, const nn::GPTModel& model,
-                     const optim::Optimizer& optimizer, const History& h) {
+                     const optim::Optimizer& optimizer, const History& h,
+                     const examples::RunSettings& settings) {
   std::vector<int64_t> counters{h.tokens_seen, h.global_step, h.epochs_done};
   NamedTensorList own{{"train_gpt.rng", examples::generator_state()},
                       {"train_gpt.history", examples::lists_tensor({&h.train_losses, &h.val_losses,
@@ -384,29 +393,56 @@ void save_checkpoint(const std::string& path, const nn::GPTModel& model,
   }
   own.emplace_back("train_gpt.counters",
                    from_vector(counters, {static_cast<int64_t>(counters.size())}));
-  examples::save_checkpoint(path, model, optimizer, nullptr, h.global_step + 1, own);
+  examples::save_checkpoint(path, model, optimizer, nullptr, h.global_step + 1, "train_gpt",
+                            settings, own);
 }
 
-// Restores what save_checkpoint wrote, and says so.
-History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Optimizer& optimizer) {
+// Restores what save_checkpoint wrote with these `settings`, and says so. Its counters must fit
+// together and this run (an epoch of `batches_per_epoch` batches of `batch_tokens` tokens, an
+// evaluation every `eval_freq` steps): the steps the optimizer counted are the epochs and batches
+// done, the tokens seen those steps' tokens, the history one row per evaluation.
+History load_checkpoint(const std::string& path, nn::GPTModel& model, optim::Optimizer& optimizer,
+                        const examples::RunSettings& settings, int64_t batches_per_epoch,
+                        int64_t batch_tokens, int64_t eval_freq) {
   const examples::Checkpoint c =
-      examples::load_checkpoint(path, model, optimizer, nullptr, "train_gpt.");
+      examples::load_checkpoint(path, model, optimizer, nullptr, "train_gpt", settings);
+  c.check_known(
+      {"train_gpt.rng", "train_gpt.history", "train_gpt.counters", "train_gpt.epoch_rng"});
+  const std::vector<int64_t> v =
+      c.need("train_gpt.counters", DType::Int64, 1).contiguous().to_vector<int64_t>();
+  examples::check_counters(v, path, "train_gpt.counters");
   History h;
-  if (auto rng = c.own.find("train_gpt.rng"); rng != c.own.end()) {
-    examples::set_generator_state(rng->second);
+  h.tokens_seen = v[0], h.global_step = v[1], h.epochs_done = v[2];
+  if (v.size() > 3) h.batches_in_epoch = v[3];
+  const int64_t steps = h.global_step + 1;
+  const std::string where = "--resume: '" + path + "': ";
+  check(steps == c.step, where, "train_gpt.counters' global step ", h.global_step,
+        " is not the step before the checkpoint's step ", c.step);
+  const int64_t whole_epochs = steps - h.batches_in_epoch;  // steps of the epochs done
+  check(h.batches_in_epoch <= batches_per_epoch && whole_epochs >= 0 &&
+            whole_epochs % batches_per_epoch == 0 &&
+            whole_epochs / batches_per_epoch == h.epochs_done,
+        where, steps, " steps are not the ", h.epochs_done, " epoch(s) of ", batches_per_epoch,
+        " batches and ", h.batches_in_epoch,
+        " batch(es) train_gpt.counters holds (this run's epoch has ", batches_per_epoch,
+        " batches)");
+  check(h.tokens_seen % batch_tokens == 0 && h.tokens_seen / batch_tokens == steps, where,
+        "train_gpt.counters holds ", h.tokens_seen, " tokens seen, expected ", steps, " steps of ",
+        batch_tokens, " tokens");
+  const Tensor& history = c.need("train_gpt.history", DType::Float64, 2);
+  const int64_t evaluations = steps > 0 ? (steps - 1) / eval_freq + 1 : 0;
+  check(history.size(0) == evaluations && history.size(1) == 3, where,
+        "train_gpt.history has shape ", history.shape(), ", expected [", evaluations,
+        ", 3] (the losses and tokens seen of an evaluation every ", eval_freq, " steps of ", steps,
+        ")");
+  examples::append_lists(history, {&h.train_losses, &h.val_losses, &h.track_tokens_seen});
+  if (h.batches_in_epoch > 0) {
+    h.epoch_rng = c.need("train_gpt.epoch_rng", DType::Int64, 1);
+  } else {
+    check(!c.own.count("train_gpt.epoch_rng"), where,
+          "train_gpt.epoch_rng is there but train_gpt.counters stops at an epoch's end");
   }
-  if (auto lists = c.own.find("train_gpt.history"); lists != c.own.end()) {
-    examples::append_lists(lists->second, {&h.train_losses, &h.val_losses, &h.track_tokens_seen});
-  }
-  if (auto counters = c.own.find("train_gpt.counters"); counters != c.own.end()) {
-    const auto v = counters->second.contiguous().to_vector<int64_t>();
-    examples::check_counters(v, path, "train_gpt.counters");
-    h.tokens_seen = v[0], h.global_step = v[1], h.epochs_done = v[2];
-    if (v.size() > 3) h.batches_in_epoch = v[3];
-  }
-  if (auto rng = c.own.find("train_gpt.epoch_rng"); rng != c.own.end()) h.epoch_rng = rng->second;
-  check(h.batches_in_epoch == 0 || h.epoch_rng.defined(), "train_gpt: the checkpoint ", path,
-        " stops within an epoch but has no train_gpt.epoch_rng");
+  examples::set_generator_state(c.need("train_gpt.rng", DType::Int64, 1));
   if (h.batches_in_epoch > 0) {
     std::printf("resumed from %s in epoch %lld after batch %lld (step %lld)\n", path.c_str(),
                 static_cast<long long>(h.epochs_done + 1),
@@ -525,7 +561,8 @@ struct Settings {
                  "write no checkpoint (a run to watch, or a disk without room for the model and "
                  "its optimizer state)")
         .excludes(every);
-    app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
+    const ember::examples::Flag resume_flag =
+        app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
         "--print-losses", print_losses,
         "print every step's loss and every evaluation's losses in full (for comparing runs)");
@@ -541,11 +578,32 @@ struct Settings {
     positive_option(app, "--max-new-tokens", max_new_tokens,
                     "tokens the final sample (or --generate) adds", int64_t{1} << 20);
     app.add_option("--weights", weights,
-                   "OpenAI's GPT-2 weights (model.safetensors): generate, no training");
+                   "OpenAI's GPT-2 weights (model.safetensors): generate, no training")
+        .excludes(resume_flag);
     option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M");
     app.add_option("--generate", generate, "with --weights: the prompt");
     app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
                  "generate with the model's KV cache (the same tokens, faster; default on)");
+  }
+
+  // What a resumed run must share with the run it continues (examples::check_settings): the text,
+  // the model, the loaders, AdamW, the evaluations (the printed lines) and the seed (the final
+  // sample). The rest (--epochs, --max-steps, --out, --threads, the final sample's settings) may
+  // change.
+  examples::RunSettings run_settings(const std::string& text) const {
+    return {{"text", examples::text_fingerprint(text)},
+            {"--seed", std::to_string(seed)},
+            {"--batch", std::to_string(batch)},
+            {"--context", std::to_string(context)},
+            {"--emb-dim", std::to_string(emb_dim)},
+            {"--layers", std::to_string(n_layers)},
+            {"--heads", std::to_string(n_heads)},
+            {"--drop-rate", float_repr(drop_rate)},
+            {"--lr", float_repr(lr)},
+            {"--weight-decay", float_repr(weight_decay)},
+            {"--train-ratio", float_repr(train_ratio)},
+            {"--eval-freq", std::to_string(eval_freq)},
+            {"--eval-iter", std::to_string(eval_iter)}};
   }
 
   std::optional<int64_t> top_k_or_all() const {
@@ -629,6 +687,9 @@ int run(int argc, char** argv) {
     check(train_loader.size() > 0, "--batch: the training text has fewer than ", s.batch,
           " windows of --context ", s.context, " tokens (the loader drops a partial batch)");
     examples::make_output_directory(s.out);
+    examples::check_output_files(
+        s.out, s.save ? std::vector<std::string>{"checkpoint.safetensors", "loss.svg"}
+                      : std::vector<std::string>{"loss.svg"});
     examples::remove_stale_temporaries(s.out + "/checkpoint.safetensors");
     // The GEMM rate before the job (print_job_line), once the settings are checked; its time is
     // not the job's.
@@ -665,9 +726,11 @@ int run(int argc, char** argv) {
     nn::GPTModel model(cfg);
     optim::AdamW optimizer(model.parameters(),
                            optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
+    const examples::RunSettings settings = s.run_settings(text_data);
     History start;  // the book's zeros, or where the checkpoint stopped
     if (!s.resume.empty()) {
-      start = load_checkpoint(s.resume, model, optimizer);
+      start = load_checkpoint(s.resume, model, optimizer, settings, train_loader.size(),
+                              s.batch * s.context, s.eval_freq);
       examples::check_resume_point(
           start.epochs_done,
           s.stop_after_epoch > 0 ? std::min(s.stop_after_epoch, s.epochs) : s.epochs, "epoch",
@@ -693,7 +756,7 @@ int run(int argc, char** argv) {
     const auto save = [&](const History& h) {
       if (!s.save) return;
       const TimedPart timed(kSaving);
-      save_checkpoint(checkpoint_path, model, optimizer, h);
+      save_checkpoint(checkpoint_path, model, optimizer, h, settings);
     };
     const Extras extras{progress,       start,      s.stop_after_epoch, s.max_steps,
                         s.print_losses, s.kv_cache, s.save_every,       save};
@@ -702,6 +765,7 @@ int run(int argc, char** argv) {
     const History h =
         train_model_simple(model, train_loader, val_loader, optimizer, s.epochs, s.eval_freq,
                            s.eval_iter, s.start_context, tokenizer, extras);
+    examples::release_interrupt();  // the checkpoint is saved: from here a Ctrl-C ends the program
     const double seconds = clock.seconds();
     std::printf("train_gpt: steps %lld in %.1f s (%s)\n", static_cast<long long>(h.global_step + 1),
                 seconds, examples::duration_text(seconds).c_str());
@@ -735,7 +799,12 @@ int run(int argc, char** argv) {
       return 0;
     }
     std::printf("%s\n", wrote.c_str());
+    std::fflush(stdout);
     print_job_line(cfg, s.batch * s.context, job_clock.seconds() - not_the_job, rate_before);
+    if (examples::interrupted()) {  // Ctrl-C during the last save: the run is done and saved
+      std::printf("interrupted (Ctrl-C) after the run's last save: no final samples\n");
+      return examples::kInterruptedExit;
+    }
 
     // Cells 86 and 115: decoding with the trained model, greedy, then with temperature and top-k.
     model.eval();

@@ -158,6 +158,9 @@ int run(int argc, char** argv) {
   s.add_to(app);
   if (auto code = examples::parse(app, argc, argv)) return *code;
   s.apply();
+  std::vector<std::string> outputs{"loss.svg", "attention.svg", "model.safetensors"};
+  if (s.html) outputs.emplace_back("report.html");
+  examples::check_output_files(s.out, outputs);
   const int64_t n = s.digits;
   ReverseTask task(n, s.seed);
 

@@ -34,6 +34,15 @@ inline void catch_interrupt() {
   sigaction(SIGINT, &action, nullptr);
 }
 
+// Puts SIGINT's default action back: a Ctrl-C ends the program at once. For the work after the
+// training loop, once its checkpoint is saved (a Ctrl-C there is not put off to a step's end).
+inline void release_interrupt() {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+}
+
 // Whether a SIGINT has come since catch_interrupt().
 inline bool interrupted() { return detail::interrupt_requested != 0; }
 

@@ -99,6 +99,19 @@ inline void make_output_directory(const std::string& path, const std::string& fl
         "': ", std::strerror(errno));
 }
 
+// The files a run writes in its output directory `dir` (--out), by name: one that is a directory
+// could not be written at the run's end, after the training; refused before any work, an
+// ember::Error naming the flag. (A missing file, a regular file or a device is written.)
+inline void check_output_files(const std::string& dir, const std::vector<std::string>& names,
+                               const std::string& flag = "--out") {
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    std::error_code ec;
+    check(!std::filesystem::is_directory(path, ec), flag, ": '", path,
+          "' is a directory; the run writes its ", name, " there");
+  }
+}
+
 // Refuses, before any work, a run whose output could not be written at its end: the file system
 // of `dir` must have `bytes` free (detail::free_bytes; one that cannot say is not checked, and the
 // save itself claims its space first: core/base/file.cpp). `what` names the file and `instead`

@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -139,9 +141,46 @@ struct HostileFiles {
     for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
     write(dir / "past_the_end.safetensors", length + header + "abcd");
     write(dir / "a_file", "x");
+    fs::create_directories(dir / "out_svg" / "loss.svg");
+    fs::create_directories(dir / "out_checkpoint" / "checkpoint.safetensors");
+    fs::create_directories(dir / "out_model" / "model.safetensors");
   }
   fs::path dir;
 };
+
+// A copy of the safetensors file `from` at `to`, changed by `edit` (its tensors, its metadata).
+template <class Edit>
+void edited(const fs::path& from, const fs::path& to, Edit edit) {
+  ember::SafetensorsFile file = ember::load_safetensors(from.string());
+  edit(file);
+  ember::save_safetensors(file.tensors, to.string(), file.metadata);
+}
+
+// The tensor `name` of `file` (which must hold it), and the same removed.
+ember::Tensor& tensor_of(ember::SafetensorsFile& file, const std::string& name) {
+  for (auto& [n, t] : file.tensors) {
+    if (n == name) return t;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  static ember::Tensor none;
+  return none;
+}
+void erase_tensor(ember::SafetensorsFile& file, const std::string& name) {
+  std::erase_if(file.tensors, [&](const auto& entry) { return entry.first == name; });
+}
+
+// A train_gpt checkpoint's counters (tokens seen, global step, epochs done[, batches]).
+std::vector<int64_t> counters_of(const fs::path& checkpoint) {
+  ember::SafetensorsFile file = ember::load_safetensors(checkpoint.string());
+  return tensor_of(file, "model.train_gpt.counters").contiguous().to_vector<int64_t>();
+}
+
+// A checkpoint of a training program without the settings it records ("<program>.settings"): one
+// written before the programs recorded them.
+void without_settings(const fs::path& from, const fs::path& to, const std::string& program) {
+  edited(from, to,
+         [&](ember::SafetensorsFile& file) { file.metadata.erase(program + ".settings"); });
+}
 
 // A copy of `file` cut to half its length, and one with a bit of its header flipped.
 void damaged_copies(const fs::path& file, const fs::path& truncated, const fs::path& flipped) {
@@ -175,6 +214,8 @@ std::vector<Case> shared_flag_cases(const fs::path& dir) {
       {"--out '" + file + "/under'", 2, "--out"},
       {"--out /proc/ember_no_such_dir", 2, "--out: cannot make"},
       {"--out ''", 2, "--out"},
+      // An output file that is a directory: refused before the training, not at its end.
+      {"--out out_svg", 2, "--out: 'out_svg/loss.svg' is a directory"},
   };
 }
 
@@ -186,11 +227,32 @@ TEST(HostileCommandLines, TrainChars) {
   const std::vector<std::string> small = {"--context 4",     "--batch 2",        "--steps 2",
                                           "--print-every 1", "--sample-every 2", "--out resumed"};
 
-  // A checkpoint to damage, and one to resume.
-  const Outcome made = run(dir, bin, with_defaults("--out good", small));
+  // A checkpoint to damage, and one to resume: a run of 4 steps stopped at step 2.
+  const Outcome made = run(dir, bin, with_defaults("--steps 4 --stop-at 2 --out good", small));
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   const fs::path good = dir / "good" / "checkpoint.safetensors";
   damaged_copies(good, dir / "truncated.safetensors", dir / "flipped.safetensors");
+  without_settings(good, dir / "no_settings.safetensors", "train_chars");
+  // The schedule at another step than the optimizer; a tensor no run writes; an infinite weight.
+  edited(good, dir / "other_schedule.safetensors", [](ember::SafetensorsFile& file) {
+    std::string& text = file.metadata["scheduler"];
+    const std::size_t at = text.find("\"last_epoch\":[2");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, 15, "\"last_epoch\":[1");
+  });
+  edited(good, dir / "extra_tensor.safetensors", [](ember::SafetensorsFile& file) {
+    file.tensors.emplace_back("model.train_chars.extra", ember::zeros({2}));
+  });
+  edited(good, dir / "other_base_lr.safetensors", [](ember::SafetensorsFile& file) {
+    std::string& text = file.metadata["scheduler"];
+    const std::size_t at = text.find("\"base_lrs\":[0.003]");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, 18, "\"base_lrs\":[0.03]");
+  });
+  edited(good, dir / "inf_weight.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& w = tensor_of(file, "model.final_norm.scale");
+    w = ember::full_like(w, std::numeric_limits<double>::infinity());
+  });
   // Another model's checkpoint: a wider context.
   ASSERT_EQ(run(dir, bin, with_defaults("--context 8 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
@@ -224,6 +286,7 @@ TEST(HostileCommandLines, TrainChars) {
       {"ab.txt", 2, "--top-k: expected at most the text's 2 distinct characters, got 10"},
       {"ab.txt --top-k 2", 0, "train_chars: steps 1-2"},
       {"invalid.txt --top-k 3 --html", 0, "train_chars: steps 1-2"},
+      {"--out out_checkpoint", 2, "--out: 'out_checkpoint/checkpoint.safetensors' is a directory"},
       // Files as the checkpoint.
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume: 'a_directory' is not a regular file"},
@@ -234,13 +297,31 @@ TEST(HostileCommandLines, TrainChars) {
       {"--resume past_the_end.safetensors", 2, "safetensors"},
       {"--resume truncated.safetensors", 2, "safetensors"},
       {"--resume flipped.safetensors", 2, "safetensors"},
-      {"--resume '" + other.string() + "'", 2, "load"},
+      {"--resume '" + other.string() + "'", 2,
+       "continues a run with other settings: --context 8 (this run: 4)"},
+      {"--resume no_settings.safetensors --steps 4", 2,
+       "--resume: 'no_settings.safetensors' records no settings of a train_chars run"},
+      {"--resume other_schedule.safetensors --steps 4", 2,
+       "the learning-rate schedule is at step 1, the checkpoint's step is 2"},
+      {"--resume other_base_lr.safetensors --steps 4", 2,
+       "the learning-rate schedule's base rates are not this run's --lr"},
+      {"--resume extra_tensor.safetensors --steps 4", 2,
+       "has a tensor 'train_chars.extra' this program does not write"},
+      {"--resume inf_weight.safetensors --steps 4", 2,
+       "'model.final_norm.scale' holds inf (element 0): a run that diverged, or a damaged file"},
+      // Other settings than the run's: refused, each flag named with both values.
+      {"--resume '" + good.string() + "' --steps 3", 2,
+       "continues a run with other settings: --steps 4 (this run: 3)"},
+      {"--resume '" + good.string() + "' --steps 4 --lr 0.01 --batch 3", 2,
+       "--batch 2 (this run: 3), --lr 0.003 (this run: 0.01)"},
+      {"--resume '" + good.string() + "' --steps 4 --seed 7", 2, "--seed 123 (this run: 7)"},
+      {"ab.txt --top-k 2 --resume '" + good.string() + "' --steps 4", 2,
+       "continues a run with other settings: text "},
       // An interrupted run resumed past the requested end trains nothing: refused.
-      {"--resume '" + good.string() + "' --steps 1", 2,
+      {"--resume '" + good.string() + "' --steps 4 --stop-at 1", 2,
        "--resume: the checkpoint is at step 2, expected one before this run's last step 1"},
-      {"--resume '" + good.string() + "' --steps 2", 2, "--resume: the checkpoint is at step 2"},
       {"--resume '" + good.string() + "' --steps 4 --stop-at 2", 2, "--stop-at"},
-      {"--resume '" + good.string() + "' --steps 3", 0, "train_chars: steps 3-3"},
+      {"--resume '" + good.string() + "' --steps 4 --threads 2", 0, "train_chars: steps 3-4"},
   };
   table.insert(table.end(), own.begin(), own.end());
   for (Case& c : table) c.args = with_defaults(c.args, small);
@@ -249,13 +330,13 @@ TEST(HostileCommandLines, TrainChars) {
 
 // A train_gpt checkpoint with its counters replaced by `counters`.
 void with_counters(const fs::path& from, const fs::path& to, const std::vector<int64_t>& counters) {
-  ember::SafetensorsFile file = ember::load_safetensors(from.string());
-  for (auto& [name, t] : file.tensors) {
-    if (name.find("train_gpt.counters") != std::string::npos) {
-      t = ember::from_vector(counters, {static_cast<int64_t>(counters.size())});
+  edited(from, to, [&](ember::SafetensorsFile& file) {
+    for (auto& [name, t] : file.tensors) {
+      if (name.find("train_gpt.counters") != std::string::npos) {
+        t = ember::from_vector(counters, {static_cast<int64_t>(counters.size())});
+      }
     }
-  }
-  ember::save_safetensors(file.tensors, to.string(), file.metadata);
+  });
 }
 
 TEST(HostileCommandLines, TrainGpt) {
@@ -280,6 +361,63 @@ TEST(HostileCommandLines, TrainGpt) {
   with_counters(good, dir / "two_counters.safetensors", {100, 7});
   with_counters(good, dir / "step_max.safetensors", {100, INT64_MAX, 1});
   with_counters(good, dir / "negative.safetensors", {-5, 7, 1});
+  without_settings(good, dir / "no_settings.safetensors", "train_gpt");
+  // Checkpoints whose parts do not fit together or hold what no run writes: the counters against
+  // the step and this run's epochs, the history, the program's tensors, the optimizer's numbers.
+  const std::vector<int64_t> counters = counters_of(good);
+  ASSERT_EQ(counters.size(), 3u);
+  with_counters(good, dir / "other_step.safetensors", {counters[0], 0, counters[2]});
+  with_counters(good, dir / "other_epoch.safetensors", {counters[0], counters[1], counters[2] + 1});
+  with_counters(good, dir / "other_tokens.safetensors",
+                {counters[0] + 1, counters[1], counters[2]});
+  edited(good, dir / "batch_past_the_epoch.safetensors", [&](ember::SafetensorsFile& file) {
+    const std::vector<int64_t> within{counters[0], counters[1], counters[2], 1000};
+    for (auto& [name, t] : file.tensors) {
+      if (name == "model.train_gpt.counters") t = ember::from_vector(within, {4});
+    }
+    file.tensors.emplace_back("model.train_gpt.epoch_rng", tensor_of(file, "model.train_gpt.rng"));
+  });
+  edited(good, dir / "no_rng.safetensors",
+         [](ember::SafetensorsFile& file) { erase_tensor(file, "model.train_gpt.rng"); });
+  edited(good, dir / "extra_tensor.safetensors", [](ember::SafetensorsFile& file) {
+    file.tensors.emplace_back("model.train_gpt.extra", ember::zeros({2}));
+  });
+  edited(good, dir / "short_history.safetensors", [](ember::SafetensorsFile& file) {
+    tensor_of(file, "model.train_gpt.history") = ember::zeros({0, 3}, ember::DType::Float64);
+  });
+  edited(good, dir / "nan_moment.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg");
+    m = ember::full_like(m, std::nan(""));
+  });
+  edited(good, dir / "negative_moment.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg_sq");
+    m = ember::full_like(m, -1.0);
+  });
+  edited(good, dir / "other_beta.safetensors", [](ember::SafetensorsFile& file) {
+    std::string& groups = file.metadata["optimizer.param_groups"];
+    const std::size_t at = groups.find("\"beta2\":0.999");
+    ASSERT_NE(at, std::string::npos) << groups;
+    groups.replace(at, 13, "\"beta2\":0.5");
+  });
+  edited(good, dir / "float64_weight.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& w = tensor_of(file, "model.final_norm.scale");
+    w = w.to(ember::DType::Float64);
+  });
+  edited(good, dir / "bool_mask.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "model.trf_blocks.0.att.mask");
+    m = m.to(ember::DType::Bool);
+  });
+  edited(good, dir / "float64_moment.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "optimizer.state.3.exp_avg");
+    m = m.to(ember::DType::Float64);
+  });
+  edited(good, dir / "other_meta_step.safetensors",
+         [](ember::SafetensorsFile& file) { file.metadata["ember.step"] = "1"; });
+  edited(good, dir / "no_mask.safetensors", [](ember::SafetensorsFile& file) {
+    ember::Tensor& m = tensor_of(file, "model.trf_blocks.0.att.mask");
+    m = ember::zeros_like(m);
+  });
+  write(dir / "text2.txt", text + "And one more sentence.");
   ASSERT_EQ(run(dir, bin, with_defaults("text.txt --emb-dim 16 --out other", small)).exit_code, 0);
   const fs::path other = dir / "other" / "checkpoint.safetensors";
 
@@ -309,12 +447,16 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--weights no_such.safetensors", 2, "--weights: cannot read"},
       {"--weights garbage.safetensors", 2, "safetensors"},
       {"--weights a_directory", 2, "--weights"},
+      {"--weights garbage.safetensors --resume garbage.safetensors", 2,
+       "--resume excludes --weights"},
       // Texts.
       {"no_such.txt", 2, "cannot read no_such.txt"},
       {"empty.txt", 2, "not enough text"},
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
       {"invalid.txt", 2, "text is not valid UTF-8"},
+      {"--out out_checkpoint", 2, "--out: 'out_checkpoint/checkpoint.safetensors' is a directory"},
+      {"--out out_checkpoint --no-save", 0, "no checkpoint (--no-save)"},
       // Checkpoints.
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume"},
@@ -324,7 +466,49 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--resume past_the_end.safetensors", 2, "safetensors"},
       {"--resume truncated.safetensors", 2, "safetensors"},
       {"--resume flipped.safetensors", 2, "safetensors"},
-      {"--resume '" + other.string() + "'", 2, "load"},
+      {"--resume '" + other.string() + "'", 2,
+       "continues a run with other settings: --emb-dim 16 (this run: 8)"},
+      {"--resume no_settings.safetensors --epochs 2", 2,
+       "--resume: 'no_settings.safetensors' records no settings of a train_gpt run"},
+      // Other settings than the run's: refused, each flag named with both values.
+      {"--resume '" + good.string() + "' --epochs 2 --heads 4", 2,
+       "continues a run with other settings: --heads 2 (this run: 4)"},
+      {"--resume '" + good.string() + "' --epochs 2 --batch 3 --lr 0.001 --seed 5", 2,
+       "--seed 123 (this run: 5), --batch 2 (this run: 3), --lr 0.0004 (this run: 0.001)"},
+      {"--resume '" + good.string() + "' --epochs 2 --weight-decay 0 --drop-rate 0 --eval-freq 3",
+       2,
+       "--drop-rate 0.1 (this run: 0.0), --weight-decay 0.1 (this run: 0.0), --eval-freq 4 (this "
+       "run: 3)"},
+      {"--resume '" + good.string() + "' --epochs 2 --train-ratio 0.8 --eval-iter 2", 2,
+       "--train-ratio 0.9 (this run: 0.8), --eval-iter 1 (this run: 2)"},
+      {"text2.txt --resume '" + good.string() + "' --epochs 2", 2,
+       "continues a run with other settings: text "},
+      {"--resume other_step.safetensors --epochs 2", 2,
+       "train_gpt.counters' global step 0 is not the step before the checkpoint's step"},
+      {"--resume other_epoch.safetensors --epochs 3", 2, "steps are not the 2 epoch(s) of"},
+      {"--resume other_tokens.safetensors --epochs 2", 2, "tokens seen, expected"},
+      {"--resume batch_past_the_epoch.safetensors --epochs 2", 2,
+       "and 1000 batch(es) train_gpt.counters holds"},
+      {"--resume no_rng.safetensors --epochs 2", 2, "has no tensor 'train_gpt.rng'"},
+      {"--resume extra_tensor.safetensors --epochs 2", 2,
+       "has a tensor 'train_gpt.extra' this program does not write"},
+      {"--resume short_history.safetensors --epochs 2", 2, "train_gpt.history has shape [0, 3]"},
+      {"--resume nan_moment.safetensors --epochs 2", 2,
+       "'optimizer.state.3.exp_avg' holds nan (element 0)"},
+      {"--resume negative_moment.safetensors --epochs 2", 2,
+       "'optimizer.state.3.exp_avg_sq' holds -1 (element 0), expected a second moment >= 0"},
+      {"--resume other_beta.safetensors --epochs 2", 2,
+       "the checkpoint's optimizer has beta2 0.5, this run's 0.999"},
+      {"--resume float64_weight.safetensors --epochs 2", 2,
+       "'model.final_norm.scale' is float64, expected float32"},
+      {"--resume bool_mask.safetensors --epochs 2", 2,
+       "'model.trf_blocks.0.att.mask' is bool, expected float32"},
+      {"--resume float64_moment.safetensors --epochs 2", 2,
+       "'optimizer.state.3.exp_avg' is float64, expected float32"},
+      {"--resume other_meta_step.safetensors --epochs 2", 2,
+       "the optimizer's state of parameter 0 counts"},
+      {"--resume no_mask.safetensors --epochs 2", 2,
+       "the buffer 'trf_blocks.0.att.mask' is not the one the model computes"},
       {"--resume two_counters.safetensors", 2, "train_gpt.counters has 2 values, expected 3 or 4"},
       {"--resume step_max.safetensors", 2, "train_gpt.counters holds"},
       {"--resume negative.safetensors", 2, "train_gpt.counters holds"},
@@ -351,6 +535,7 @@ TEST(HostileCommandLines, TrainToy) {
   table.push_back({"--digits 1", 2, "--digits: expected an integer in [2, 16]"});
   table.push_back({"--digits 17", 2, "--digits"});
   table.push_back({"--eval-every 0", 2, "--eval-every"});
+  table.push_back({"--out out_model", 2, "--out: 'out_model/model.safetensors' is a directory"});
   table.push_back({"--steps 2 --digits 2 --batch 2 --eval-every 1", 0, "train_toy: 2 steps"});
   for (Case& c : table) c.args = with_defaults(c.args, {"--out out"});
   run_table(dir, EMBER_TRAIN_TOY_BINARY, "train_toy", table);

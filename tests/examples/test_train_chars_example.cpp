@@ -120,4 +120,28 @@ TEST(TrainCharsExample, CtrlCSavesAndResumesAndSaveEverySaves) {
   EXPECT_EQ(whole.find("saved the checkpoint"), std::string::npos) << whole;
 }
 
+// Ctrl-C during the last step (here the only one, stopped in its sample) does not leave the run
+// "interrupted": nothing is left for a resume to do, so the program does not say that --resume
+// continues it (which --resume would then refuse); whatever it says, a resume it names works.
+TEST(TrainCharsExample, CtrlCInTheLastStepEndsTheRunAsDone) {
+  ember::testing_examples::TempDir dir("ember_train_chars_sigint_last");
+  const std::string common =
+      "--steps 1 --context 256 --batch 2 --print-every 1 --sample-every 1 --no-kv-cache "
+      "--threads 1 --out '" +
+      (dir.path() / "out").string() + "'";
+  int code = -1;
+  const std::string output = ember::testing_examples::run_interrupted(
+      "'" + std::string(EMBER_TRAIN_CHARS_BINARY) + "' " + common, "step 1 train loss",
+      (dir.path() / "log.txt").string(), code);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_EQ(output.find("continues the run"), std::string::npos) << output;
+  EXPECT_NE(output.find("train_chars: steps 1-1"), std::string::npos) << output;
+  if (output.find("continues the run") != std::string::npos) {
+    const std::string resumed =
+        run(common + " --resume '" + (dir.path() / "out" / "checkpoint.safetensors").string() + "'",
+            code);
+    EXPECT_EQ(code, 0) << resumed;
+  }
+}
+
 }  // namespace

@@ -434,6 +434,72 @@ TEST(TrainGptExample, CtrlCSavesACheckpointThatResumesAsIfUninterrupted) {
   fs::remove_all(dir);
 }
 
+// Once the training's checkpoint is written, a Ctrl-C ends the program at once (it was put off
+// to the end of the final samples): exit status 130, no final sample, the checkpoint whole.
+TEST(TrainGptExample, CtrlCAfterTheLastSaveEndsTheProgram) {
+  ember::testing_examples::TempDir dir("ember_train_gpt_sigint_end");
+  const std::string out = (dir.path() / "out").string();
+  int code = -1;
+  const std::string output = ember::testing_examples::run_interrupted(
+      "'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' '" + kVerdict +
+          "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 --train-ratio 0.05 "
+          "--epochs 1 --eval-freq 2 --eval-iter 1 --skip-initial --threads 1 --out '" +
+          out + "'",
+      "wrote " + out + "/checkpoint", (dir.path() / "log.txt").string(), code);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("exit status 130"), std::string::npos) << output;
+  EXPECT_EQ(output.find("Output text (greedy)"), std::string::npos) << output;
+  int resumed = -1;
+  const std::string again =
+      run("'" + kVerdict +
+              "' --emb-dim 16 --layers 1 --heads 2 --context 16 --batch 5 --train-ratio 0.05 "
+              "--epochs 2 --eval-freq 2 --eval-iter 1 --skip-initial --threads 1 --out '" +
+              out + "' --resume '" + out + "/checkpoint.safetensors'",
+          resumed);
+  EXPECT_EQ(resumed, 0) << again;
+  EXPECT_NE(again.find("resumed from"), std::string::npos) << again;
+}
+
+// Ctrl-C in the run's last sample (an epoch of one batch, stopped once its progress line is
+// printed) or its last step (--max-steps 1, stopped once the step's loss is printed) ends the run
+// as done: the checkpoint is the end's, and the program does not say that --resume continues it
+// (which --resume would then refuse). After the last sample it exits with 130 without the final
+// samples; after the last step it stops as --max-steps does. Whatever it says, a resume it names
+// works.
+TEST(TrainGptExample, CtrlCInTheLastSampleOrStepEndsTheRunAsDone) {
+  ember::testing_examples::TempDir dir("ember_train_gpt_sigint_last");
+  struct Case {
+    std::string args, line, expected;
+  };
+  const std::vector<Case> cases = {
+      {"--batch 16 --train-ratio 0.05 --epochs 1 --no-kv-cache", "step ",
+       "interrupted (Ctrl-C) after the run's last save: no final samples"},
+      {"--batch 4 --train-ratio 0.2 --epochs 2 --eval-iter 4 --print-losses --max-steps 1",
+       "step 0 loss", "stopped after step 0"}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].args);
+    const std::string out = (dir.path() / ("out" + std::to_string(i))).string();
+    const std::string common = "'" + kVerdict +
+                               "' --emb-dim 128 --layers 1 --heads 2 --context 16 --eval-freq 5 "
+                               "--skip-initial --threads 1 " +
+                               cases[i].args + " --out '" + out + "'";
+    int code = -1;
+    const std::string output = ember::testing_examples::run_interrupted(
+        "'" + std::string(EMBER_TRAIN_GPT_BINARY) + "' " + common, cases[i].line,
+        (dir.path() / ("log" + std::to_string(i) + ".txt")).string(), code);
+    ASSERT_EQ(code, 0) << output;
+    EXPECT_EQ(output.find("continues the run"), std::string::npos) << output;
+    EXPECT_NE(output.find(cases[i].expected), std::string::npos) << output;
+    EXPECT_NE(output.find("wrote " + out + "/checkpoint.safetensors"), std::string::npos) << output;
+    EXPECT_EQ(output.find("Output text (greedy)"), std::string::npos) << output;
+    if (output.find("continues the run") != std::string::npos) {
+      const std::string resumed =
+          run(common + " --resume '" + out + "/checkpoint.safetensors'", code);
+      EXPECT_EQ(code, 0) << resumed;
+    }
+  }
+}
+
 // --max-steps ends the run with a checkpoint, at an epoch's first batch (step 3: 3 batches an
 // epoch) or within an epoch (step 4); --resume from either gives the uninterrupted run's losses.
 TEST(TrainGptExample, MaxStepsSavesACheckpointThatResumes) {
