@@ -24,10 +24,11 @@
 // The checkpoint is written once, at the end, as the book saves; --save-every N also after every
 // N epochs; Ctrl-C finishes the step under way, saves (within the epoch: --resume continues with
 // the epoch's next batch) and exits with status 130 (examples/common/interrupt.h); a second
-// Ctrl-C, or one after the training's last save, ends the program at once. After the checkpoint, before the final samples, a line sums up
-// the job: the products' FLOPs of the book's run (the untrained text, the initial losses, the
-// training steps, evaluations and samples), their rate as a share of Ember's GEMM rate measured
-// then, and memory (ember::memory_stats: peak, cached, in use; and the peak resident set).
+// Ctrl-C, or one after the training's last save, ends the program at once. After the checkpoint,
+// before the final samples, a line sums up the job: the products' FLOPs of the book's run (the
+// untrained text, the initial losses, the training steps, evaluations and samples), their rate
+// as a share of Ember's GEMM rate measured then, and memory (ember::memory_stats: peak, cached,
+// in use; and the peak resident set).
 //
 // The book's functions come first, with its names and arguments (less `device`), in its order
 // where C++ allows (evaluate_model and generate_and_print_sample before train_model_simple, which
