@@ -23,6 +23,25 @@
 
 namespace ember {
 
+namespace detail {
+
+// `text` for an error message: control characters (a NUL would end the message) as \u00XX.
+std::string printable(const std::string& text) {
+  std::ostringstream out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out << "\\u" << std::hex << std::setfill('0') << std::setw(4) << static_cast<int>(byte)
+          << std::dec;
+    } else {
+      out << c;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace detail
+
 namespace {
 
 using json = nlohmann::json;
@@ -173,20 +192,7 @@ std::string text_problem(const std::string& text, bool name) {
   return "";
 }
 
-// `text` for an error message: control characters (a NUL would end the message) as \u00XX.
-std::string printable(const std::string& text) {
-  std::ostringstream out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      out << "\\u" << std::hex << std::setfill('0') << std::setw(4) << static_cast<int>(byte)
-          << std::dec;
-    } else {
-      out << c;
-    }
-  }
-  return out.str();
-}
+using detail::printable;
 
 uint64_t checked_u64(const json& v, const std::string& what) {
   check(v.is_number_unsigned(), "load_safetensors: ", what, " must be a non-negative integer, got ",
@@ -211,7 +217,7 @@ std::string header_bytes(const NamedTensorList& tensors,
     if (const std::string problem = text_problem(key, false); !problem.empty())
       fail("save_safetensors: the metadata key '", printable(key), "' ", problem);
     if (const std::string problem = text_problem(value, false); !problem.empty())
-      fail("save_safetensors: the metadata value of '", key, "' ", problem);
+      fail("save_safetensors: the metadata value of '", printable(key), "' ", problem);
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> names;
@@ -330,10 +336,11 @@ Header parse_header(const uint8_t* header_begin, uint64_t n, uint64_t buffer_siz
           } else if (event == json::parse_event_t::key) {
             last_key = parsed.get<std::string>();
             if (!keys.back().insert(last_key).second) {
-              if (keys.size() == 1) fail(op, ": duplicate tensor name '", last_key, "'");
+              if (keys.size() == 1) fail(op, ": duplicate tensor name '", printable(last_key), "'");
               if (keys.size() == 2 && owner.back() == "__metadata__")
-                fail(op, ": duplicate key '", last_key, "' in __metadata__");
-              fail(op, ": entry '", owner.back(), "' has the field '", last_key, "' twice");
+                fail(op, ": duplicate key '", printable(last_key), "' in __metadata__");
+              fail(op, ": entry '", printable(owner.back()), "' has the field '",
+                   printable(last_key), "' twice");
             }
           }
           return true;
@@ -358,8 +365,8 @@ Header parse_header(const uint8_t* header_begin, uint64_t n, uint64_t buffer_siz
     if (name == "__metadata__") {
       check(value.is_object(), op, ": __metadata__ must be an object of strings");
       for (const auto& [key, v] : value.items()) {
-        check(v.is_string(), op, ": __metadata__ value of '", key, "' must be a string, got ",
-              v.dump());
+        check(v.is_string(), op, ": __metadata__ value of '", printable(key),
+              "' must be a string, got ", v.dump());
         out.metadata[key] = v.get<std::string>();
       }
       continue;
@@ -367,7 +374,7 @@ Header parse_header(const uint8_t* header_begin, uint64_t n, uint64_t buffer_siz
     check(value.is_object(), op, ": entry '", name, "' must be an object");
     for (const auto& [field, v] : value.items()) {
       check(field == "dtype" || field == "shape" || field == "data_offsets", op, ": entry '", name,
-            "' has an unknown field '", field, "'");
+            "' has an unknown field '", printable(field), "'");
       (void)v;
     }
     check(value.contains("dtype") && value["dtype"].is_string(), op, ": entry '", name,

@@ -53,4 +53,9 @@ void save_safetensors(const NamedTensorList& tensors, const std::string& path,
                       const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile load_safetensors(const std::string& path);
 
+namespace detail {
+// `text` for an error message: control characters as \u00XX (a NUL would end the message).
+std::string printable(const std::string& text);
+}  // namespace detail
+
 }  // namespace ember

@@ -66,6 +66,27 @@ TEST(SafetensorsStrict, DuplicateKeysAtEveryLevelAreErrors) {
   EXPECT_EQ(ok.metadata.at("dtype"), "y");
 }
 
+// A key may hold a NUL (JSON writes it \u0000): an error message shows it escaped, since what()
+// would end at the NUL and drop the rest of the message.
+TEST(SafetensorsStrict, AKeyWithANulIsShownEscapedInTheMessage) {
+  const std::string nul_key("k\0x", 3);
+  expect_error(
+      [&] {
+        save_safetensors({}, temp_path("nul_key.safetensors"), {{nul_key, "\xff"}});
+      },
+      "the metadata value of 'k\\u0000x' is not valid UTF-8");
+  expect_error([&] { parse(file_with(R"({"__metadata__":{"k\u0000x":1}})")); },
+               "__metadata__ value of 'k\\u0000x' must be a string");
+  expect_error([&] { parse(file_with(R"({"__metadata__":{"k\u0000x":"1","k\u0000x":"2"}})")); },
+               "duplicate key 'k\\u0000x' in __metadata__");
+  expect_error(
+      [&] {
+        parse(file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"d\u0000":1}})",
+                        kFour));
+      },
+      "entry 'a' has an unknown field 'd\\u0000'");
+}
+
 TEST(SafetensorsStrict, OnlySpacesMayFollowTheHeaderObject) {
   const std::string object = "{" + kEntry + "}";
   // Spaces are the format's padding.
