@@ -73,12 +73,15 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
   for (const auto& [key, value] : metadata) {
     check(key.rfind("ember.", 0) != 0 && key.rfind("optimizer.", 0) != 0 &&
               key.rfind("scheduler", 0) != 0,
-          "save_checkpoint: metadata key '", key, "' is reserved");
+          "save_checkpoint: metadata key '", detail::printable(key), "' is reserved");
   }
   meta["ember.step"] = std::to_string(step);
   meta["ember.optimizer"] = optimizer.name();
   meta["optimizer.param_groups"] = groups.dump();
-  if (scheduler) meta["scheduler"] = numbers(scheduler->state_dict()).dump();
+  if (scheduler) {
+    meta["ember.scheduler"] = scheduler->name();
+    meta["scheduler"] = numbers(scheduler->state_dict()).dump();
+  }
   save_safetensors(tensors, path, meta);
 }
 
@@ -103,7 +106,7 @@ int64_t load_checkpoint(SafetensorsFile file, NamedTensorList& model_state, Opti
     return it->second;
   };
   check(meta("ember.optimizer") == optimizer.name(), op, ": the checkpoint holds the state of a ",
-        meta("ember.optimizer"), " optimizer, not of ", optimizer.name());
+        detail::printable(meta("ember.optimizer")), " optimizer, not of ", optimizer.name());
   OptimizerStateDict state;
   NamedTensorList model;
   for (auto& [name, t] : file.tensors) {
@@ -126,7 +129,14 @@ int64_t load_checkpoint(SafetensorsFile file, NamedTensorList& model_state, Opti
   const auto [end, error] =
       std::from_chars(step_text.data(), step_text.data() + step_text.size(), step);
   check(error == std::errc() && end == step_text.data() + step_text.size() && !step_text.empty(),
-        op, ": the step '", step_text, "' in ", path, " is not a whole number");
+        op, ": the step '", detail::printable(step_text), "' in ", path, " is not a whole number");
+  // The scheduler's type, where the checkpoint records it: another scheduler's numbers (a
+  // StepLR's last_lr in an ExponentialLR, say) would load without complaint and give other lrs.
+  if (const auto it = file.metadata.find("ember.scheduler");
+      scheduler != nullptr && it != file.metadata.end()) {
+    check(it->second == scheduler->name(), op, ": the checkpoint holds the state of a ",
+          detail::printable(it->second), " scheduler, not of ", scheduler->name());
+  }
   SchedulerState sched_state;
   try {
     const json groups = json::parse(meta("optimizer.param_groups"));

@@ -7,7 +7,8 @@
 //   model->load_state_dict(model_state);
 //
 // Layout: tensors "model.<name>" and "optimizer.state.<param index>.<key>"; metadata
-// "ember.step", "optimizer.param_groups" and "scheduler" (JSON text).
+// "ember.step", "ember.optimizer" and "ember.scheduler" (the classes' names: a load into another
+// optimizer or scheduler is an Error), "optimizer.param_groups" and "scheduler" (JSON text).
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,8 @@ class StatefulScheduler {
   virtual SchedulerState state_dict() const = 0;
   // Checks every value first (a hostile checkpoint is an Error, never a bad cast).
   virtual void load_state_dict(const SchedulerState& state) = 0;
+  // The class's name ("StepLR"): a checkpoint records it, and refuses another scheduler's state.
+  virtual std::string name() const = 0;
 };
 
 class LRScheduler : public StatefulScheduler {
@@ -73,6 +75,7 @@ class LRScheduler : public StatefulScheduler {
 // lr = base_lr * lr_lambda(epoch).
 class LambdaLR : public LRScheduler {
  public:
+  std::string name() const override { return "LambdaLR"; }
   LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda);
 
  protected:
@@ -83,6 +86,7 @@ class LambdaLR : public LRScheduler {
 // lr *= gamma every step_size epochs.
 class StepLR : public LRScheduler {
  public:
+  std::string name() const override { return "StepLR"; }
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  protected:
@@ -95,6 +99,7 @@ class StepLR : public LRScheduler {
 // lr *= gamma at each milestone.
 class MultiStepLR : public LRScheduler {
  public:
+  std::string name() const override { return "MultiStepLR"; }
   MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
 
  protected:
@@ -107,6 +112,7 @@ class MultiStepLR : public LRScheduler {
 // lr *= gamma every epoch.
 class ExponentialLR : public LRScheduler {
  public:
+  std::string name() const override { return "ExponentialLR"; }
   ExponentialLR(Optimizer& optimizer, double gamma);
 
  protected:
@@ -118,6 +124,7 @@ class ExponentialLR : public LRScheduler {
 // lr from base_lr * start_factor to base_lr * end_factor linearly over total_iters epochs.
 class LinearLR : public LRScheduler {
  public:
+  std::string name() const override { return "LinearLR"; }
   LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
            int64_t total_iters = 5);
 
@@ -131,6 +138,7 @@ class LinearLR : public LRScheduler {
 // lr = eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2; T_max in [1, INT64_MAX / 2].
 class CosineAnnealingLR : public LRScheduler {
  public:
+  std::string name() const override { return "CosineAnnealingLR"; }
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
 
  protected:
@@ -159,6 +167,7 @@ struct OneCycleLROptions {
 // initial_lr / final_div_factor, over total_steps steps.
 class OneCycleLR : public LRScheduler {
  public:
+  std::string name() const override { return "OneCycleLR"; }
   OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& options);
 
  protected:
@@ -178,6 +187,7 @@ class OneCycleLR : public LRScheduler {
 // The schedulers must outlive it.
 class SequentialLR : public LRScheduler {
  public:
+  std::string name() const override { return "SequentialLR"; }
   SequentialLR(Optimizer& optimizer, std::vector<LRScheduler*> schedulers,
                std::vector<int64_t> milestones);
   using LRScheduler::step;
@@ -208,6 +218,7 @@ struct ReduceLROnPlateauOptions {
 // Multiplies the lr by factor when the metric has not improved for patience epochs.
 class ReduceLROnPlateau : public StatefulScheduler {
  public:
+  std::string name() const override { return "ReduceLROnPlateau"; }
   ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
   void step(double metric);
   std::vector<double> get_last_lr() const;

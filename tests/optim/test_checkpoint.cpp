@@ -185,6 +185,52 @@ TEST(Checkpoint, CheckpointStepMustBeAWholeNumber) {
   EXPECT_EQ(load_checkpoint(std::move(negative), model_state, opt, &sched), -3);
 }
 
+TEST(Checkpoint, AnotherSchedulersStateIsRefused) {
+  Tensor p = ones({2}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1));
+  StepLR step_lr(opt, 2);
+  const std::string path = temp_path("attack_scheduler_type.safetensors");
+  save_checkpoint(path, {{"w", p.detach()}}, opt, &step_lr, 1);
+  EXPECT_EQ(load_safetensors(path).metadata.at("ember.scheduler"), "StepLR");
+  NamedTensorList model_state;
+  ExponentialLR exponential(opt, 0.5);
+  const std::vector<double> lrs = exponential.get_last_lr();
+  // The state of a StepLR has the keys of an ExponentialLR's: without the type, it would load.
+  expect_error([&] { load_checkpoint(path, model_state, opt, &exponential); },
+               "load_checkpoint: the checkpoint holds the state of a StepLR scheduler, not of "
+               "ExponentialLR");
+  EXPECT_EQ(exponential.get_last_lr(), lrs);
+  StepLR same(opt, 2);
+  EXPECT_EQ(load_checkpoint(path, model_state, opt, &same), 1);
+  // A checkpoint that does not name its scheduler loads as before.
+  SafetensorsFile unnamed = load_safetensors(path);
+  unnamed.metadata.erase("ember.scheduler");
+  EXPECT_EQ(load_checkpoint(std::move(unnamed), model_state, opt, &same), 1);
+}
+
+TEST(Checkpoint, KeysAndValuesWithANulAreShownEscaped) {
+  Tensor p = ones({2}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1));
+  expect_error(
+      [&] {
+        save_checkpoint(temp_path("reserved_nul.safetensors"), {}, opt, nullptr, 0,
+                        {{std::string("ember.\0x", 8), "v"}});
+      },
+      "metadata key 'ember.\\u0000x' is reserved");
+  // What a loaded checkpoint names is shown escaped too.
+  const std::string path = temp_path("nul_step.safetensors");
+  save_checkpoint(path, {}, opt, nullptr, 0);
+  NamedTensorList model_state;
+  SafetensorsFile file = load_safetensors(path);
+  file.metadata["ember.step"] = std::string("1\0x", 3);
+  expect_error([&] { load_checkpoint(std::move(file), model_state, opt); },
+               "the step '1\\u0000x' in the checkpoint is not a whole number");
+  file = load_safetensors(path);
+  file.metadata["ember.optimizer"] = std::string("SGD\0x", 5);
+  expect_error([&] { load_checkpoint(std::move(file), model_state, opt); },
+               "holds the state of a SGD\\u0000x optimizer, not of SGD");
+}
+
 TEST(Checkpoint, ARefusedCheckpointChangesNothing) {
   Tensor p = ones({2}).requires_grad_();
   SGD opt({p}, SGDOptions(0.1).momentum(0.9));
