@@ -283,6 +283,25 @@ TEST(SafetensorsStrict, WritesThroughASymlinkReplaceTheTarget) {
       "cannot open");
 }
 
+// The new file replaces the old one with its permissions: a checkpoint kept private (0600) stays
+// private, whatever the process's umask would give a new file.
+TEST(SafetensorsStrict, AReplacedFileKeepsItsPermissions) {
+  const std::string path = temp_path("strict_mode.safetensors");
+  std::filesystem::remove(path);
+  save_safetensors({{"a", ones({1})}}, path);
+  for (const mode_t mode : {mode_t{0600}, mode_t{0640}, mode_t{0444}}) {
+    SCOPED_TRACE(mode);
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    save_safetensors({{"b", ones({2})}}, path);
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, mode);
+    EXPECT_EQ(load_safetensors(path).tensors[0].first, "b");
+    ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+    save_safetensors({{"a", ones({1})}}, path);
+  }
+}
+
 TEST(SafetensorsStrict, ReaderChecksTheHeaderBeforeTheData) {
   // /dev/zero: an endless stream, refused after its first 8 bytes (a header size of 0).
   if (access("/dev/zero", R_OK) == 0) {
