@@ -420,6 +420,13 @@ void SequentialLR::step() {
   last_lr_ = s->get_last_lr();
 }
 
+std::string SequentialLR::name() const {
+  std::string out = "SequentialLR(";
+  for (std::size_t i = 0; i < schedulers_.size(); ++i)
+    out += (i ? ", " : "") + schedulers_[i]->name();
+  return out + ")";
+}
+
 SchedulerState SequentialLR::state_dict() const {
   SchedulerState out = LRScheduler::state_dict();
   for (std::size_t i = 0; i < schedulers_.size(); ++i) {

@@ -31,7 +31,8 @@ class StatefulScheduler {
   virtual SchedulerState state_dict() const = 0;
   // Checks every value first (a hostile checkpoint is an Error, never a bad cast).
   virtual void load_state_dict(const SchedulerState& state) = 0;
-  // The class's name ("StepLR"): a checkpoint records it, and refuses another scheduler's state.
+  // The class's name ("StepLR"; a SequentialLR's names its schedulers too): a checkpoint records
+  // it, and refuses the state of another scheduler.
   virtual std::string name() const = 0;
 };
 
@@ -187,7 +188,8 @@ class OneCycleLR : public LRScheduler {
 // The schedulers must outlive it.
 class SequentialLR : public LRScheduler {
  public:
-  std::string name() const override { return "SequentialLR"; }
+  // With its schedulers' names: "SequentialLR(LinearLR, CosineAnnealingLR)".
+  std::string name() const override;
   SequentialLR(Optimizer& optimizer, std::vector<LRScheduler*> schedulers,
                std::vector<int64_t> milestones);
   using LRScheduler::step;

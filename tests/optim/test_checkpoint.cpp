@@ -202,6 +202,17 @@ TEST(Checkpoint, AnotherSchedulersStateIsRefused) {
   EXPECT_EQ(exponential.get_last_lr(), lrs);
   StepLR same(opt, 2);
   EXPECT_EQ(load_checkpoint(path, model_state, opt, &same), 1);
+  // A SequentialLR's schedulers in another order have the same keys too.
+  StepLR a(opt, 2);
+  ExponentialLR b(opt, 0.5);
+  SequentialLR ab(opt, {&a, &b}, {3}), ba(opt, {&b, &a}, {3});
+  EXPECT_EQ(ab.name(), "SequentialLR(StepLR, ExponentialLR)");
+  save_checkpoint(path, {{"w", p.detach()}}, opt, &ab, 1);
+  expect_error([&] { load_checkpoint(path, model_state, opt, &ba); },
+               "holds the state of a SequentialLR(StepLR, ExponentialLR) scheduler, not of "
+               "SequentialLR(ExponentialLR, StepLR)");
+  EXPECT_EQ(load_checkpoint(path, model_state, opt, &ab), 1);
+  save_checkpoint(path, {{"w", p.detach()}}, opt, &step_lr, 1);
   // A checkpoint that does not name its scheduler loads as before.
   SafetensorsFile unnamed = load_safetensors(path);
   unnamed.metadata.erase("ember.scheduler");
