@@ -79,7 +79,7 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
   meta["ember.optimizer"] = optimizer.name();
   meta["optimizer.param_groups"] = groups.dump();
   if (scheduler) {
-    meta["ember.scheduler"] = scheduler->name();
+    if (!scheduler->name().empty()) meta["ember.scheduler"] = scheduler->name();
     meta["scheduler"] = numbers(scheduler->state_dict()).dump();
   }
   save_safetensors(tensors, path, meta);
@@ -133,7 +133,7 @@ int64_t load_checkpoint(SafetensorsFile file, NamedTensorList& model_state, Opti
   // The scheduler's type, where the checkpoint records it: another scheduler's numbers (a
   // StepLR's last_lr in an ExponentialLR, say) would load without complaint and give other lrs.
   if (const auto it = file.metadata.find("ember.scheduler");
-      scheduler != nullptr && it != file.metadata.end()) {
+      scheduler != nullptr && !scheduler->name().empty() && it != file.metadata.end()) {
     check(it->second == scheduler->name(), op, ": the checkpoint holds the state of a ",
           detail::printable(it->second), " scheduler, not of ", scheduler->name());
   }

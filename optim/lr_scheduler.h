@@ -32,8 +32,9 @@ class StatefulScheduler {
   // Checks every value first (a hostile checkpoint is an Error, never a bad cast).
   virtual void load_state_dict(const SchedulerState& state) = 0;
   // The class's name ("StepLR"; a SequentialLR's names its schedulers too): a checkpoint records
-  // it, and refuses the state of another scheduler.
-  virtual std::string name() const = 0;
+  // it, and refuses the state of another scheduler. A scheduler of one's own that does not
+  // name itself ("") is not checked.
+  virtual std::string name() const { return ""; }
 };
 
 class LRScheduler : public StatefulScheduler {

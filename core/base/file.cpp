@@ -76,10 +76,10 @@ detail::AtomicFile::AtomicFile(const std::string& path, const char* op)
                  : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd_ < 0) fail(op, ": cannot open '", temp_, "' for writing: ", errno_text(errno));
   // The file it replaces keeps its permissions (a private file stays private): the new file
-  // gets the old one's mode, not the umask's.
+  // gets the old one's read, write and execute bits, not the umask's.
   struct stat old {};
   if (!special_ && ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode) &&
-      ::fchmod(fd_, old.st_mode & 07777) != 0) {
+      ::fchmod(fd_, old.st_mode & 0777) != 0) {
     give_up("setting the permissions of", errno);
   }
 }

@@ -219,6 +219,35 @@ TEST(Checkpoint, AnotherSchedulersStateIsRefused) {
   EXPECT_EQ(load_checkpoint(std::move(unnamed), model_state, opt, &same), 1);
 }
 
+// A scheduler a user writes need not name itself: its checkpoint records no type and loads.
+class HalvingLR : public LRScheduler {
+ public:
+  explicit HalvingLR(Optimizer& optimizer) : LRScheduler(optimizer) { initial_step(); }
+
+ protected:
+  std::vector<double> get_lr() override {
+    std::vector<double> lrs;
+    for (double base : base_lrs_)
+      lrs.push_back(base * std::pow(0.5, static_cast<double>(last_epoch_)));
+    return lrs;
+  }
+};
+
+TEST(Checkpoint, AnUnnamedSchedulerOfOnesOwnLoads) {
+  Tensor p = ones({2}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1));
+  HalvingLR halving(opt);
+  EXPECT_EQ(halving.name(), "");
+  halving.step();
+  const std::string path = temp_path("own_scheduler.safetensors");
+  save_checkpoint(path, {{"w", p.detach()}}, opt, &halving, 1);
+  EXPECT_EQ(load_safetensors(path).metadata.count("ember.scheduler"), 0u);
+  HalvingLR fresh(opt);
+  NamedTensorList model_state;
+  EXPECT_EQ(load_checkpoint(path, model_state, opt, &fresh), 1);
+  EXPECT_EQ(fresh.get_last_lr(), halving.get_last_lr());
+}
+
 TEST(Checkpoint, KeysAndValuesWithANulAreShownEscaped) {
   Tensor p = ones({2}).requires_grad_();
   SGD opt({p}, SGDOptions(0.1));
