@@ -35,6 +35,18 @@ inline T fused(T a, T b, T c) {
 constexpr int64_t kTinyWork = 4096;                  // multiply-adds: the plain loop is faster
 constexpr int64_t kParallelWork = int64_t{1} << 17;  // multiply-adds before a second thread pays
 
+// a * b * c * d multiply-adds, or INT64_MAX when that overflows, for comparing with the thresholds
+// above: C holds only M * N (times the batch) elements, but an operand expanded with stride 0
+// (ones({1, 1}).expand({4, 1 << 62})) holds any depth K in one element.
+inline int64_t work_of(int64_t a, int64_t b, int64_t c, int64_t d = 1) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r) ||
+      __builtin_mul_overflow(r, d, &r)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return r;
+}
+
 // One product's operands.
 template <typename T>
 struct Product {
@@ -150,9 +162,13 @@ void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc
             T* out);
 
 // The skinny path (core/kernels/gemm_skinny.cpp): gemm_batched for float products with
-// 1 <= M <= kSkinnyRows (and K >= 1), B read in place. Returns false, computing nothing, on the
+// 1 <= M <= kSkinnyRows (and 1 <= K <= kSkinnyDepth), B read in place. Returns false, computing nothing, on the
 // targets without a skinny path (SCALAR, SVE), whose products then take the blocked path.
 constexpr int64_t kSkinnyRows = 16;  // the most rows of A this path takes (two registers of 8)
+// The deepest product this path takes: it packs all of A's K columns at once (16 rows: 64 MiB at
+// this depth), where the blocked path packs blocks of KC. A deeper A is an expanded one (a row of
+// activations is not a million values long), whose packing would not fit in memory.
+constexpr int64_t kSkinnyDepth = int64_t{1} << 20;
 constexpr int kSkinnyTailRows = 4;   // M = 9..12 with B = W^T: eight rows in lanes plus a tail
 constexpr int kSkinnyTailTiles = 4;  // tiles whose tail rows are computed together
 bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,

@@ -393,14 +393,15 @@ HWY_EXPORT(SkinnyF32);
 
 // gemm_batched for float products with 1 <= M <= kSkinnyRows (and K >= 1): threads share out
 // whole products when the batch divides evenly, else cut each product along N. The target's
-// kernel is chosen once per call (EMBER_CPU_CAPABILITY applied).
+// kernel is chosen once per call (EMBER_CPU_CAPABILITY applied). A product deeper than
+// kSkinnyDepth is left to the blocked path, like a target without a skinny kernel.
 bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                         int64_t a_bs, int64_t lda_row, int64_t lda_col, const float* B,
                         int64_t b_bs, int64_t ldb_row, int64_t ldb_col, float* C, int64_t c_bs,
                         int64_t ldc, bool accumulate) {
   cpu::apply_capability();
   const SkinnyKernel kernel = HWY_DYNAMIC_DISPATCH(SkinnyF32)();
-  if (kernel.columns == nullptr) return false;
+  if (kernel.columns == nullptr || K > kSkinnyDepth) return false;
   // Up to 8 rows: one register of rows. 9..12 rows of a product with W^T: the same, plus
   // skinny_tail_f32 for the rest (where the target has it). Else two registers of rows (R = 2).
   // One row with W^T: the row kernel (row_wt_f32), where the target has it; with B's rows
@@ -412,7 +413,7 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
   const int64_t group = 8 / R;                    // columns per tile
   const int64_t rows = row || row_b ? 1 : 8 * R;  // rows of packed A (a row path: x itself)
   const int64_t tail_rows = tail ? M - 8 : 0;
-  const int64_t work = batch * M * N * K;
+  const int64_t work = work_of(batch, M, N, K);
   int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
   const int64_t groups = (N + group - 1) / group;
   int64_t pieces = 1;

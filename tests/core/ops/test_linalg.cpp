@@ -7,8 +7,10 @@
 //   P = lambda *shape, seed=0: torch.tensor([((i * 7 + seed * 13) % 17) / 8 - 1
 //           for i in range(math.prod(shape))], dtype=torch.float64).reshape(shape)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <limits>
 #include <string>
 #include <vector>
@@ -500,6 +502,31 @@ TEST(LinalgOps, EmptyDimensions) {
   EXPECT_EQ(bmm(ones({0, 2, 3}), ones({0, 3, 4})).shape(), (Shape{0, 2, 4}));
   // [3, 5, 0] @ [0, 0] folds with a 0-wide row (torch gives shape [3, 5, 0]).
   EXPECT_EQ(matmul(ones({3, 5, 0}), ones({0, 0})).shape(), (Shape{3, 5, 0}));
+}
+
+// A depth held in one element (an operand expanded with stride 0) is still K multiply-adds per
+// element of the product, which run for as long as they take. The skinny path (M <= 16) packed
+// all of A's K columns at once: at K = 2^60 the size of that workspace overflowed and the packing
+// wrote past it (a segfault in dot and mv); at K = 2^40 it asked for 32 TB (std::bad_alloc). Such
+// a product takes the blocked path, which packs blocks of K. The child process computes for a
+// second without crashing, then its alarm ends it.
+TEST(LinalgOps, AnExpandedOperandOfHugeDepthComputesWithoutCrashing) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  const int64_t depth = int64_t{1} << 60;
+  const Tensor x = ones({1}).expand({depth});
+  EXPECT_EXIT(
+      {
+        alarm(1);
+        dot(x, x);
+      },
+      ::testing::KilledBySignal(SIGALRM), "");
+  const Tensor a = ones({1, 1}).expand({3, depth});
+  EXPECT_EXIT(
+      {
+        alarm(1);
+        mv(a, x);
+      },
+      ::testing::KilledBySignal(SIGALRM), "");
 }
 
 TEST(LinalgOps, Int64Products) {
