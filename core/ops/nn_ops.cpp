@@ -494,6 +494,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     check(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: expected a bias of shape ",
           Shape{weight.size(0)}, " (out_features), got ", bias.shape());
+    // Checked here, not by the op each path runs: the addmm of a 2-d input refuses a bias of
+    // another dtype, the `out + bias` of a 1-d or 4-d input would promote the result to it.
+    check(bias.dtype() == weight.dtype(), "linear: expected a bias of the weight's dtype ",
+          dtype_name(weight.dtype()), ", got ", dtype_name(bias.dtype()), " (input of shape ",
+          x.shape(), ", weight of shape ", weight.shape(), ")");
   }
 
   if (Tensor y = linear_one_row(x, weight, bias); y.defined()) return y;

@@ -177,6 +177,26 @@ TEST(Linear, WrongInputSizeNamesTheShapes) {
             "linear: input of shape [4, 5] does not end in in_features=3 (weight of shape [2, 3])");
 }
 
+// A bias of another dtype than the weight's is an Error whatever the input's rank: the addmm of a
+// 2-d input refused it, while a 1-d or 4-d input (matmul, then + bias) returned a float64 result
+// for a float32 input and weight.
+TEST(Linear, ABiasOfAnotherDtypeIsAnErrorForEveryInputRank) {
+  const Tensor weight = ones({2, 3}), bias = ones({2}, DType::Float64);
+  for (const Shape& shape : {Shape{3}, Shape{4, 3}, Shape{5, 4, 3}, Shape{2, 5, 4, 3}}) {
+    EXPECT_EQ(
+        error_of([&] { linear(ones(shape), weight, bias); }),
+        "linear: expected a bias of the weight's dtype float32, got float64 (input of shape " +
+            shape_str(shape) + ", weight of shape [2, 3])");
+  }
+  EXPECT_EQ(error_of([&] {
+              RowPanelScope scope;
+              NoGradGuard no_grad;
+              linear(ones({3}), weight, bias);
+            }),
+            "linear: expected a bias of the weight's dtype float32, got float64 (input of shape "
+            "[3], weight of shape [2, 3])");
+}
+
 TEST(Linear, AddmmBroadcastsItsBias) {
   const Tensor bias = tensor({10, 20});
   const Tensor a = tensor({{1, 2}, {3, 4}, {5, 6}});
