@@ -31,7 +31,10 @@
 //   W_ij = e_ij * (1 / s_i)
 //   W~_ij = W_ij * N_ij                            (dropout noise, if any)
 //   O[i0:i1] = W~ V[0:i1]                           (gemm over j in increasing order; the
-//                                                   composite's extra terms are 0 * V = 0)
+//                                                   composite's extra terms are 0 * V = 0,
+//                                                   but for a V_jc that is inf or nan: then
+//                                                   0 * V_jc is nan, and the block's O_ic
+//                                                   take those terms too, in order of j)
 //   save m_i and 1 / s_i
 //
 // Backward, one block, blocks in increasing order (so that the sums over i below run in
@@ -187,12 +190,32 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   const int64_t kt_size = in_place ? 0 : panels_size<T>(d.head_dim, n_k),
                 v_size = in_place ? 0 : panels_size<T>(n_k, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));
-  if (!in_place) {
+  // The composite multiplies every row of weights by all of V: a masked W_ij is 0, and 0 * V_jc
+  // is 0 unless V_jc is inf or nan, when it is nan. A block's product stops at its last row's
+  // keys (kv), so per head and column c the last key j >= kv_min (the first block's kv) whose
+  // V_jc is not finite, or -1: the blocks it lies beyond take the terms of such keys after their
+  // product (below). One pass over V per head; none with a single block (kv is every key then).
+  const int64_t kv_min = d.offset + std::min(n, kQueryBlock);
+  const bool scan_v = blocks > 1;
+  const Aligned<int64_t> last_nonfinite(scan_v ? heads * d.head_dim : 0);
+  if (!in_place || scan_v) {
     parallel_for(heads, threads, [&](int64_t bh, int) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
-      T* kt = packed.get() + bh * (kt_size + v_size);
-      pack_b_panels<T>(d.head_dim, n_k, k.at(b, h), 1, k.row_stride, kt);            // K^T [d, n_k]
-      pack_b_panels<T>(n_k, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V [n_k, d]
+      if (!in_place) {
+        T* kt = packed.get() + bh * (kt_size + v_size);
+        pack_b_panels<T>(d.head_dim, n_k, k.at(b, h), 1, k.row_stride, kt);  // K^T [d, n_k]
+        pack_b_panels<T>(n_k, d.head_dim, v.at(b, h), v.row_stride, 1, kt + kt_size);  // V
+      }
+      if (scan_v) {
+        int64_t* last = last_nonfinite.get() + bh * d.head_dim;
+        std::fill_n(last, d.head_dim, int64_t{-1});
+        for (int64_t j = kv_min; j < n_k; ++j) {
+          const T* row = v.at(b, h) + j * v.row_stride;
+          for (int64_t c = 0; c < d.head_dim; ++c) {
+            if (!std::isfinite(row[c])) last[c] = j;
+          }
+        }
+      }
     });
   }
 
@@ -231,6 +254,21 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     } else {
       gemm_packed_b<T>(i1 - i0, d.head_dim, kv, s, kv, 1, kt + kt_size, n_k, o, out.row_stride,
                        false);
+    }
+    // The composite's terms 0 * V_jc past kv that are not 0: each row's chain continues with
+    // them, in increasing j (fma(0, inf, x) is nan, as in the composite's product).
+    if (scan_v) {
+      const int64_t* last = last_nonfinite.get() + bh * d.head_dim;
+      for (int64_t c = 0; c < d.head_dim; ++c) {
+        for (int64_t j = kv; j <= last[c]; ++j) {
+          const T x = v.at(b, h)[j * v.row_stride + c];
+          if (std::isfinite(x)) continue;
+          for (int64_t i = 0; i < i1 - i0; ++i) {
+            T* y = o + i * out.row_stride + c;
+            *y = std::fma(T(0), x, *y);
+          }
+        }
+      }
     }
   });
 }

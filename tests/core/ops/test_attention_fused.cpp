@@ -223,6 +223,42 @@ TEST(FusedAttention, CachedRowsAreTheRowsOfTheWholeSequenceBitForBit) {
   }
 }
 
+// The composite's W V multiplies every row of weights by all of V: a masked weight is 0, and
+// 0 * inf or 0 * nan is nan, so an inf or a nan at V[j, c] makes column c of the rows before j
+// nan. The fused forward's product for a block of 48 query rows stopped at the block's last
+// key: the rows of a block that ends before j came out finite, the others nan, so a row's value
+// depended on the blocks (and a KV cache's rows differed from the whole sequence's).
+TEST(FusedAttention, ANonFiniteValueMakesTheEarlierRowsNanAsInTheComposite) {
+  NoGradGuard no_grad;
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Qkv in = as_heads(make_inputs(1, 2, 60, 4, dtype));
+    in.v = in.v.clone();
+    in.v.set({0, 0, 57, 1}, INFINITY);   // past the first block's keys
+    in.v.set({0, 1, 49, 2}, NAN);        // just past them
+    in.v.set({0, 1, 10, 3}, -INFINITY);  // inside the first block
+    const Tensor fused = causal_attention(in.q, in.k, in.v);
+    const Tensor expected = composite(in.q, in.k, in.v, 0.0, nullptr);
+    const std::vector<double> x = fused.to_vector<double>(), y = expected.to_vector<double>();
+    ASSERT_EQ(x.size(), y.size());
+    int64_t nans = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      nans += std::isnan(y[i]);
+      EXPECT_TRUE(std::isnan(x[i]) ? std::isnan(y[i]) : x[i] == y[i])
+          << "element " << i << ": " << x[i] << ", the composite's " << y[i];
+    }
+    EXPECT_EQ(nans, 57 + 60 + 10);  // the rows before each value; all rows under the nan
+    // A KV cache's last rows (one block, every key) are the whole sequence's.
+    const Tensor cached = causal_attention(in.q.narrow(2, 46, 14), in.k, in.v);
+    const std::vector<double> rows = cached.to_vector<double>(),
+                              whole = fused.narrow(2, 46, 14).to_vector<double>();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_TRUE(std::isnan(rows[i]) ? std::isnan(whole[i]) : rows[i] == whole[i])
+          << "element " << i << ": " << rows[i] << ", the whole sequence's " << whole[i];
+    }
+  }
+}
+
 TEST(FusedAttention, CachedRowsAreForwardOnly) {
   const Qkv in = as_heads(make_inputs(1, 2, 6, 4, DType::Float32));  // requiring grad
   std::string m = error_of([&] { cached_rows(in, 4, 2); });
