@@ -92,6 +92,7 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <new>
 
 #include "core/base/allocator.h"
@@ -166,6 +167,33 @@ void scores(const AttentionDims& d, const T* q, int64_t q_rs, const T* kt_packed
             int64_t i1, int64_t kv, T* s) {
   gemm_packed_b<T>(i1 - i0, kv, d.head_dim, q + i0 * q_rs, q_rs, 1, kt_packed, d.head_dim, s, kv,
                    false);
+}
+
+// Whether x[0:n] are all finite.
+template <typename T>
+bool all_finite(const T* x, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    if (!std::isfinite(x[c])) return false;
+  }
+  return true;
+}
+
+// y[j, c] = fma(m_r, x[r, c], y[j, c]) for j in [j0, j1), rows r in increasing order, for the
+// terms that are not 0: the terms m_r * x[r, c] of a product over r that a causal block skips,
+// m_r its masked weight of row r, 0 (nan: nan_rows[r], when given), so x[r, c] inf or nan or
+// m_r nan. x and y have row strides ldx and ldy, `cols` columns.
+template <typename T>
+void past_block(int64_t rows, int64_t cols, const T* x, int64_t ldx, const bool* nan_rows,
+                int64_t j0, int64_t j1, T* y, int64_t ldy) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool nan_row = nan_rows != nullptr && nan_rows[r];
+    const T m = nan_row ? std::numeric_limits<T>::quiet_NaN() : T(0);
+    for (int64_t c = 0; c < cols; ++c) {
+      const T value = x[r * ldx + c];
+      if (!nan_row && std::isfinite(value)) continue;
+      for (int64_t j = j0; j < j1; ++j) y[j * ldy + c] = std::fma(m, value, y[j * ldy + c]);
+    }
+  }
 }
 
 }  // namespace
@@ -292,6 +320,7 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
                 block_size = panels_size<T>(kQueryBlock, hd);
   const int64_t per_thread = 2 * wide + tall + 2 * block_size;
   const Aligned<T> packed(threads * per_thread);
+  const Aligned<int64_t> k_last(threads * hd);  // per thread, per column of K (k_col_last)
 
   parallel_for(heads, threads, [&](int64_t bh, int thread) {
     const int64_t b = bh / d.heads, h = bh % d.heads;
@@ -316,6 +345,21 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
     pack_b_panels<T>(hd, n, kh, 1, k.row_stride, kt_p);
     pack_b_panels<T>(hd, n, vh, 1, v.row_stride, vt_p);
     pack_b_panels<T>(n, hd, kh, k.row_stride, 1, k_p);
+    // What the composite's inf and nan reach through the masked half (its products run over
+    // every row and column, and 0 * inf is nan): the last row of V with an inf or a nan, and per
+    // column of K the last row with one (-1: none).
+    int64_t v_last = -1;
+    for (int64_t j = 0; j < n; ++j) {
+      if (!all_finite(vh + j * v.row_stride, hd)) v_last = j;
+    }
+    int64_t* k_col_last = k_last.get() + thread * hd;
+    bool nan_rows[kQueryBlock];  // the block's rows whose weights are nan
+    std::fill_n(k_col_last, hd, int64_t{-1});
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t c = 0; c < hd; ++c) {
+        if (!std::isfinite(kh[j * k.row_stride + c])) k_col_last[c] = j;
+      }
+    }
 
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock), kv = i1;
@@ -328,17 +372,26 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
         // W_ij = exp(S_ij / divisor - m_i) * (1 / s_i), zeros past i (softmax_weights_row: the
         // steps of softmax_weights_row_steps in one pass)
         softmax_weights_row(wr, divisor, row_max[bh * n + i], row_inverse[bh * n + i], valid, kv);
+        // A row whose m_i or 1 / s_i is inf or nan has nan weights, the composite's masked ones
+        // (exp(-inf - m_i) / s_i) too: nan past i, in this tile and in dV's terms past it.
+        nan_rows[i - i0] =
+            !std::isfinite(row_max[bh * n + i]) || !std::isfinite(row_inverse[bh * n + i]);
+        if (nan_rows[i - i0]) std::fill(wr + valid, wr + kv, std::numeric_limits<T>::quiet_NaN());
         if (noise != nullptr) {
           T* wdr = wd + (i - i0) * kv;
           const T* nrow = noise + (bh * n + i) * n;
           multiply_row(wr, nrow, wdr, valid);
-          std::fill(wdr + valid, wdr + kv, T(0));
+          std::copy(wr + valid, wr + kv, wdr + valid);  // zeros, or nan
         }
       }
       const T* w_tilde = noise != nullptr ? wd : w;
       // dV[0:kv] += W~^T dO[i0:i1]
       pack_b_panels<T>(rows, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, go_p);
       gemm_packed_b<T>(kv, hd, rows, w_tilde, 1, kv, go_p, rows, dv, grad_v.row_stride, true);
+      // dV[kv:n] takes the block's terms W~_ij dO_ic that are not 0: masked W~ = 0 (nan in a nan
+      // row) times dO_ic inf or nan
+      past_block(rows, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, nan_rows, kv, n, dv,
+                 grad_v.row_stride);
       // dW~ = dO[i0:i1] V[0:kv]^T
       gemm_packed_b<T>(rows, kv, hd, go + i0 * grad_out.row_stride, grad_out.row_stride, 1, vt_p,
                        hd, wd, kv, false);
@@ -356,12 +409,32 @@ void causal_attention_backward(const AttentionDims& d, Heads<const T> q, Heads<c
         // D_i, dA_ij, dS_ij; zeros past i (softmax_backward_row: the steps of
         // softmax_backward_row_steps, reduce_kernels.h, in one call)
         softmax_backward_row(dsr, wr, divisor, valid, n, kv);
+        // The composite's D_i also sums the masked dW_ij W_ij = dW_ij * 0: nan when dW_ij =
+        // dO_i . V_j is inf or nan (dO_i or a later V_j not finite), and then so is every dA_ij;
+        // masked_fill_'s backward zeroes the masked dS_ij.
+        if (v_last > i || (i + 1 < n && !all_finite(go + i * grad_out.row_stride, hd))) {
+          std::fill_n(dsr, valid, std::numeric_limits<T>::quiet_NaN());
+        }
       }
       // dQ[i0:i1] = dS K[0:kv];  dK[0:kv] += dS^T Q[i0:i1]
       gemm_packed_b<T>(rows, hd, kv, wd, kv, 1, k_p, n, dq + i0 * grad_q.row_stride,
                        grad_q.row_stride, false);
+      // dQ's terms 0 * K_jc past kv that are nan (masked dS = 0, K_jc inf or nan), in order of j
+      for (int64_t c = 0; c < hd; ++c) {
+        for (int64_t j = kv; j <= k_col_last[c]; ++j) {
+          const T x = kh[j * k.row_stride + c];
+          if (std::isfinite(x)) continue;
+          for (int64_t r = 0; r < rows; ++r) {
+            T* y = dq + (i0 + r) * grad_q.row_stride + c;
+            *y = std::fma(T(0), x, *y);
+          }
+        }
+      }
       pack_b_panels<T>(rows, hd, qh + i0 * q.row_stride, q.row_stride, 1, q_p);
       gemm_packed_b<T>(kv, hd, rows, wd, 1, kv, q_p, rows, dk, grad_k.row_stride, true);
+      // and dK[kv:n]'s, 0 * Q_ic (masked dS = 0, Q_ic inf or nan)
+      past_block(rows, hd, qh + i0 * q.row_stride, q.row_stride, nullptr, kv, n, dk,
+                 grad_k.row_stride);
     }
   });
 }

@@ -15,8 +15,9 @@
 // computed as the composite path (nn/attention.cpp, with keep_trace or fused_attention off)
 // computes it, operation for operation, so both give the same numbers (the same bits, but for
 // the sign of zeros); the masked half of S, W and of every product with them is never touched,
-// but for the forward's terms 0 * V_jc with V_jc inf or nan, which are nan in the composite's
-// W V (its rows before j are nan in column c) and are taken in the forward's too.
+// but for its terms that are not 0, which both directions take in as the composite does: a
+// masked weight or gradient times an inf or a nan (0 * inf is nan), and the masked weights of a
+// row whose weights are nan.
 #pragma once
 
 #include <cstdint>

@@ -259,6 +259,54 @@ TEST(FusedAttention, ANonFiniteValueMakesTheEarlierRowsNanAsInTheComposite) {
   }
 }
 
+// The same for the gradients: the composite's products and its softmax backward run over the
+// masked half too, where 0 * inf is nan. An inf in V after row i makes D_i = sum_j dW_ij W_ij
+// nan (dW_ij = dO_i . V_j for a masked j), so dQ_i and the dK_j for j <= i; one in dO, Q or K
+// reaches dV, dK or dQ through the masked zeros of W~ and dS; and a row whose scores hold an inf
+// has nan weights, the masked ones too. The fused backward, which skips the masked half, gave
+// finite gradients where the composite's are nan: the same nans now, the same values elsewhere.
+TEST(FusedAttention, NonFiniteValuesGiveTheCompositesNanGradients) {
+  struct Case {
+    int which;  // 0: q, 1: k, 2: v, 3: the upstream gradient dO
+    int64_t head, row, col;
+    double value;
+  };
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (const Case c :
+         {Case{2, 0, 57, 1, INFINITY}, Case{2, 1, 20, 2, NAN}, Case{3, 1, 1, 3, -INFINITY},
+          Case{1, 0, 55, 0, INFINITY}, Case{0, 1, 1, 2, INFINITY}, Case{0, 0, 30, 1, NAN}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " input " << c.which << " head "
+                                        << c.head << " row " << c.row << " = " << c.value);
+      Generator gen(11);
+      std::vector<Tensor> t;  // q, k, v as [b, T, h, d] leaves, and dO as [b, h, T, d]
+      for (int i = 0; i < 4; ++i) t.push_back(randn({1, 60, 2, 4}, dtype, &gen));
+      t[3] = t[3].transpose(1, 2).contiguous();
+      const std::vector<int64_t> at = c.which == 3 ? std::vector<int64_t>{0, c.head, c.row, c.col}
+                                                   : std::vector<int64_t>{0, c.row, c.head, c.col};
+      t[c.which].set(at, c.value);
+      const Qkv leaves{t[0].requires_grad_(true), t[1].requires_grad_(true),
+                       t[2].requires_grad_(true)};
+      const Outcome fused = run(true, leaves, 0.0, t[3]);
+      const Outcome reference = run(false, leaves, 0.0, t[3]);
+      const Tensor got[] = {fused.out, fused.dq, fused.dk, fused.dv};
+      const Tensor expected[] = {reference.out, reference.dq, reference.dk, reference.dv};
+      const char* const names[] = {"out", "dq", "dk", "dv"};
+      for (int w = 0; w < 4; ++w) {
+        const std::vector<double> x = got[w].to_vector<double>(),
+                                  y = expected[w].to_vector<double>();
+        ASSERT_EQ(x.size(), y.size());
+        int64_t mismatches = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          mismatches += std::isnan(x[i]) != std::isnan(y[i]) ||
+                        (!std::isnan(y[i]) && x[i] != y[i] &&
+                         !(std::abs(x[i] - y[i]) <= 1e-4 * (1 + std::abs(y[i]))));
+        }
+        EXPECT_EQ(mismatches, 0) << "in " << names[w];
+      }
+    }
+  }
+}
+
 TEST(FusedAttention, CachedRowsAreForwardOnly) {
   const Qkv in = as_heads(make_inputs(1, 2, 6, 4, DType::Float32));  // requiring grad
   std::string m = error_of([&] { cached_rows(in, 4, 2); });
