@@ -96,6 +96,7 @@ HWY_AFTER_NAMESPACE();
 #include <new>
 
 #include "core/base/allocator.h"
+#include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
@@ -137,13 +138,19 @@ int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads(
 // parallel region so that a failure is an exception on the calling thread. Its memory comes from
 // the tensor buffers' per-thread cache (core/base/allocator.h): at the book's sizes a call's scratch
 // is a few hundred bytes, and malloc's path for it cost more than the arithmetic.
+// A size past memory (a KV cache's K and V expanded to 2^60 rows, stride 0, in a few bytes) or a
+// failed allocation is the Error a tensor's storage gives.
 template <typename T>
 class Aligned {
  public:
   explicit Aligned(int64_t n)
-      : bytes_(sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1))),
-        data_(static_cast<T*>(ember::detail::allocate_buffer(bytes_))) {
-    if (data_ == nullptr) throw std::bad_alloc();
+      : bytes_(sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1))), data_(nullptr) {
+    const int64_t most = (std::numeric_limits<std::ptrdiff_t>::max() - 64) / int64_t{sizeof(T)};
+    check(n <= most, "causal_attention: cannot allocate ", n, " elements of scratch (", sizeof(T),
+          " bytes each; larger than the address space)");
+    data_ = static_cast<T*>(ember::detail::allocate_buffer(bytes_));
+    check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
+          bytes_, " bytes.");
   }
   ~Aligned() { ember::detail::free_buffer(data_, bytes_); }
   Aligned(const Aligned&) = delete;
@@ -155,10 +162,19 @@ class Aligned {
   T* data_;
 };
 
-// Elements of one packed [rows, cols] operand, rounded up to whole 64-byte lines.
+// a * b, or INT64_MAX when that overflows: a count of elements of scratch, which Aligned refuses.
+int64_t times(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+// Elements of one packed [rows, cols] operand, rounded up to whole 64-byte lines (INT64_MAX
+// when that overflows).
 template <typename T>
 int64_t panels_size(int64_t rows, int64_t cols) {
-  return (packed_b_size<T>(rows, cols) + 15) / 16 * 16;
+  const int64_t width = (cols + kPanelWidth<T> - 1) / kPanelWidth<T> * kPanelWidth<T>;
+  const int64_t size = times(width, rows);
+  return size > std::numeric_limits<int64_t>::max() - 15 ? size : (size + 15) / 16 * 16;
 }
 
 // The scores tile S = Q[i0:i1] K[0:kv]^T (row stride kv), K^T packed once per head.
@@ -208,16 +224,19 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads = static_cast<int>(
       std::min<int64_t>(threads_for(double(heads) * n * n_k * d.head_dim), heads * blocks));
-  // One [kQueryBlock, n_k] tile per thread, allocated here (not inside the parallel region), and
+  // One [min(n, kQueryBlock), n_k] tile per thread, allocated here (not inside the parallel region), and
   // every head's K^T and V packed once for the products of all its blocks. Except for a KV
   // cache's few new rows (a generation step: one row against the whole cache), whose two
   // products read K and V in place through gemm (its skinny path): packing the cache for a row
   // or two costs more than the row's products. The same bits either way (gemm's contract).
   const bool in_place = d.offset > 0 && n <= kFewRows;
-  const Aligned<T> tiles(threads * kQueryBlock * n_k);  // each tile is written before it is read
+  const int64_t tile_rows = std::min(n, kQueryBlock);
+  const Aligned<T> tiles(times(times(threads, tile_rows), n_k));  // each written before read
   const int64_t kt_size = in_place ? 0 : panels_size<T>(d.head_dim, n_k),
                 v_size = in_place ? 0 : panels_size<T>(n_k, d.head_dim);
-  const Aligned<T> packed(heads * (kt_size + v_size));
+  const Aligned<T> packed(times(heads, kt_size > std::numeric_limits<int64_t>::max() - v_size
+                                           ? std::numeric_limits<int64_t>::max()
+                                           : kt_size + v_size));
   // The composite multiplies every row of weights by all of V: a masked W_ij is 0, and 0 * V_jc
   // is 0 unless V_jc is inf or nan, when it is nan. A block's product stops at its last row's
   // keys (kv), so per head and column c the last key j >= kv_min (the first block's kv) whose
@@ -252,7 +271,7 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
     const int64_t block = blocks - 1 - task % blocks;  // the widest tiles first
     const int64_t i0 = block * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
     const int64_t kv = d.offset + i1;  // keys the block's last row sees
-    T* s = tiles.get() + thread * kQueryBlock * n_k;
+    T* s = tiles.get() + thread * tile_rows * n_k;
 
     const T* kt = packed.get() + bh * (kt_size + v_size);
     if (in_place) {  // S = Q[i0:i1] K[0:kv]^T, K^T read through K's strides

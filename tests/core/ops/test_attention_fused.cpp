@@ -307,6 +307,30 @@ TEST(FusedAttention, NonFiniteValuesGiveTheCompositesNanGradients) {
   }
 }
 
+// A KV cache's keys and values expanded to more rows than memory holds (stride 0: one row
+// stored) need scratch of their length: its size overflowed int64 at 2^60 rows and the forward
+// wrote past a small buffer (a segfault), and a failed allocation was a std::bad_alloc. Both are
+// the Error a tensor's storage gives (the composite's scores fail to allocate alike).
+TEST(FusedAttention, AKvCacheLongerThanMemoryHoldsIsAnError) {
+  NoGradGuard no_grad;
+  const Tensor q = ones({1, 1, 1, 4});
+  for (int shift : {40, 60, 62}) {
+    SCOPED_TRACE(::testing::Message() << "2^" << shift << " rows");
+    const Tensor k = ones({1, 1, 1, 4}).expand({1, 1, int64_t{1} << shift, 4});
+    std::string m;
+    try {
+      causal_attention(q, k, k);
+    } catch (const Error& e) {
+      m = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not an ember::Error: " << e.what();
+    }
+    EXPECT_TRUE(m.starts_with("DefaultCPUAllocator: not enough memory: you tried to allocate ") ||
+                m.starts_with("causal_attention: cannot allocate "))
+        << m;
+  }
+}
+
 TEST(FusedAttention, CachedRowsAreForwardOnly) {
   const Qkv in = as_heads(make_inputs(1, 2, 6, 4, DType::Float32));  // requiring grad
   std::string m = error_of([&] { cached_rows(in, 4, 2); });
