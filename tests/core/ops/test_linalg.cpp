@@ -511,7 +511,12 @@ TEST(LinalgOps, EmptyDimensions) {
 // a product takes the blocked path, which packs blocks of K. The child process computes for a
 // second without crashing, then its alarm ends it.
 TEST(LinalgOps, AnExpandedOperandOfHugeDepthComputesWithoutCrashing) {
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  // The child re-runs the program up to this test (OpenMP's threads do not survive a fork).
+  struct Style {
+    std::string saved = ::testing::FLAGS_gtest_death_test_style;
+    Style() { ::testing::FLAGS_gtest_death_test_style = "threadsafe"; }
+    ~Style() { ::testing::FLAGS_gtest_death_test_style = saved; }
+  } style;
   const int64_t depth = int64_t{1} << 60;
   const Tensor x = ones({1}).expand({depth});
   EXPECT_EXIT(
