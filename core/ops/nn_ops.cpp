@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/base/grad_mode.h"
@@ -55,9 +56,11 @@ struct Addmm : OpFunction<Addmm> {
           " and ", b.shape());
     check(a.size(1) == b.size(0), "addmm: shapes ", a.shape(), " and ", b.shape(),
           " cannot be multiplied (", a.size(1), " != ", b.size(0), ")");
-    check(is_floating(a.dtype()) && a.dtype() == b.dtype() && a.dtype() == bias.dtype(),
-          "addmm: expected bias, a and b of one floating point dtype, got ",
-          dtype_name(bias.dtype()), ", ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    check(a.dtype() == b.dtype() && a.dtype() == bias.dtype(),
+          "addmm: expected bias, a and b of one dtype, got ", dtype_name(bias.dtype()), ", ",
+          dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    check(a.dtype() != DType::Bool, "addmm: not implemented for bool tensors (shapes ",
+          bias.shape(), ", ", a.shape(), " and ", b.shape(), ")");
     const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
     const Shape out_shape = {m, n};
     check(broadcasts_to(bias.shape(), out_shape), "addmm: bias of shape ", bias.shape(),
@@ -77,9 +80,11 @@ struct Addmm : OpFunction<Addmm> {
     const bool row_bias = bias.dim() <= 1 || bias.size(0) == 1;
     const int64_t bias_stride = bias.dim() == 0 || bias.size(-1) == 1 ? 0 : bias.stride(-1);
     if (!row_bias) out.copy_(bias);
-    dispatch_floating(a.dtype(), [&](auto tag) {
+    dispatch(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      if (row_bias) {
+      if constexpr (std::is_same_v<T, bool>) {
+        return;  // refused above
+      } else if (row_bias) {
         kernels::gemm_bias<T>(m, n, k, a.data_ptr<T>(), a.stride(0), a.stride(1), b.data_ptr<T>(),
                               b.stride(0), b.stride(1), bias.data_ptr<T>(), bias_stride,
                               out.data_ptr<T>(), n);

@@ -7,6 +7,7 @@
 namespace ember {
 
 // bias + a @ b, with bias broadcast to the product's shape [m, n]        (AddmmBackward0)
+// (float32, float64 or int64, one dtype for all three; int64 wraps on overflow as matmul's)
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b);
 
 // torch.nn.functional.linear: x @ weight^T + bias, weight of shape [out_features, in_features]

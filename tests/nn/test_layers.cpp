@@ -197,6 +197,31 @@ TEST(Linear, ABiasOfAnotherDtypeIsAnErrorForEveryInputRank) {
             "[3], weight of shape [2, 3])");
 }
 
+// addmm multiplies int64 as matmul does (and PyTorch's addmm), so linear gives an int64 input's
+// product with a bias whatever its rank or layout: a 2-d or a contiguous 3-d input (addmm) was
+// an Error ("expected ... of one floating point dtype"), a 1-d or a transposed 3-d one (matmul,
+// then + bias) was not.
+TEST(Linear, Int64InputsWithABiasForEveryRank) {
+  const Tensor w = tensor({{1, 2, 3}, {4, 5, 6}}, DType::Int64);
+  const Tensor bias = tensor({10, -20}, DType::Int64);
+  const Tensor x = tensor({{1, 0, 2}, {3, 1, 1}}, DType::Int64);
+  const Tensor expected = tensor({{17, -4}, {18, 3}}, DType::Int64);  // x w^T + bias
+  for (const Tensor& y :
+       {linear(x, w, bias), linear(x.unsqueeze(0), w, bias)[0],
+        linear(x.t().unsqueeze(0).transpose(1, 2), w, bias)[0], addmm(bias, x, w.t()),
+        addmm(tensor({{10}, {10}}, DType::Int64), x, w.t()) - tensor({0, 30}, DType::Int64)}) {
+    EXPECT_EQ(y.dtype(), DType::Int64);
+    EXPECT_TRUE(equal(y, expected)) << y;
+  }
+  EXPECT_TRUE(equal(linear(x[1], w, bias), expected[1]));
+  EXPECT_EQ(error_of([] {
+              addmm(ones({2}, DType::Bool), ones({1, 2}, DType::Bool), ones({2, 2}, DType::Bool));
+            }),
+            "addmm: not implemented for bool tensors (shapes [2], [1, 2] and [2, 2])");
+  EXPECT_EQ(error_of([&] { addmm(bias.to(DType::Float32), x, w.t()); }),
+            "addmm: expected bias, a and b of one dtype, got float32, int64 and int64");
+}
+
 TEST(Linear, AddmmBroadcastsItsBias) {
   const Tensor bias = tensor({10, 20});
   const Tensor a = tensor({{1, 2}, {3, 4}, {5, 6}});
