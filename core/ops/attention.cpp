@@ -168,7 +168,9 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
         "causal_attention: with more keys than queries (", k.size(2), " and ", q.size(2),
         ", a KV cache) it runs forward only: no dropout, no gradient");
   Noise noise;
-  if (training && dropout_p > 0 && q.size(0) * q.size(1) * q.size(2) > 0) {  // as dropout
+  // As dropout: a noise for weights with elements (the sizes' product may overflow int64 when
+  // head_dim is 0, q then empty).
+  if (training && dropout_p > 0 && q.size(0) > 0 && q.size(1) > 0 && q.size(2) > 0) {
     noise.t =
         dropout_noise({q.size(0), q.size(1), q.size(2), q.size(2)}, q.dtype(), dropout_p, gen);
   }

@@ -331,6 +331,17 @@ TEST(FusedAttention, AKvCacheLongerThanMemoryHoldsIsAnError) {
   }
 }
 
+// An empty q (head_dim 0) whose other sizes multiply past int64: whether dropout draws a noise
+// was decided on that product (UB; the asan build's UBSan stops there). The noise, as the
+// composite's weights, has more elements than int64 counts: the storage's Error.
+TEST(FusedAttention, DropoutOnSizesPastInt64IsAnError) {
+  const Tensor q = zeros({1, 1, 1, 1}).expand({int64_t{1} << 33, (int64_t{1} << 31) + 1, 1, 0});
+  Generator gen(1);
+  EXPECT_EQ(error_of([&] { causal_attention(q, q, q, 0.5, /*training=*/true, &gen); }),
+            "empty: Storage size calculation overflowed with sizes=[8589934592, 2147483649, 1, 1] "
+            "and itemsize=4");
+}
+
 TEST(FusedAttention, CachedRowsAreForwardOnly) {
   const Qkv in = as_heads(make_inputs(1, 2, 6, 4, DType::Float32));  // requiring grad
   std::string m = error_of([&] { cached_rows(in, 4, 2); });
