@@ -224,11 +224,11 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int threads = static_cast<int>(
       std::min<int64_t>(threads_for(double(heads) * n * n_k * d.head_dim), heads * blocks));
-  // One [min(n, kQueryBlock), n_k] tile per thread, allocated here (not inside the parallel region), and
-  // every head's K^T and V packed once for the products of all its blocks. Except for a KV
-  // cache's few new rows (a generation step: one row against the whole cache), whose two
-  // products read K and V in place through gemm (its skinny path): packing the cache for a row
-  // or two costs more than the row's products. The same bits either way (gemm's contract).
+  // One [min(n, kQueryBlock), n_k] tile per thread, allocated here (not inside the parallel
+  // region), and every head's K^T and V packed once for the products of all its blocks. Except
+  // for a KV cache's few new rows (a generation step: one row against the whole cache), whose
+  // two products read K and V in place through gemm (its skinny path): packing the cache for a
+  // row or two costs more than the row's products. The same bits either way (gemm's contract).
   const bool in_place = d.offset > 0 && n <= kFewRows;
   const int64_t tile_rows = std::min(n, kQueryBlock);
   const Aligned<T> tiles(times(times(threads, tile_rows), n_k));  // each written before read

@@ -162,8 +162,9 @@ void pack_b(const Product<T>& op, int64_t p0, int64_t kc, int64_t j0, int64_t nc
             T* out);
 
 // The skinny path (core/kernels/gemm_skinny.cpp): gemm_batched for float products with
-// 1 <= M <= kSkinnyRows (and 1 <= K <= kSkinnyDepth), B read in place. Returns false, computing nothing, on the
-// targets without a skinny path (SCALAR, SVE), whose products then take the blocked path.
+// 1 <= M <= kSkinnyRows (and 1 <= K <= kSkinnyDepth), B read in place. Returns false, computing
+// nothing, on the targets without a skinny path (SCALAR, SVE) and for deeper products, which
+// then take the blocked path.
 constexpr int64_t kSkinnyRows = 16;  // the most rows of A this path takes (two registers of 8)
 // The deepest product this path takes: it packs all of A's K columns at once (16 rows: 64 MiB at
 // this depth), where the blocked path packs blocks of KC. A deeper A is an expanded one (a row of
