@@ -120,7 +120,9 @@ struct CausalAttention : autograd::OpFunction<CausalAttention> {
     const Tensor dw_tilde = matmul(d_out, v.transpose(2, 3));
     const Tensor dw = noise.defined() ? dw_tilde * noise : dw_tilde;
     const Tensor da = w * (dw - (dw * w).sum({-1}, /*keepdim=*/true));
-    const Tensor ds = da / c;  // W_ij = 0 where j > i, so dA_ij is 0 there already
+    // masked_fill_'s backward: dS_ij = 0 for j > i. (dA_ij = W_ij (...) is 0 there but where
+    // D_i is nan: the composite's dS keeps that nan off the masked half.)
+    const Tensor ds = masked_fill(da / c, above, 0.0);
     return {matmul(ds, k), matmul(ds.transpose(2, 3), q), dv};
   }
 

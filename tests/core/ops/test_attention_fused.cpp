@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,14 +54,15 @@ struct Outcome {
   Tensor out, dq, dk, dv;
 };
 
-Outcome run(bool fused, const Qkv& leaves, double p, const Tensor& upstream) {
+Outcome run(bool fused, const Qkv& leaves, double p, const Tensor& upstream,
+            bool create_graph = false) {
   for (Tensor t : {leaves.q, leaves.k, leaves.v}) t.set_grad(Tensor());
   const Tensor q = leaves.q.transpose(1, 2), k = leaves.k.transpose(1, 2),
                v = leaves.v.transpose(1, 2);
   Generator gen(123);
   Tensor out =
       fused ? causal_attention(q, k, v, p, /*training=*/p > 0, &gen) : composite(q, k, v, p, &gen);
-  (out * upstream).sum().backward();
+  (out * upstream).sum().backward(Tensor(), std::nullopt, create_graph);
   return {out.detach(), leaves.q.grad(), leaves.k.grad(), leaves.v.grad()};
 }
 
@@ -265,6 +267,8 @@ TEST(FusedAttention, ANonFiniteValueMakesTheEarlierRowsNanAsInTheComposite) {
 // reaches dV, dK or dQ through the masked zeros of W~ and dS; and a row whose scores hold an inf
 // has nan weights, the masked ones too. The fused backward, which skips the masked half, gave
 // finite gradients where the composite's are nan: the same nans now, the same values elsewhere.
+// The op's backward of formulas (create_graph) let D_i's nan into the masked half of dS, which
+// the composite's masked_fill_ zeroes: nan in dK where the composite's is finite.
 TEST(FusedAttention, NonFiniteValuesGiveTheCompositesNanGradients) {
   struct Case {
     int which;  // 0: q, 1: k, 2: v, 3: the upstream gradient dO
@@ -286,22 +290,24 @@ TEST(FusedAttention, NonFiniteValuesGiveTheCompositesNanGradients) {
       t[c.which].set(at, c.value);
       const Qkv leaves{t[0].requires_grad_(true), t[1].requires_grad_(true),
                        t[2].requires_grad_(true)};
-      const Outcome fused = run(true, leaves, 0.0, t[3]);
-      const Outcome reference = run(false, leaves, 0.0, t[3]);
-      const Tensor got[] = {fused.out, fused.dq, fused.dk, fused.dv};
-      const Tensor expected[] = {reference.out, reference.dq, reference.dk, reference.dv};
-      const char* const names[] = {"out", "dq", "dk", "dv"};
-      for (int w = 0; w < 4; ++w) {
-        const std::vector<double> x = got[w].to_vector<double>(),
-                                  y = expected[w].to_vector<double>();
-        ASSERT_EQ(x.size(), y.size());
-        int64_t mismatches = 0;
-        for (std::size_t i = 0; i < x.size(); ++i) {
-          mismatches += std::isnan(x[i]) != std::isnan(y[i]) ||
-                        (!std::isnan(y[i]) && x[i] != y[i] &&
-                         !(std::abs(x[i] - y[i]) <= 1e-4 * (1 + std::abs(y[i]))));
+      for (bool create_graph : {false, true}) {
+        const Outcome fused = run(true, leaves, 0.0, t[3], create_graph);
+        const Outcome reference = run(false, leaves, 0.0, t[3], create_graph);
+        const Tensor got[] = {fused.out, fused.dq, fused.dk, fused.dv};
+        const Tensor expected[] = {reference.out, reference.dq, reference.dk, reference.dv};
+        const char* const names[] = {"out", "dq", "dk", "dv"};
+        for (int w = 0; w < 4; ++w) {
+          const std::vector<double> x = got[w].to_vector<double>(),
+                                    y = expected[w].to_vector<double>();
+          ASSERT_EQ(x.size(), y.size());
+          int64_t mismatches = 0;
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            mismatches += std::isnan(x[i]) != std::isnan(y[i]) ||
+                          (!std::isnan(y[i]) && x[i] != y[i] &&
+                           !(std::abs(x[i] - y[i]) <= 1e-4 * (1 + std::abs(y[i]))));
+          }
+          EXPECT_EQ(mismatches, 0) << "in " << names[w] << (create_graph ? " (create_graph)" : "");
         }
-        EXPECT_EQ(mismatches, 0) << "in " << names[w];
       }
     }
   }
