@@ -198,9 +198,9 @@ void count_in_use(KeptBuffers& k, std::size_t bytes) {
 void* take_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
-  count_in_use(k, bytes);  // taken here, or mapped by the caller
   const auto fit = k.by_size.lower_bound({bytes, 0, 0});
   if (fit == k.by_size.end()) return nullptr;
+  count_in_use(k, bytes);
   const std::uintptr_t at = std::get<2>(*fit);
   const auto it = k.by_address.find(at);
   const FreeRange range = it->second;
@@ -209,20 +209,19 @@ void* take_kept(std::size_t bytes) {
   return reinterpret_cast<void*>(at);
 }
 
-// `bytes` (a whole number of 2 MiB, already counted as in use by take_kept) gathered from the
-// free ranges when no one range holds them: whole 2 MiB pieces whose pages are all resident,
-// from the smallest ranges first (the pieces a step's frees left, which serve large requests
-// least), are moved (mremap) to one new range of addresses. A training step frees its
-// activations in pieces while its gradients take their places, and its last gradient, the token
-// embedding's ([50257, 768]: 147 MiB for GPT-124M), finds no free range that large although
-// hundreds of MiB of kept, resident pages lie free in pieces: mapped afresh, it would set the
-// chapter-5 step's peak RSS. Moving pages copies nothing and faults nothing in (a whole 2 MiB
-// on a huge page moves as one page-table entry); pieces with pages never touched (the tail of a
-// 2.25 MiB buffer's 4 MiB) are left where they are, since writing them would fault them in and
-// add to the resident memory this is to save. Every free range and every mapping lies on 2 MiB
-// boundaries, so no move spans two mappings. Null when the resident pieces are too few, or a
-// move fails (what was moved is then one more free range, and the caller maps the buffer
-// afresh).
+// `bytes` (a whole number of 2 MiB), counted as in use, gathered from the free ranges when no one
+// range holds them: whole 2 MiB pieces whose pages are all resident, from the smallest ranges first
+// (the pieces a step's frees left, which serve large requests least), are moved (mremap) to one new
+// range of addresses. A training step frees its activations in pieces while its gradients take
+// their places, and its last gradient, the token embedding's ([50257, 768]: 147 MiB for GPT-124M),
+// finds no free range that large although hundreds of MiB of kept, resident pages lie free in
+// pieces: mapped afresh, it would set the chapter-5 step's peak RSS. Moving pages copies nothing
+// and faults nothing in (a whole 2 MiB on a huge page moves as one page-table entry); pieces with
+// pages never touched (the tail of a 2.25 MiB buffer's 4 MiB) are left where they are, since
+// writing them would fault them in and add to the resident memory this is to save. Every free range
+// and every mapping lies on 2 MiB boundaries, so no move spans two mappings. Null when the resident
+// pieces are too few, or a move fails (what was moved is then one more free range, and the caller
+// maps the buffer afresh).
 void* gather_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
@@ -267,6 +266,7 @@ void* gather_kept(std::size_t bytes) {
       return nullptr;
     }
   }
+  count_in_use(k, bytes);
   return reinterpret_cast<void*>(to);
 }
 
@@ -331,11 +331,11 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
       return p;
     }
     p = map_huge(size, bytes);
-    if (p == nullptr) {
+    if (p == nullptr) return nullptr;  // counted nowhere: a failed request raises no peak
+    {
       KeptBuffers& k = kept();
       std::lock_guard<std::mutex> lock(k.mutex);
-      k.in_use -= size;
-      return nullptr;
+      count_in_use(k, size);
     }
     if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
     return p;

@@ -255,6 +255,27 @@ TEST(Allocator, ImpossibleSizesAreNull) {
   }
 }
 
+// A request the system cannot map (2^47 bytes: more than a 47-bit address space holds, whatever
+// the overcommit policy) is an Error and leaves memory_stats as it was: its size is never counted
+// as in use, nor as the peak (which bounds what the allocator keeps for reuse).
+TEST(Allocator, AFailedRequestRaisesNoPeak) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is counted";
+  }
+  empty_cache();
+  const Tensor live = empty({(int64_t{3} << 20) / 4});  // 3 MiB: 4 MiB counted
+  const MemoryStats before = memory_stats();
+  EXPECT_GE(before.mapped_in_use, std::size_t{4} << 20);
+  EXPECT_EQ(before.mapped_peak, before.mapped_in_use);
+  const std::size_t huge = std::size_t{1} << 47;
+  EXPECT_EQ(detail::allocate_buffer(huge), nullptr);
+  EXPECT_THROW(empty({static_cast<int64_t>(huge / 4)}), Error);
+  const MemoryStats after = memory_stats();
+  EXPECT_EQ(after.mapped_in_use, before.mapped_in_use);
+  EXPECT_EQ(after.mapped_peak, before.mapped_peak);
+  EXPECT_EQ(after.mapped_kept, before.mapped_kept);
+}
+
 TEST(Allocator, ReusedBufferStartsAsZeros) {
   for (int round = 0; round < 3; ++round) {
     {
