@@ -175,10 +175,21 @@ KeptBuffers& kept() {
   return *k;
 }
 
-void add_range(KeptBuffers& k, std::uintptr_t at, FreeRange range) {
-  k.by_address.emplace(at, range);
-  k.by_size.emplace(range.bytes, ~range.freed, at);
-  k.total += range.bytes;
+// Lists a free range; when there is no memory to list it in (a program at its address-space
+// limit), the range goes back to the system instead: frees run in destructors and never throw.
+void add_range(KeptBuffers& k, std::uintptr_t at, FreeRange range) noexcept {
+  try {
+    const auto it = k.by_address.emplace(at, range).first;
+    try {
+      k.by_size.emplace(range.bytes, ~range.freed, at);
+    } catch (...) {
+      k.by_address.erase(it);
+      throw;
+    }
+    k.total += range.bytes;
+  } catch (const std::bad_alloc&) {
+    munmap(reinterpret_cast<void*>(at), range.bytes);
+  }
 }
 
 void remove_range(KeptBuffers& k, std::map<std::uintptr_t, FreeRange>::iterator it) {
@@ -276,6 +287,14 @@ void* gather_kept(std::size_t bytes) {
 std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
   KeptBuffers& k = kept();
   std::vector<std::pair<void*, std::size_t>> evicted;
+  // Unmapped after the lock, or at once when there is no memory to list it in.
+  const auto evict = [&evicted](std::uintptr_t at, std::size_t size) {
+    try {
+      evicted.emplace_back(reinterpret_cast<void*>(at), size);
+    } catch (const std::bad_alloc&) {
+      munmap(reinterpret_cast<void*>(at), size);
+    }
+  };
   std::lock_guard<std::mutex> lock(k.mutex);
   k.in_use -= bytes;
   std::uintptr_t at = reinterpret_cast<std::uintptr_t>(data);
@@ -306,10 +325,10 @@ std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
     remove_range(k, oldest);
     if (left.bytes > excess) {
       left.bytes -= excess;
-      evicted.emplace_back(reinterpret_cast<void*>(start + left.bytes), excess);
+      evict(start + left.bytes, excess);
       add_range(k, start, left);
     } else {
-      evicted.emplace_back(reinterpret_cast<void*>(start), left.bytes);
+      evict(start, left.bytes);
     }
   }
   return evicted;
@@ -323,7 +342,13 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
     if (bytes > std::numeric_limits<std::size_t>::max() / 2) return nullptr;  // no wrap below
     const std::size_t size = mapped_size(bytes);
     void* p = take_kept(size);  // not zeros: Storage clears it
-    if (p == nullptr) p = gather_kept(size);
+    if (p == nullptr) {
+      try {
+        p = gather_kept(size);
+      } catch (const std::bad_alloc&) {  // its lists of pieces: nothing was moved
+        p = nullptr;
+      }
+    }
     if (p != nullptr) {
       // Huge pages for this buffer's whole 2 MiB too, where an earlier, smaller one left small
       // pages (those not yet touched).
@@ -357,7 +382,9 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   // The whole class, also on a thread whose cache is gone (its exit): the buffer may be freed
   // on another thread into that thread's list of this class, and handed out again as any size
   // of the class.
-  return std::aligned_alloc(kAlignment, kAlignment << c);
+  void* p = std::aligned_alloc(kAlignment, kAlignment << c);
+  if (p == nullptr && Cache::alive) --cache().out[c];  // none handed out
+  return p;
 }
 
 void free_buffer(void* data, std::size_t bytes) {
@@ -378,7 +405,11 @@ void free_buffer(void* data, std::size_t bytes) {
     std::free(data);
     return;
   }
-  list.push_back(data);
+  try {
+    list.push_back(data);
+  } catch (const std::bad_alloc&) {  // no memory to grow the list in: to the system
+    std::free(data);
+  }
 }
 
 void* allocate_object(std::size_t bytes) {

@@ -2,10 +2,13 @@
 // (a new tensor is zeros even when its buffer held something), sizes across the cache limit.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -274,6 +277,40 @@ TEST(Allocator, AFailedRequestRaisesNoPeak) {
   EXPECT_EQ(after.mapped_in_use, before.mapped_in_use);
   EXPECT_EQ(after.mapped_peak, before.mapped_peak);
   EXPECT_EQ(after.mapped_kept, before.mapped_kept);
+}
+
+// A program at its address-space limit (ulimit -v) still frees its tensors. Freeing keeps a
+// buffer in a list (the thread's small buffers, the big buffers' free ranges), and a list that
+// has to grow finds no memory there: the buffer then goes back to the system, where the
+// std::bad_alloc of the list, thrown in a tensor's destructor, used to end the program
+// (std::terminate). Run in a child process (a death test), whose limit the others do not share.
+TEST(Allocator, FreeingAtTheAddressSpaceLimit) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto fill_then_free = [](const Shape& shape) {
+    std::vector<Tensor> live;
+    live.reserve(std::size_t{1} << 20);  // before the limit
+    long pages = 0;
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(2);
+    std::fclose(statm);
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{64} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+    try {
+      while (live.size() < live.capacity()) live.push_back(empty(shape));
+    } catch (const std::exception&) {  // out of memory: the limit is reached
+    }
+    if (live.size() < 8) std::_Exit(4);
+    live.clear();  // every buffer freed
+    const Tensor again = full(shape, 2.0);
+    std::_Exit(again.sum().item() == 2.0 * static_cast<double>(again.numel()) ? 0 : 5);
+  };
+  EXPECT_EXIT(fill_then_free({1000}), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(fill_then_free({1 << 19}), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(Allocator, ReusedBufferStartsAsZeros) {
