@@ -59,10 +59,14 @@ struct Product {
 // tensors, so a workspace taken and given back per product often lands on pages no buffer has
 // touched yet, and a training step keeps faulting pages in (bench_train's step_faults). A product
 // started while the thread's buffer is in use (not done by Ember's kernels) gets a buffer of its
-// own from the allocator.
+// own from the allocator, and so does a product whose workspace is past kKeptPerThread per
+// thread: the blocked path's blocks take a few MiB, but the skinny path's packed A grows with K
+// ([16, 2^25] @ [2^25, 3] packs 2 GiB), and the thread would keep that until it ends, where the
+// allocator counts it (memory_stats) and gives it back (empty_cache).
 class ThreadBuffer {
  public:
   static constexpr std::size_t kBlock = std::size_t{2} << 20;
+  static constexpr std::size_t kKeptPerThread = std::size_t{16} << 20;
   ThreadBuffer() = default;
   ThreadBuffer(const ThreadBuffer&) = delete;
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
@@ -110,7 +114,7 @@ struct Workspace {
         sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
     const std::size_t size = std::max<std::size_t>(bytes, 64);
     ThreadBuffer& mine = ThreadBuffer::of_this_thread();
-    if (!mine.busy()) {
+    if (!mine.busy() && size <= ThreadBuffer::kKeptPerThread * static_cast<std::size_t>(threads)) {
       memory = static_cast<T*>(mine.take(size));
       return;
     }
