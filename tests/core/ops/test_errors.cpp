@@ -6,7 +6,10 @@
 // PyTorch 1.13's wording, where we follow it, is quoted next to each case.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
+#include "core/base/allocator.h"
 #include "core/base/error.h"
 #include "core/ember.h"
 #include "core/ops/elementwise.h"
@@ -413,6 +417,42 @@ TEST(ErrorsUndefined, ParameterWithoutGradientInAnUpdate) {
       msg("mul"));
   Tensor step = w.grad() * -lr;
   test::expect_values(step, {-0.2, -0.2, -0.2});
+}
+
+// ---- memory that cannot be had ----
+
+// A kernel's scratch memory that cannot be had (matmul's packing workspace, 256 MiB for this
+// skinny product, under an address-space limit that the inputs and the output fit in) is an
+// Error naming the op and the shapes, not a std::bad_alloc. In a child process (a death test),
+// whose limit the other tests do not share.
+TEST(ErrorsMemory, AKernelsScratchMemoryIsAnError) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto product_at_the_limit = [] {
+    const Tensor a = ones({16, int64_t{1} << 22}), b = ones({int64_t{1} << 22, 3});
+    long pages = 0;
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(2);
+    std::fclose(statm);
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{32} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+    try {
+      matmul(a, b);
+    } catch (const Error& e) {
+      std::fputs(e.what(), stderr);
+      std::_Exit(0);
+    } catch (const std::bad_alloc&) {
+      std::_Exit(4);
+    }
+    std::_Exit(5);
+  };
+  EXPECT_EXIT(product_at_the_limit(), ::testing::ExitedWithCode(0),
+              "matmul: not enough memory \\(mm of inputs of shapes \\[16, 4194304\\], "
+              "\\[4194304, 3\\]\\)");
 }
 
 // ---- sizes beyond int64 ----
