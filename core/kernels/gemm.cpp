@@ -233,7 +233,7 @@ void packed_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A, 
                     int64_t ldb_col, T* C, int64_t c_bs, int64_t ldc, bool accumulate,
                     const T* bias = nullptr, int64_t bias_stride = 0) {
   const Config<T> cfg = config<T>();
-  const int64_t work = batch * M * N * std::max<int64_t>(K, 1);
+  const int64_t work = multiply_adds(batch, M, N, std::max<int64_t>(K, 1));
   // Inside another kernel's parallel region (a fused attention's heads), stay on this thread.
   int threads = work >= kParallelWork && !omp_in_parallel() ? get_num_threads() : 1;
 
@@ -301,7 +301,7 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
   if (batch <= 0 || M <= 0 || N <= 0) return;
   // Integers and tiny products (the book's 6 x 3 matrices) take the plain loop: same order,
   // no packing overhead.
-  if (std::is_integral_v<T> || M * N * K <= kTinyWork) {
+  if (std::is_integral_v<T> || multiply_adds(1, M, N, K) <= kTinyWork) {
     for (int64_t b = 0; b < batch; ++b) {
       // Rows of C shorter than a vector: one chain per element (dot_products) beats the
       // reference's vectorized but very short row loop.
@@ -337,7 +337,7 @@ void gemm_bias(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda_row, int
   if (M <= 0 || N <= 0) return;
   // The paths that do not pack (integers, tiny and skinny products, no k at all): the bias
   // copied into every row, then the product accumulated onto it.
-  bool packed = !std::is_integral_v<T> && M * N * K > kTinyWork;
+  bool packed = !std::is_integral_v<T> && multiply_adds(1, M, N, K) > kTinyWork;
   if constexpr (std::is_same_v<T, float>) packed = packed && M > kSkinnyRows;
   if (!packed) {
     for (int64_t i = 0; i < M; ++i)

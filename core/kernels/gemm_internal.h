@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <new>
@@ -34,6 +35,16 @@ inline T fused(T a, T b, T c) {
 
 constexpr int64_t kTinyWork = 4096;                  // multiply-adds: the plain loop is faster
 constexpr int64_t kParallelWork = int64_t{1} << 17;  // multiply-adds before a second thread pays
+
+// batch * M * N * K multiply-adds, saturating at int64's largest: the depth of a product of
+// expanded views ([16, 2^58] @ [2^58, 1]) is bounded by no memory, and the product would wrap.
+inline int64_t multiply_adds(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  int64_t work = batch;
+  for (const int64_t n : {M, N, K}) {
+    if (__builtin_mul_overflow(work, n, &work)) return std::numeric_limits<int64_t>::max();
+  }
+  return work;
+}
 
 // One product's operands.
 template <typename T>
@@ -105,8 +116,14 @@ struct Workspace {
   std::size_t own_bytes = 0;  // a buffer of its own (the thread's was busy), else 0
   int64_t per_thread = 0, a_size = 0;
 
+  // Sizes no memory holds (a skinny product's packed A, K * rows elements, for a K of 2^58 from
+  // expanded views) are a std::bad_alloc, never a size wrapped around to a small buffer that the
+  // packing then overruns. a_elems < 0 stands for a count that overflowed int64.
   Workspace(int threads, int64_t a_elems, int64_t b_elems) {
     const int64_t align = 64 / sizeof(T);
+    const int64_t most = std::numeric_limits<int64_t>::max() / 4 / static_cast<int64_t>(sizeof(T)) /
+                         std::max(threads, 1);
+    if (a_elems < 0 || b_elems < 0 || a_elems > most || b_elems > most) throw std::bad_alloc();
     a_size =
         (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32 (gemm_pack.cpp)
     per_thread = a_size + (b_elems + align - 1) / align * align;

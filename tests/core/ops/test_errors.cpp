@@ -455,6 +455,29 @@ TEST(ErrorsMemory, AKernelsScratchMemoryIsAnError) {
               "\\[4194304, 3\\]\\)");
 }
 
+// A product of expanded views has a depth K that no memory bounds: a skinny one packs K * 16
+// values of A, a workspace no memory holds. Its size in bytes wrapped around to a small buffer,
+// and the packing wrote past it (a segfault); it is an Error now, as any memory that cannot be
+// had. (A product of M * N * K past int64 took the plain loop, which ran for ever.)
+TEST(ErrorsMemory, AProductOfExpandedViewsTooDeepForMemory) {
+  for (const int64_t K : {int64_t{1} << 58, int64_t{1} << 59, int64_t{1} << 62}) {
+    for (const int64_t M : {int64_t{16}, int64_t{8}}) {
+      const Tensor a = ones({1}).expand({M, K}), b = ones({1}).expand({K, 1});
+      const std::string shapes =
+          "[" + std::to_string(M) + ", " + std::to_string(K) + "], [" + std::to_string(K) + ", 1]";
+      EXPECT_TRUE(ThrowsWith([&] { matmul(a, b); },
+                             {"matmul: not enough memory (mm of inputs of shapes " + shapes + ")"}))
+          << M << " x " << K;
+    }
+  }
+  const int64_t K = int64_t{1} << 60;
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        linear(ones({1}).expand({2, K}), ones({1}).expand({3, K}), ones({3}));
+      },
+      {"not enough memory", "of inputs of shapes", "[2, 1152921504606846976]"}));
+}
+
 // ---- sizes beyond int64 ----
 
 // An expanded view of one element may have more elements than int64 counts; an op that would
