@@ -89,6 +89,8 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <limits>
 #include <new>
 
 #include "core/base/allocator.h"
@@ -137,8 +139,7 @@ template <typename T>
 class Aligned {
  public:
   explicit Aligned(int64_t n)
-      : bytes_(sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1))),
-        data_(static_cast<T*>(ember::detail::allocate_buffer(bytes_))) {
+      : bytes_(bytes_of(n)), data_(static_cast<T*>(ember::detail::allocate_buffer(bytes_))) {
     if (data_ == nullptr) throw std::bad_alloc();
   }
   ~Aligned() { ember::detail::free_buffer(data_, bytes_); }
@@ -147,9 +148,28 @@ class Aligned {
   T* get() const { return data_; }
 
  private:
+  // A count past what memory could hold, or one that overflowed (-1, elements()), is a
+  // std::bad_alloc, never a size wrapped around to a small buffer.
+  static std::size_t bytes_of(int64_t n) {
+    if (n < 0 || n > std::numeric_limits<int64_t>::max() / 2 / static_cast<int64_t>(sizeof(T))) {
+      throw std::bad_alloc();
+    }
+    return sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1));
+  }
+
   std::size_t bytes_;
   T* data_;
 };
+
+// The product of `factors`, or -1 when it overflows int64 (Aligned refuses it): the keys of a KV
+// cache ([batch, heads, n_k, head_dim], an expanded view) are bounded by no memory.
+int64_t elements(std::initializer_list<int64_t> factors) {
+  int64_t n = 1;
+  for (const int64_t f : factors) {
+    if (__builtin_mul_overflow(n, f, &n)) return -1;
+  }
+  return n;
+}
 
 // Elements of one packed [rows, cols] operand, rounded up to whole 64-byte lines.
 template <typename T>
@@ -183,7 +203,11 @@ void causal_attention_forward(const AttentionDims& d, Heads<const T> q, Heads<co
   // products read K and V in place through gemm (its skinny path): packing the cache for a row
   // or two costs more than the row's products. The same bits either way (gemm's contract).
   const bool in_place = d.offset > 0 && n <= kFewRows;
-  const Aligned<T> tiles(threads * kQueryBlock * n_k);  // each tile is written before it is read
+  // Each tile is written before it is read.
+  const Aligned<T> tiles(elements({threads, kQueryBlock, n_k}));
+  // K^T and V packed (two panels of n_k x head_dim, each a little larger once rounded): counted
+  // first with room for the rounding, which must not overflow either.
+  if (!in_place && elements({heads, 2, n_k + 64, d.head_dim + 64}) < 0) throw std::bad_alloc();
   const int64_t kt_size = in_place ? 0 : panels_size<T>(d.head_dim, n_k),
                 v_size = in_place ? 0 : panels_size<T>(n_k, d.head_dim);
   const Aligned<T> packed(heads * (kt_size + v_size));

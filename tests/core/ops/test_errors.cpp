@@ -20,6 +20,7 @@
 #include "core/base/allocator.h"
 #include "core/base/error.h"
 #include "core/ember.h"
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
@@ -476,6 +477,26 @@ TEST(ErrorsMemory, AProductOfExpandedViewsTooDeepForMemory) {
         linear(ones({1}).expand({2, K}), ones({1}).expand({3, K}), ones({3}));
       },
       {"not enough memory", "of inputs of shapes", "[2, 1152921504606846976]"}));
+}
+
+// The keys of a KV cache may be an expanded view with more rows than any memory holds: the fused
+// attention's score tiles and packed panels for them counted past int64 and wrapped around to
+// small buffers, which its kernel then overran (a segfault). An Error now, for one new row (K and
+// V read in place) and for a block of them (K and V packed).
+TEST(ErrorsMemory, AttentionOverKeysTooManyForMemory) {
+  for (const int64_t keys : {int64_t{1} << 58, int64_t{1} << 61}) {
+    for (const int64_t rows : {int64_t{1}, int64_t{16}}) {
+      const Tensor q = ones({1, 1, rows, 8});
+      const Tensor kv = ones({1, 1, 1, 8}).expand({1, 1, keys, 8});
+      NoGradGuard no_grad;
+      EXPECT_TRUE(ThrowsWith([&] { causal_attention(q, kv, kv); },
+                             {"causal_attention: not enough memory (causal_attention of inputs of "
+                              "shapes [1, 1, " +
+                              std::to_string(rows) + ", 8], [1, 1, " + std::to_string(keys) +
+                              ", 8], [1, 1, " + std::to_string(keys) + ", 8])"}))
+          << rows << " rows, " << keys << " keys";
+    }
+  }
 }
 
 // ---- sizes beyond int64 ----
