@@ -334,6 +334,21 @@ std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
   return evicted;
 }
 
+// Unmaps every kept range, for a request the system refused: the memory kept for reuse may be
+// what it lacks (a program under an address-space limit, ulimit -v), as PyTorch's CUDA caching
+// allocator frees its cached blocks and tries again. Whether there was any. (Under the lock:
+// this is the rare path, and the ranges must be gone before the request is tried again.)
+bool unmap_kept() {
+  KeptBuffers& k = kept();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  if (k.by_address.empty()) return false;
+  for (const auto& [at, range] : k.by_address) munmap(reinterpret_cast<void*>(at), range.bytes);
+  k.by_address.clear();
+  k.by_size.clear();
+  k.total = 0;
+  return true;
+}
+
 }  // namespace
 
 void* allocate_buffer(std::size_t bytes, bool* zeroed) {
@@ -356,6 +371,7 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
       return p;
     }
     p = map_huge(size, bytes);
+    if (p == nullptr && unmap_kept()) p = map_huge(size, bytes);
     if (p == nullptr) return nullptr;  // counted nowhere: a failed request raises no peak
     {
       KeptBuffers& k = kept();
@@ -366,7 +382,10 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
     return p;
   }
   if (!kCache || bytes > kMaxCachedBytes) {
-    return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr && kMap && unmap_kept()) p = std::aligned_alloc(kAlignment, rounded);
+    return p;
   }
   const int c = size_class(bytes);
   if (Cache::alive) {
@@ -383,6 +402,7 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   // on another thread into that thread's list of this class, and handed out again as any size
   // of the class.
   void* p = std::aligned_alloc(kAlignment, kAlignment << c);
+  if (p == nullptr && kMap && unmap_kept()) p = std::aligned_alloc(kAlignment, kAlignment << c);
   if (p == nullptr && Cache::alive) --cache().out[c];  // none handed out
   return p;
 }

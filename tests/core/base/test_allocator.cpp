@@ -313,6 +313,40 @@ TEST(Allocator, FreeingAtTheAddressSpaceLimit) {
   EXPECT_EXIT(fill_then_free({1 << 19}), ::testing::ExitedWithCode(0), "");
 }
 
+// Memory kept for reuse is given back when the system refuses a request for want of it: under an
+// address-space limit (ulimit -v) that 256 MiB of kept buffers would exceed, a 300 MiB tensor
+// and then 1 MiB ones are had, where they were Errors ("not enough memory") with the memory
+// they needed lying unused in the allocator's keeping. In a child process (a death test).
+TEST(Allocator, KeptMemoryIsGivenBackWhenARequestIsRefused) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto at_the_limit = [](int64_t later_bytes, int count) {
+    empty_cache();
+    { const Tensor kept = full({(int64_t{256} << 20) / 4}, 1.0); }  // freed: kept for reuse
+    if (memory_stats().mapped_kept < (std::size_t{256} << 20)) std::_Exit(2);
+    long pages = 0;
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(3);
+    std::fclose(statm);
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{64} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+    std::vector<Tensor> later;
+    later.reserve(static_cast<std::size_t>(count));
+    try {
+      for (int i = 0; i < count; ++i) later.push_back(full({later_bytes / 4}, 2.0));
+    } catch (const Error&) {
+      std::_Exit(5);
+    }
+    std::_Exit(later.back().sum().item() == 2.0 * static_cast<double>(later_bytes / 4) ? 0 : 6);
+  };
+  EXPECT_EXIT(at_the_limit(int64_t{300} << 20, 1), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(at_the_limit(int64_t{1} << 20, 100), ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Allocator, ReusedBufferStartsAsZeros) {
   for (int round = 0; round < 3; ++round) {
     {
