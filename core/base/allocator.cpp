@@ -175,10 +175,21 @@ KeptBuffers& kept() {
   return *k;
 }
 
-void add_range(KeptBuffers& k, std::uintptr_t at, FreeRange range) {
-  k.by_address.emplace(at, range);
-  k.by_size.emplace(range.bytes, ~range.freed, at);
-  k.total += range.bytes;
+// Lists a free range; when there is no memory to list it in (a program at its address-space
+// limit), the range goes back to the system instead: frees run in destructors and never throw.
+void add_range(KeptBuffers& k, std::uintptr_t at, FreeRange range) noexcept {
+  try {
+    const auto it = k.by_address.emplace(at, range).first;
+    try {
+      k.by_size.emplace(range.bytes, ~range.freed, at);
+    } catch (...) {
+      k.by_address.erase(it);
+      throw;
+    }
+    k.total += range.bytes;
+  } catch (const std::bad_alloc&) {
+    munmap(reinterpret_cast<void*>(at), range.bytes);
+  }
 }
 
 void remove_range(KeptBuffers& k, std::map<std::uintptr_t, FreeRange>::iterator it) {
@@ -198,9 +209,9 @@ void count_in_use(KeptBuffers& k, std::size_t bytes) {
 void* take_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
-  count_in_use(k, bytes);  // taken here, or mapped by the caller
   const auto fit = k.by_size.lower_bound({bytes, 0, 0});
   if (fit == k.by_size.end()) return nullptr;
+  count_in_use(k, bytes);
   const std::uintptr_t at = std::get<2>(*fit);
   const auto it = k.by_address.find(at);
   const FreeRange range = it->second;
@@ -209,20 +220,19 @@ void* take_kept(std::size_t bytes) {
   return reinterpret_cast<void*>(at);
 }
 
-// `bytes` (a whole number of 2 MiB, already counted as in use by take_kept) gathered from the
-// free ranges when no one range holds them: whole 2 MiB pieces whose pages are all resident,
-// from the smallest ranges first (the pieces a step's frees left, which serve large requests
-// least), are moved (mremap) to one new range of addresses. A training step frees its
-// activations in pieces while its gradients take their places, and its last gradient, the token
-// embedding's ([50257, 768]: 147 MiB for GPT-124M), finds no free range that large although
-// hundreds of MiB of kept, resident pages lie free in pieces: mapped afresh, it would set the
-// chapter-5 step's peak RSS. Moving pages copies nothing and faults nothing in (a whole 2 MiB
-// on a huge page moves as one page-table entry); pieces with pages never touched (the tail of a
-// 2.25 MiB buffer's 4 MiB) are left where they are, since writing them would fault them in and
-// add to the resident memory this is to save. Every free range and every mapping lies on 2 MiB
-// boundaries, so no move spans two mappings. Null when the resident pieces are too few, or a
-// move fails (what was moved is then one more free range, and the caller maps the buffer
-// afresh).
+// `bytes` (a whole number of 2 MiB), counted as in use, gathered from the free ranges when no one
+// range holds them: whole 2 MiB pieces whose pages are all resident, from the smallest ranges first
+// (the pieces a step's frees left, which serve large requests least), are moved (mremap) to one new
+// range of addresses. A training step frees its activations in pieces while its gradients take
+// their places, and its last gradient, the token embedding's ([50257, 768]: 147 MiB for GPT-124M),
+// finds no free range that large although hundreds of MiB of kept, resident pages lie free in
+// pieces: mapped afresh, it would set the chapter-5 step's peak RSS. Moving pages copies nothing
+// and faults nothing in (a whole 2 MiB on a huge page moves as one page-table entry); pieces with
+// pages never touched (the tail of a 2.25 MiB buffer's 4 MiB) are left where they are, since
+// writing them would fault them in and add to the resident memory this is to save. Every free range
+// and every mapping lies on 2 MiB boundaries, so no move spans two mappings. Null when the resident
+// pieces are too few, or a move fails (what was moved is then one more free range, and the caller
+// maps the buffer afresh).
 void* gather_kept(std::size_t bytes) {
   KeptBuffers& k = kept();
   std::lock_guard<std::mutex> lock(k.mutex);
@@ -267,6 +277,7 @@ void* gather_kept(std::size_t bytes) {
       return nullptr;
     }
   }
+  count_in_use(k, bytes);
   return reinterpret_cast<void*>(to);
 }
 
@@ -276,6 +287,14 @@ void* gather_kept(std::size_t bytes) {
 std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
   KeptBuffers& k = kept();
   std::vector<std::pair<void*, std::size_t>> evicted;
+  // Unmapped after the lock, or at once when there is no memory to list it in.
+  const auto evict = [&evicted](std::uintptr_t at, std::size_t size) {
+    try {
+      evicted.emplace_back(reinterpret_cast<void*>(at), size);
+    } catch (const std::bad_alloc&) {
+      munmap(reinterpret_cast<void*>(at), size);
+    }
+  };
   std::lock_guard<std::mutex> lock(k.mutex);
   k.in_use -= bytes;
   std::uintptr_t at = reinterpret_cast<std::uintptr_t>(data);
@@ -306,13 +325,28 @@ std::vector<std::pair<void*, std::size_t>> keep(void* data, std::size_t bytes) {
     remove_range(k, oldest);
     if (left.bytes > excess) {
       left.bytes -= excess;
-      evicted.emplace_back(reinterpret_cast<void*>(start + left.bytes), excess);
+      evict(start + left.bytes, excess);
       add_range(k, start, left);
     } else {
-      evicted.emplace_back(reinterpret_cast<void*>(start), left.bytes);
+      evict(start, left.bytes);
     }
   }
   return evicted;
+}
+
+// Unmaps every kept range, for a request the system refused: the memory kept for reuse may be
+// what it lacks (a program under an address-space limit, ulimit -v), as PyTorch's CUDA caching
+// allocator frees its cached blocks and tries again. Whether there was any. (Under the lock:
+// this is the rare path, and the ranges must be gone before the request is tried again.)
+bool unmap_kept() {
+  KeptBuffers& k = kept();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  if (k.by_address.empty()) return false;
+  for (const auto& [at, range] : k.by_address) munmap(reinterpret_cast<void*>(at), range.bytes);
+  k.by_address.clear();
+  k.by_size.clear();
+  k.total = 0;
+  return true;
 }
 
 }  // namespace
@@ -323,7 +357,13 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
     if (bytes > std::numeric_limits<std::size_t>::max() / 2) return nullptr;  // no wrap below
     const std::size_t size = mapped_size(bytes);
     void* p = take_kept(size);  // not zeros: Storage clears it
-    if (p == nullptr) p = gather_kept(size);
+    if (p == nullptr) {
+      try {
+        p = gather_kept(size);
+      } catch (const std::bad_alloc&) {  // its lists of pieces: nothing was moved
+        p = nullptr;
+      }
+    }
     if (p != nullptr) {
       // Huge pages for this buffer's whole 2 MiB too, where an earlier, smaller one left small
       // pages (those not yet touched).
@@ -331,17 +371,21 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
       return p;
     }
     p = map_huge(size, bytes);
-    if (p == nullptr) {
+    if (p == nullptr && unmap_kept()) p = map_huge(size, bytes);
+    if (p == nullptr) return nullptr;  // counted nowhere: a failed request raises no peak
+    {
       KeptBuffers& k = kept();
       std::lock_guard<std::mutex> lock(k.mutex);
-      k.in_use -= size;
-      return nullptr;
+      count_in_use(k, size);
     }
     if (zeroed != nullptr) *zeroed = true;  // anonymous pages start as zeros; page-aligned
     return p;
   }
   if (!kCache || bytes > kMaxCachedBytes) {
-    return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr && kMap && unmap_kept()) p = std::aligned_alloc(kAlignment, rounded);
+    return p;
   }
   const int c = size_class(bytes);
   if (Cache::alive) {
@@ -357,7 +401,10 @@ void* allocate_buffer(std::size_t bytes, bool* zeroed) {
   // The whole class, also on a thread whose cache is gone (its exit): the buffer may be freed
   // on another thread into that thread's list of this class, and handed out again as any size
   // of the class.
-  return std::aligned_alloc(kAlignment, kAlignment << c);
+  void* p = std::aligned_alloc(kAlignment, kAlignment << c);
+  if (p == nullptr && kMap && unmap_kept()) p = std::aligned_alloc(kAlignment, kAlignment << c);
+  if (p == nullptr && Cache::alive) --cache().out[c];  // none handed out
+  return p;
 }
 
 void free_buffer(void* data, std::size_t bytes) {
@@ -378,7 +425,11 @@ void free_buffer(void* data, std::size_t bytes) {
     std::free(data);
     return;
   }
-  list.push_back(data);
+  try {
+    list.push_back(data);
+  } catch (const std::bad_alloc&) {  // no memory to grow the list in: to the system
+    std::free(data);
+  }
 }
 
 void* allocate_object(std::size_t bytes) {

@@ -19,7 +19,7 @@
 // kept memory may add up to the most mapped memory the program has had in use at once (its
 // working set: a training step's activations, gradients and temporaries; at least 64 MiB), the
 // memory freed longest ago going back first; ember::empty_cache() gives it all back (as
-// torch.cuda.empty_cache).
+// torch.cuda.empty_cache), and so does a request the system refuses, which is then tried again.
 //
 // The small objects every op makes (a TensorImpl, a Storage, a graph node) come from per-thread
 // free lists too (allocate_object, ObjectAllocator for std::allocate_shared): a graph is built

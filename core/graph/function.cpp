@@ -177,6 +177,15 @@ void fail_stale_input(const char* node_name, const Tensor& t) {
   ember::detail::fail_stale_view(t, op_name(node_name).c_str());
 }
 
+void fail_out_of_memory(const char* node_name, const std::vector<Shape>& shapes) {
+  std::string inputs;
+  for (const Shape& shape : shapes) inputs += (inputs.empty() ? "" : ", ") + shape_str(shape);
+  // The op the user called (OpScope, as size errors name it), then the one that ran out.
+  const std::string op = op_name(node_name);
+  fail(OpScope::name_or(op.c_str()), ": not enough memory (", op, " of inputs of shapes ", inputs,
+       ")");
+}
+
 namespace {
 // The grad_fn of a gradient computed without a graph under create_graph: it raises when run.
 class NotImplementedNode : public Node {

@@ -41,6 +41,7 @@
 
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -251,6 +252,9 @@ std::string op_name(const std::string& node_name);
 // A view older than the history of its base (ember::detail::view_is_stale) passed to an op
 // with grad mode on.
 [[noreturn]] void fail_stale_input(const char* node_name, const Tensor& t);
+// An op's std::bad_alloc (a kernel's scratch memory: the tensors' own is an Error already) as an
+// Error naming the op and its inputs' shapes.
+[[noreturn]] void fail_out_of_memory(const char* node_name, const std::vector<Shape>& shapes);
 // Ops whose tensor arguments may be undefined (optional weight/bias) say so with
 // `static constexpr bool allows_undefined_inputs = true;` and check their other inputs.
 template <typename Op>
@@ -328,7 +332,11 @@ Tensor apply(const Args&... args) {
     Op op;
     op.recording_ = false;
     NoGradGuard no_grad;
-    return op.forward(args...);
+    try {
+      return op.forward(args...);
+    } catch (const std::bad_alloc&) {
+      detail::fail_out_of_memory(Op::name, detail::tensor_shapes(args...));
+    }
   }
   auto node =
       std::allocate_shared<FunctionNode<Op>>(ember::detail::ObjectAllocator<FunctionNode<Op>>());
@@ -336,7 +344,11 @@ Tensor apply(const Args&... args) {
   Tensor output;
   {
     NoGradGuard no_grad;
-    output = node->op.forward(args...);
+    try {
+      output = node->op.forward(args...);
+    } catch (const std::bad_alloc&) {
+      detail::fail_out_of_memory(Op::name, detail::tensor_shapes(args...));
+    }
   }
   ember::detail::ObjectVector<Tensor> inputs;
   std::size_t tensors = 0;

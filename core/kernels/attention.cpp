@@ -96,7 +96,6 @@ HWY_AFTER_NAMESPACE();
 #include <new>
 
 #include "core/base/allocator.h"
-#include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/kernels/exp.h"
 #include "core/kernels/gemm.h"
@@ -138,19 +137,16 @@ int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads(
 // parallel region so that a failure is an exception on the calling thread. Its memory comes from
 // the tensor buffers' per-thread cache (core/base/allocator.h): at the book's sizes a call's scratch
 // is a few hundred bytes, and malloc's path for it cost more than the arithmetic.
-// A size past memory (a KV cache's K and V expanded to 2^60 rows, stride 0, in a few bytes) or a
-// failed allocation is the Error a tensor's storage gives.
+// A count past what memory could hold (a KV cache's K and V expanded to 2^60 rows, stride 0, in
+// a few bytes; INT64_MAX from times() below) or a failed allocation is a std::bad_alloc, which
+// the op turns into an Error naming itself and its inputs' shapes; never a size wrapped around
+// to a small buffer.
 template <typename T>
 class Aligned {
  public:
   explicit Aligned(int64_t n)
-      : bytes_(sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1))), data_(nullptr) {
-    const int64_t most = (std::numeric_limits<std::ptrdiff_t>::max() - 64) / int64_t{sizeof(T)};
-    check(n <= most, "causal_attention: cannot allocate ", n, " elements of scratch (", sizeof(T),
-          " bytes each; larger than the address space)");
-    data_ = static_cast<T*>(ember::detail::allocate_buffer(bytes_));
-    check(data_ != nullptr, "DefaultCPUAllocator: not enough memory: you tried to allocate ",
-          bytes_, " bytes.");
+      : bytes_(bytes_of(n)), data_(static_cast<T*>(ember::detail::allocate_buffer(bytes_))) {
+    if (data_ == nullptr) throw std::bad_alloc();
   }
   ~Aligned() { ember::detail::free_buffer(data_, bytes_); }
   Aligned(const Aligned&) = delete;
@@ -158,6 +154,13 @@ class Aligned {
   T* get() const { return data_; }
 
  private:
+  static std::size_t bytes_of(int64_t n) {
+    if (n < 0 || n > std::numeric_limits<int64_t>::max() / 2 / static_cast<int64_t>(sizeof(T))) {
+      throw std::bad_alloc();
+    }
+    return sizeof(T) * static_cast<std::size_t>(std::max<int64_t>(n, 1));
+  }
+
   std::size_t bytes_;
   T* data_;
 };

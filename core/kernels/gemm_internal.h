@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <new>
@@ -71,10 +72,14 @@ struct Product {
 // tensors, so a workspace taken and given back per product often lands on pages no buffer has
 // touched yet, and a training step keeps faulting pages in (bench_train's step_faults). A product
 // started while the thread's buffer is in use (not done by Ember's kernels) gets a buffer of its
-// own from the allocator.
+// own from the allocator, and so does a product whose workspace is past kKeptPerThread per
+// thread: the blocked path's blocks take a few MiB, but the skinny path's packed A grows with K
+// ([16, 2^25] @ [2^25, 3] packs 2 GiB), and the thread would keep that until it ends, where the
+// allocator counts it (memory_stats) and gives it back (empty_cache).
 class ThreadBuffer {
  public:
   static constexpr std::size_t kBlock = std::size_t{2} << 20;
+  static constexpr std::size_t kKeptPerThread = std::size_t{16} << 20;
   ThreadBuffer() = default;
   ThreadBuffer(const ThreadBuffer&) = delete;
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
@@ -113,8 +118,14 @@ struct Workspace {
   std::size_t own_bytes = 0;  // a buffer of its own (the thread's was busy), else 0
   int64_t per_thread = 0, a_size = 0;
 
+  // Sizes no memory holds (a skinny product's packed A, K * rows elements, for a K of 2^58 from
+  // expanded views) are a std::bad_alloc, never a size wrapped around to a small buffer that the
+  // packing then overruns. a_elems < 0 stands for a count that overflowed int64.
   Workspace(int threads, int64_t a_elems, int64_t b_elems) {
     const int64_t align = 64 / sizeof(T);
+    const int64_t most = std::numeric_limits<int64_t>::max() / 4 / static_cast<int64_t>(sizeof(T)) /
+                         std::max(threads, 1);
+    if (a_elems < 0 || b_elems < 0 || a_elems > most || b_elems > most) throw std::bad_alloc();
     a_size =
         (a_elems + 2 * align - 1) / align * align;  // + slack for pack_a_rows_f32 (gemm_pack.cpp)
     per_thread = a_size + (b_elems + align - 1) / align * align;
@@ -122,7 +133,7 @@ struct Workspace {
         sizeof(T) * static_cast<std::size_t>(per_thread * threads);  // whole lines
     const std::size_t size = std::max<std::size_t>(bytes, 64);
     ThreadBuffer& mine = ThreadBuffer::of_this_thread();
-    if (!mine.busy()) {
+    if (!mine.busy() && size <= ThreadBuffer::kKeptPerThread * static_cast<std::size_t>(threads)) {
       memory = static_cast<T*>(mine.take(size));
       return;
     }

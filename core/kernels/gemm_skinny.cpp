@@ -421,7 +421,9 @@ bool skinny_batched_f32(int64_t batch, int64_t M, int64_t N, int64_t K, const fl
   const int64_t tasks = batch * pieces;
   threads = static_cast<int>(std::min<int64_t>(threads, tasks));
   const int64_t piece_n = (groups + pieces - 1) / pieces * group;
-  const Workspace<float> ws(threads, K * (rows + tail_rows), 0);
+  int64_t packed_a = 0;  // K * (rows + tail_rows); -1 when it overflows (Workspace refuses it)
+  if (__builtin_mul_overflow(K, rows + tail_rows, &packed_a)) packed_a = -1;
+  const Workspace<float> ws(threads, packed_a, 0);
 
   parallel_for(tasks, threads, [&](int64_t task, int thread) {
     const int64_t b = task / pieces, piece = task % pieces;

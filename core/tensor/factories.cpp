@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <new>
 
 #include "core/base/convert.h"
 #include "core/base/error.h"
@@ -15,16 +17,26 @@ namespace ember {
 
 namespace {
 
-// Size errors name `op`, or the op the user called when an op allocates (OpScope).
+// Size and allocation errors name `op`, or the op the user called when an op allocates
+// (OpScope), and the shape.
 Tensor make_contiguous_tensor(const Shape& shape, DType dtype, const char* op = "empty",
                               bool clear = true) {
-  const int64_t nbytes =
-      storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), OpScope::name_or(op));
-  auto impl = std::allocate_shared<TensorImpl>(detail::ObjectAllocator<TensorImpl>());
+  const char* name = OpScope::name_or(op);
+  const int64_t nbytes = storage_nbytes(shape, static_cast<int64_t>(dtype_size(dtype)), name);
   const auto bytes = static_cast<std::size_t>(nbytes);
-  impl->storage = clear ? std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes)
-                        : std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes,
-                                                        Storage::Uninitialized{});
+  std::shared_ptr<TensorImpl> impl;
+  try {
+    impl = std::allocate_shared<TensorImpl>(detail::ObjectAllocator<TensorImpl>());
+    impl->storage = clear ? std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes)
+                          : std::allocate_shared<Storage>(detail::ObjectAllocator<Storage>(), bytes,
+                                                          Storage::Uninitialized{});
+  } catch (const Error& e) {  // Storage's: its buffer
+    fail(name, ": cannot allocate a tensor of shape ", shape, " and dtype ", dtype_name(dtype),
+         ": ", e.what());
+  } catch (const std::bad_alloc&) {  // the tensor's or the storage's object
+    fail(name, ": cannot allocate a tensor of shape ", shape, " and dtype ", dtype_name(dtype),
+         ": not enough memory");
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

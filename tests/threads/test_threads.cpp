@@ -239,6 +239,41 @@ TEST(Threads, EmptyCacheWhileOtherThreadsAllocate) {
   EXPECT_EQ(memory_stats().mapped_kept, 0u);
 }
 
+// Threads running products whose packing workspace is too large for a thread's own buffer (so
+// each takes one from the tensors' allocator, core/kernels/gemm_internal.h), while another
+// thread reads memory_stats: every product is exact, no workspace is another's, what is in use
+// never exceeds the peak, and when all is done nothing is in use but what was before.
+TEST(Threads, LargeWorkspacesFromSeveralThreadsAndMemoryStats) {
+  const int64_t K = int64_t{1} << 19;  // a skinny product's packed A: 16 x K floats, 32 MiB
+  const std::size_t in_use = memory_stats().mapped_in_use;
+  std::atomic<bool> done{false};
+  std::atomic<int> inconsistent{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const MemoryStats stats = memory_stats();
+      if (stats.mapped_in_use > stats.mapped_peak) ++inconsistent;
+    }
+  });
+  std::vector<Tensor> a(kThreads), b(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    a[t] = full({16, K}, 0.5 * (t + 1));  // exact sums: K * (t + 1) / 2 * 2
+    b[t] = full({K, 3}, 2.0);
+  }
+  run_threads([&](int t) {
+    for (int i = 0; i < 3; ++i) {
+      const Tensor c = matmul(a[t], b[t]);
+      EXPECT_EQ(min(c).item(), static_cast<double>(K * (t + 1))) << t;
+      EXPECT_EQ(max(c).item(), static_cast<double>(K * (t + 1))) << t;
+    }
+  });
+  done = true;
+  reader.join();
+  EXPECT_EQ(inconsistent.load(), 0);
+  a.clear();
+  b.clear();
+  EXPECT_EQ(memory_stats().mapped_in_use, in_use);
+}
+
 // The profiler records every thread's ops into that thread's own buffer and merges them: each
 // thread's forward and backward are all there, with its own thread id, while the main thread
 // reads the profile as the workers still record.

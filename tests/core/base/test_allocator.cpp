@@ -2,10 +2,13 @@
 // (a new tensor is zeros even when its buffer held something), sizes across the cache limit.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -253,6 +256,95 @@ TEST(Allocator, ImpossibleSizesAreNull) {
     EXPECT_EQ(p, nullptr) << bytes;
     detail::free_buffer(p, bytes);
   }
+}
+
+// A request the system cannot map (2^47 bytes: more than a 47-bit address space holds, whatever
+// the overcommit policy) is an Error and leaves memory_stats as it was: its size is never counted
+// as in use, nor as the peak (which bounds what the allocator keeps for reuse).
+TEST(Allocator, AFailedRequestRaisesNoPeak) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "under AddressSanitizer buffers come from malloc, nothing is counted";
+  }
+  empty_cache();
+  const Tensor live = empty({(int64_t{3} << 20) / 4});  // 3 MiB: 4 MiB counted
+  const MemoryStats before = memory_stats();
+  EXPECT_GE(before.mapped_in_use, std::size_t{4} << 20);
+  EXPECT_EQ(before.mapped_peak, before.mapped_in_use);
+  const std::size_t huge = std::size_t{1} << 47;
+  EXPECT_EQ(detail::allocate_buffer(huge), nullptr);
+  EXPECT_THROW(empty({static_cast<int64_t>(huge / 4)}), Error);
+  const MemoryStats after = memory_stats();
+  EXPECT_EQ(after.mapped_in_use, before.mapped_in_use);
+  EXPECT_EQ(after.mapped_peak, before.mapped_peak);
+  EXPECT_EQ(after.mapped_kept, before.mapped_kept);
+}
+
+// A program at its address-space limit (ulimit -v) still frees its tensors. Freeing keeps a
+// buffer in a list (the thread's small buffers, the big buffers' free ranges), and a list that
+// has to grow finds no memory there: the buffer then goes back to the system, where the
+// std::bad_alloc of the list, thrown in a tensor's destructor, used to end the program
+// (std::terminate). Run in a child process (a death test), whose limit the others do not share.
+TEST(Allocator, FreeingAtTheAddressSpaceLimit) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto fill_then_free = [](const Shape& shape) {
+    std::vector<Tensor> live;
+    live.reserve(std::size_t{1} << 20);  // before the limit
+    long pages = 0;
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(2);
+    std::fclose(statm);
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{64} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+    try {
+      while (live.size() < live.capacity()) live.push_back(empty(shape));
+    } catch (const std::exception&) {  // out of memory: the limit is reached
+    }
+    if (live.size() < 8) std::_Exit(4);
+    live.clear();  // every buffer freed
+    const Tensor again = full(shape, 2.0);
+    std::_Exit(again.sum().item() == 2.0 * static_cast<double>(again.numel()) ? 0 : 5);
+  };
+  EXPECT_EXIT(fill_then_free({1000}), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(fill_then_free({1 << 19}), ::testing::ExitedWithCode(0), "");
+}
+
+// Memory kept for reuse is given back when the system refuses a request for want of it: under an
+// address-space limit (ulimit -v) that 256 MiB of kept buffers would exceed, a 300 MiB tensor
+// and then 1 MiB ones are had, where they were Errors ("not enough memory") with the memory
+// they needed lying unused in the allocator's keeping. In a child process (a death test).
+TEST(Allocator, KeptMemoryIsGivenBackWhenARequestIsRefused) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto at_the_limit = [](int64_t later_bytes, int count) {
+    empty_cache();
+    { const Tensor kept = full({(int64_t{256} << 20) / 4}, 1.0); }  // freed: kept for reuse
+    if (memory_stats().mapped_kept < (std::size_t{256} << 20)) std::_Exit(2);
+    long pages = 0;
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(3);
+    std::fclose(statm);
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{64} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+    std::vector<Tensor> later;
+    later.reserve(static_cast<std::size_t>(count));
+    try {
+      for (int i = 0; i < count; ++i) later.push_back(full({later_bytes / 4}, 2.0));
+    } catch (const Error&) {
+      std::_Exit(5);
+    }
+    std::_Exit(later.back().sum().item() == 2.0 * static_cast<double>(later_bytes / 4) ? 0 : 6);
+  };
+  EXPECT_EXIT(at_the_limit(int64_t{300} << 20, 1), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(at_the_limit(int64_t{1} << 20, 100), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(Allocator, ReusedBufferStartsAsZeros) {

@@ -6,7 +6,10 @@
 // PyTorch 1.13's wording, where we follow it, is quoted next to each case.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -14,8 +17,10 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
+#include "core/base/allocator.h"
 #include "core/base/error.h"
 #include "core/ember.h"
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/nn_ops.h"
 #include "core/ops/reduce.h"
@@ -413,6 +418,62 @@ TEST(ErrorsUndefined, ParameterWithoutGradientInAnUpdate) {
       msg("mul"));
   Tensor step = w.grad() * -lr;
   test::expect_values(step, {-0.2, -0.2, -0.2});
+}
+
+// ---- memory that cannot be had ----
+
+// A kernel's scratch memory that cannot be had (matmul's packing workspace, 64 MiB for this
+// skinny product, under an address-space limit that the inputs and the output fit in) is an
+// Error naming the op and the shapes, not a std::bad_alloc. In a child process (a death test),
+// whose limit the other tests do not share.
+TEST(ErrorsMemory, AKernelsScratchMemoryIsAnError) {
+  if (!detail::allocator_caches()) {
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto product_at_the_limit = [] {
+    const Tensor a = ones({16, int64_t{1} << 20}), b = ones({int64_t{1} << 20, 3});
+    long pages = 0;
+    FILE* statm = std::fopen("/proc/self/statm", "r");
+    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(2);
+    std::fclose(statm);
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{32} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+    try {
+      matmul(a, b);
+    } catch (const Error& e) {
+      std::fputs(e.what(), stderr);
+      std::_Exit(0);
+    } catch (const std::bad_alloc&) {
+      std::_Exit(4);
+    }
+    std::_Exit(5);
+  };
+  EXPECT_EXIT(product_at_the_limit(), ::testing::ExitedWithCode(0),
+              "matmul: not enough memory \\(mm of inputs of shapes \\[16, 1048576\\], "
+              "\\[1048576, 3\\]\\)");
+}
+
+// The keys of a KV cache may be an expanded view with more rows than any memory holds: the fused
+// attention's score tiles and packed panels for them counted past int64 and wrapped around to
+// small buffers, which its kernel then overran (a segfault). An Error now, for one new row (K and
+// V read in place) and for a block of them (K and V packed).
+TEST(ErrorsMemory, AttentionOverKeysTooManyForMemory) {
+  for (const int64_t keys : {int64_t{1} << 58, int64_t{1} << 61}) {
+    for (const int64_t rows : {int64_t{1}, int64_t{16}}) {
+      const Tensor q = ones({1, 1, rows, 8});
+      const Tensor kv = ones({1, 1, 1, 8}).expand({1, 1, keys, 8});
+      NoGradGuard no_grad;
+      EXPECT_TRUE(ThrowsWith([&] { causal_attention(q, kv, kv); },
+                             {"causal_attention: not enough memory (causal_attention of inputs of "
+                              "shapes [1, 1, " +
+                              std::to_string(rows) + ", 8], [1, 1, " + std::to_string(keys) +
+                              ", 8], [1, 1, " + std::to_string(keys) + ", 8])"}))
+          << rows << " rows, " << keys << " keys";
+    }
+  }
 }
 
 // ---- sizes beyond int64 ----

@@ -348,6 +348,17 @@ TEST(TensorFactory, AllocationFailureIsAnError) {
   // 2^60 bytes fit in int64 but no machine has them: an Error, not std::bad_alloc.
   expect_error([] { zeros({int64_t{1} << 57}, DType::Float64); },
                "not enough memory: you tried to allocate 1152921504606846976 bytes");
+  // The message names the op the user called and the shape it could not allocate.
+  expect_error([] { zeros({int64_t{1} << 57}, DType::Float64); },
+               "zeros: cannot allocate a tensor of shape [144115188075855872] and dtype float64: "
+               "DefaultCPUAllocator: not enough memory: you tried to allocate "
+               "1152921504606846976 bytes.");
+  const Tensor wide = ones({1}).expand({int64_t{1} << 40});  // 4 TiB as float32
+  expect_error([&] { static_cast<void>(wide + 1.0); },
+               "add: cannot allocate a tensor of shape [1099511627776] and dtype float32: "
+               "DefaultCPUAllocator: not enough memory");
+  expect_error([&] { static_cast<void>(wide.contiguous()); },
+               "contiguous: cannot allocate a tensor of shape [1099511627776] and dtype float32");
 }
 
 TEST(TensorFactory, ArangeChecksItsLength) {
