@@ -331,9 +331,10 @@ TEST(FusedAttention, AKvCacheLongerThanMemoryHoldsIsAnError) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << "not an ember::Error: " << e.what();
     }
-    EXPECT_TRUE(m.starts_with("causal_attention: not enough memory (causal_attention of inputs "
-                              "of shapes [1, 1, 1, 4], [1, 1, " +
-                              std::to_string(int64_t{1} << shift) + ", 4]"))
+    EXPECT_TRUE(
+        m.starts_with("causal_attention: not enough memory (causal_attention of inputs "
+                      "of shapes [1, 1, 1, 4], [1, 1, " +
+                      std::to_string(int64_t{1} << shift) + ", 4]"))
         << m;
   }
 }
