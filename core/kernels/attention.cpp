@@ -135,12 +135,12 @@ int threads_for(double work) { return work >= double(1 << 20) ? get_num_threads(
 
 // A 64-byte aligned array (packed GEMM panels are read with aligned loads), allocated before a
 // parallel region so that a failure is an exception on the calling thread. Its memory comes from
-// the tensor buffers' per-thread cache (core/base/allocator.h): at the book's sizes a call's scratch
-// is a few hundred bytes, and malloc's path for it cost more than the arithmetic.
-// A count past what memory could hold (a KV cache's K and V expanded to 2^60 rows, stride 0, in
-// a few bytes; INT64_MAX from times() below) or a failed allocation is a std::bad_alloc, which
-// the op turns into an Error naming itself and its inputs' shapes; never a size wrapped around
-// to a small buffer.
+// the tensor buffers' per-thread cache (core/base/allocator.h): at the book's sizes a call's
+// scratch is a few hundred bytes, and malloc's path for it cost more than the arithmetic. A count
+// past what memory could hold (a KV cache's K and V expanded to 2^60 rows, stride 0, in a few
+// bytes; INT64_MAX from times() below) or a failed allocation is a std::bad_alloc, which the op
+// turns into an Error naming itself and its inputs' shapes; never a size wrapped around to a
+// small buffer.
 template <typename T>
 class Aligned {
  public:
