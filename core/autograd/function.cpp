@@ -205,7 +205,14 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
     } else if (std::any_of(inputs.begin(), inputs.end(),
                            [&out](const Tensor& in) { return in.is_same(out); })) {
       // An input returned as it is: a fresh handle, or the input's own history would be lost.
+      // The handle is a view of the input: an in-place write to either would change the other
+      // behind this node's backward, so both are refused as for any view (PyTorch forbids them).
+      const TensorImpl* in = out.impl();
+      const uint64_t history =
+          in->is_view ? in->view_graph_version : out.storage()->graph_write_version();
       out = ember::detail::make_view(out, out.shape(), out.strides(), out.offset());
+      out.impl()->is_view = true;
+      out.impl()->view_graph_version = history;
     }
     std::shared_ptr<Node> target = node;
     if (node->several_outputs_) {

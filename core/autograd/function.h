@@ -40,7 +40,10 @@
 // got 2)"), none for a non-tensor argument, and each of a shape that sums to its input's ("Function
 // MySquareBackward returned an invalid gradient at index 0 - got [3] but expected shape compatible
 // with [2, 3]"); a saved tensor modified in place after saving raises Ember's (and PyTorch's)
-// version error; an exception thrown by backward comes out as an ember::Error naming the node.
+// version error; an exception thrown by backward comes out as an ember::Error naming the node. An
+// input that forward returns as it is comes back as a view of it: an in-place write to that view,
+// or to the input while the view is used, is refused as for any view (PyTorch forbids both: the
+// custom backward would not see the change).
 #pragma once
 
 #include <cstdint>

@@ -310,6 +310,34 @@ TEST(CustomFunction, MarkDirty) {
                         "operation."));
 }
 
+// An input returned as it is comes back as a view of it: an in-place write to the view, or to
+// the input while the view is in use, would change values behind the custom backward. PyTorch
+// forbids both ("Output 0 of PassthroughBackward is a view and is being modified inplace").
+struct Passthrough : autograd::Function<Passthrough> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * 2.0}; }
+};
+
+TEST(CustomFunction, AnInputReturnedAsItIsIsAViewNoOneMayModifyInPlace) {
+  Tensor w = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+  Tensor y = Passthrough::apply(w);
+  EXPECT_FALSE(y.is_same(w));
+  EXPECT_THAT(error_of([&] { y.mul_(3.0); }),
+              HasSubstr("mul_: in-place modification of a view of a tensor that requires grad"));
+  test::expect_values(w, {1.0, 2.0});  // the leaf keeps its values
+
+  Tensor a = w * 1.0;
+  Tensor z = Passthrough::apply(a);
+  a.mul_(3.0);  // z's history is now a's old one
+  EXPECT_THAT(error_of([&] { (z * 1.0).sum().backward(); }),
+              HasSubstr("mul: an input of shape [2] is a view taken before an in-place "
+                        "operation that autograd recorded on its base"));
+  EXPECT_FALSE(w.grad().defined());
+
+  (Passthrough::apply(w) * 1.0).sum().backward();  // used as it is: through the custom backward
+  test::expect_values(w.grad(), {2.0, 2.0});
+}
+
 // The name a struct gives its node, and anomaly mode, the profiler and explore using it.
 struct Attention : autograd::Function<Attention> {
   static std::string name() { return "MyAttentionBackward"; }
