@@ -26,9 +26,11 @@ void IValue::fail_kind(const char* expected) const {
 }
 
 void AutogradContext::save_for_backward(const tensor_list& to_save) {
-  // A second call replaces what the first saved, as in libtorch.
-  saved_ = SavedTensors();
-  if (recording_) saved_.save(to_save);
+  check(!forward_done_, node_name_,
+        ": save_for_backward is called after forward returned; tensors for backward are saved "
+        "in forward");
+  // A second call replaces what the first named, as in libtorch.
+  to_save_ = to_save;
 }
 
 tensor_list AutogradContext::get_saved_variables() const {
@@ -150,6 +152,9 @@ AutogradContext* CustomNode::begin() {
 void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& outputs) {
   node->record_.reset();
   AutogradContext& ctx = node->ctx_;
+  ctx.forward_done_ = true;
+  const tensor_list to_save = std::move(ctx.to_save_);
+  ctx.to_save_.clear();
   const tensor_list inputs = std::move(node->inputs_);
   for (const TensorImpl* dirty : ctx.dirty_) {
     check(std::any_of(inputs.begin(), inputs.end(),
@@ -236,6 +241,8 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
   if (!node->several_outputs_ && !outputs.empty() && outputs[0].defined()) {
     node->output_shape = outputs[0].shape();
   }
+  // Saved now that forward has returned (libtorch's save_variables after forward).
+  ctx.saved_.save(to_save);
   if (!ctx.saved_.empty()) {
     ctx.saved_.bind_outputs(outputs, output_nodes);
     ctx.saved_.bind(node, input_handles, Tensor());

@@ -338,6 +338,52 @@ TEST(CustomFunction, AnInputReturnedAsItIsIsAViewNoOneMayModifyInPlace) {
   test::expect_values(w.grad(), {2.0, 2.0});
 }
 
+// A tensor saved and then modified in place by forward itself (marked dirty) is saved as forward
+// leaves it, as in libtorch, which saves when forward returns: no version error in backward.
+struct DoubleInPlaceSaving : autograd::Function<DoubleInPlaceSaving> {
+  static Tensor forward(AutogradContext* ctx, Tensor x) {
+    ctx->save_for_backward({x});
+    x.mul_(2.0);
+    ctx->mark_dirty({x});
+    return x;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    seen = ctx->get_saved_variables()[0].to_vector<double>();
+    return {g[0] * 2.0};
+  }
+  static inline std::vector<double> seen;
+};
+// save_for_backward called in backward: libtorch ignores it; here it is an Error.
+struct SavesInBackward : autograd::Function<SavesInBackward> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    ctx->save_for_backward({x});
+    return x * x;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    Tensor x = ctx->get_saved_variables()[0];
+    ctx->save_for_backward({x * 100.0});
+    return {g[0] * 2.0 * x};
+  }
+};
+
+TEST(CustomFunction, TensorsAreSavedWhenForwardReturns) {
+  Tensor w = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+  Tensor y = DoubleInPlaceSaving::apply(w * 1.0);
+  y.sum().backward();
+  EXPECT_EQ(DoubleInPlaceSaving::seen, (std::vector<double>{2.0, 4.0}));
+  test::expect_values(w.grad(), {2.0, 2.0});
+  // Modified after forward returned: the version error, as before.
+  Tensor y2 = DoubleInPlaceSaving::apply(w * 1.0);
+  y2.add_(1.0);
+  EXPECT_THAT(error_of([&] { y2.sum().backward(); }),
+              HasSubstr("which is output 0 of DoubleInPlaceSavingBackward, is at version "));
+
+  Tensor l = SavesInBackward::apply(w).sum();
+  EXPECT_THAT(error_of([&] { l.backward({}, /*retain_graph=*/true); }),
+              HasSubstr("SavesInBackwardBackward: save_for_backward is called after forward "
+                        "returned"));
+}
+
 // The name a struct gives its node, and anomaly mode, the profiler and explore using it.
 struct Attention : autograd::Function<Attention> {
   static std::string name() { return "MyAttentionBackward"; }
