@@ -56,7 +56,10 @@
 //
 // Each register_* returns a RemovableHandle; handle.remove() takes the hook out (a no-op the
 // second time, or once the module is gone). Hooks are per module, not per thread: register and
-// remove them while no other thread calls the module.
+// remove them while no other thread calls the module. A graph through a hooked module keeps the
+// module alive when it is held by a std::shared_ptr (as modules are meant to be); one that is not
+// (on the stack, a member by value) may be destroyed first, and its backward hooks then raise an
+// Error naming the module instead of running.
 #pragma once
 
 #include <cstdint>
@@ -116,8 +119,9 @@ auto returning_optional(F hook) {
 }
 
 // The call with hooks: pre-hooks, backward-hook wiring of the inputs, `forward`, forward hooks,
-// backward-hook wiring of the output (nn/hooks.cpp).
-Tensor call_with_hooks(Module& module, const HookTables& hooks, TensorList inputs,
+// backward-hook wiring of the output (nn/hooks.cpp). `hooks` is the module's own table: the
+// backward hooks hold it weakly, to know whether the module still exists when they run.
+Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks, TensorList inputs,
                        const std::function<Tensor(const TensorList&)>& forward);
 
 }  // namespace hooks

@@ -298,6 +298,32 @@ TEST(ModuleHooks, ReplacementsOfTheWrongLengthAreRefused) {
               HasSubstr("a forward pre-hook returned 2 inputs, but forward takes 1"));
 }
 
+// A module not held by a std::shared_ptr cannot be kept alive by the graph: destroyed before
+// backward, its backward hooks raise instead of running on a dead module.
+TEST(ModuleHooks, BackwardHooksOfADestroyedModuleRaiseInsteadOfRunning) {
+  Tensor x = rand({2, 3}).requires_grad_(true);
+  Tensor y;
+  int calls = 0;
+  {
+    Linear lin(3, 2);  // on the stack
+    lin.register_full_backward_hook(
+        [&](Module&, const TensorList&, const TensorList&) { ++calls; });
+    y = lin(x);
+  }
+  EXPECT_EQ(error_of([&] { y.sum().backward(); }),
+            "Linear: the module was destroyed before the backward pass reached its backward hooks; "
+            "keep it alive until backward (hold it by std::shared_ptr, or a ModuleHolder)");
+  EXPECT_EQ(calls, 0);
+  // Held by a std::shared_ptr, the graph keeps it alive.
+  auto held = std::make_shared<Linear>(3, 2);
+  held->register_full_backward_hook(
+      [&](Module&, const TensorList&, const TensorList&) { ++calls; });
+  Tensor z = (*held)(x);
+  held.reset();
+  z.sum().backward();
+  EXPECT_EQ(calls, 1);
+}
+
 class InPlaceImpl : public Module {
  public:
   Tensor forward(const Tensor& a) override {
