@@ -364,6 +364,9 @@ GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tenso
   Tensor output = fn(inputs);
   check(output.defined() && output.dtype() == DType::Float64,
         "gradgradcheck: fn must return a defined float64 tensor");
+  check(output.requires_grad(), "gradgradcheck: fn's output (shape ", output.shape(),
+        ") does not require grad: it has no graph back to the inputs, so there are no gradients "
+        "to differentiate again (is an input detached inside fn?)");
   const std::string op = output.grad_fn() ? output.grad_fn()->name() : std::string("(no graph)");
   Generator generator(options.seed);
   Tensor v = randn(output.shape(), DType::Float64, &generator).requires_grad_();

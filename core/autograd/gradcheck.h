@@ -70,7 +70,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
 // to v: the numerical Jacobian of the vjp (central differences of first-order backward passes)
 // against the analytic one (backward passes through the graph the create_graph backward
 // recorded). Options and the rules for inputs are gradcheck's; the report names the node that
-// made fn's output, and calls the inputs after fn's inputs "grad_output".
+// made fn's output, and calls the inputs after fn's inputs "grad_output". An output that does
+// not require grad (no graph back to the inputs: no gradients to differentiate) is an Error.
 struct GradgradcheckOptions : GradcheckOptions {
   uint64_t seed = 0;  // of the generator that draws the grad_outputs
 };

@@ -982,6 +982,23 @@ TEST(Gradcheck, RejectsInputsThatShareStorage) {
   EXPECT_TRUE(gradcheck([](const Inputs& in) { return in[0] * in[1]; }, halves).ok);
 }
 
+TEST(Gradcheck, GradgradcheckRefusesAnOutputWithoutAGraph) {
+  // No first derivatives to differentiate: PyTorch's gradgradcheck raises; "passed, 0 Jacobian
+  // entries" would say nothing was wrong.
+  Lcg rng(31);
+  Tensor x = plain({3})(rng);
+  try {
+    gradgradcheck([](const Inputs& in) { return in[0].detach() * 2.0; }, {x});
+    FAIL() << "gradgradcheck accepted an output with no graph";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradgradcheck: fn's output (shape [3]) does not require "
+                                         "grad"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(gradgradcheck([](const Inputs& in) { return in[0] * 2.0; }, {x}).ok);
+}
+
 TEST(Gradcheck, LeavesInputValuesBitForBitUnchanged) {
   Lcg rng(23);
   Inputs inputs = {strided({2, 3})(rng), expanded({3}, {2, 3})(rng)};
