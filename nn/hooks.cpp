@@ -51,10 +51,10 @@ namespace {
 // What one call's backward hooks share: the module, the hooks as they were at the call, and the
 // gradients gathered during backward.
 struct BackwardHookState {
+  // The module, not owned: a module that keeps a tensor of its own forward (a trace, an
+  // activation a hook stores) would own the graph, which would own the module (a leak). Its hook
+  // table, which dies with it, tells whether it still exists.
   Module* module = nullptr;
-  std::shared_ptr<Module> keep_alive;  // the module, while a graph through it exists
-  // A module not held by a std::shared_ptr (on the stack, a member by value) cannot be kept
-  // alive: its hook table, which dies with it, tells whether it still exists.
   std::weak_ptr<const hooks::HookTables> tables;
   std::string type_name;  // for the error when it does not
   std::vector<BackwardPreHook> pre_hooks;
@@ -74,9 +74,9 @@ struct BackwardHookState {
 
   // The module the hooks are given, or an Error if it was destroyed after the call.
   Module& live_module() const {
-    check(keep_alive || !tables.expired(), type_name,
+    check(!tables.expired(), type_name,
           ": the module was destroyed before the backward pass reached its backward hooks; keep "
-          "it alive until backward (hold it by std::shared_ptr, or a ModuleHolder)");
+          "it alive until backward");
     return *module;
   }
 
@@ -230,7 +230,6 @@ Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks,
   if (!now.backward.empty() || !now.backward_pre.empty()) {
     state = std::make_shared<BackwardHookState>();
     state->module = &module;
-    state->keep_alive = module.weak_from_this().lock();
     state->tables = hooks;
     state->type_name = module.type_name();
     for (const auto& [id, hook] : now.backward_pre) state->pre_hooks.push_back(hook);

@@ -56,10 +56,11 @@
 //
 // Each register_* returns a RemovableHandle; handle.remove() takes the hook out (a no-op the
 // second time, or once the module is gone). Hooks are per module, not per thread: register and
-// remove them while no other thread calls the module. A graph through a hooked module keeps the
-// module alive when it is held by a std::shared_ptr (as modules are meant to be); one that is not
-// (on the stack, a member by value) may be destroyed first, and its backward hooks then raise an
-// Error naming the module instead of running.
+// remove them while no other thread calls the module. A graph through a hooked module does not
+// own the module (a module keeping a tensor of its own forward, as attention's keep_trace does,
+// would then own itself and never be freed): keep the module until backward. Destroyed before the
+// backward pass reaches its backward hooks, they raise an Error naming the module instead of
+// running.
 #pragma once
 
 #include <cstdint>
