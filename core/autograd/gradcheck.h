@@ -44,7 +44,8 @@ struct GradcheckResult {
 // Checks the gradients of fn with respect to every input that requires grad.
 //
 // fn maps the inputs to one output tensor of any shape; it must be deterministic (the same
-// inputs give the same output) because it is called 2 * (number of checked elements) + 1 times.
+// inputs give the same output) because it is called 2 * (number of checked elements) + 1 times,
+// and must not modify its inputs in place (an Error names the input it modified).
 // Every floating-point input and the output must be float64 (an ember::Error names the
 // offending input and its dtype otherwise). Integer and bool inputs (indices, masks) are passed
 // through unchecked; at least one input must require grad. No two inputs may share a storage
