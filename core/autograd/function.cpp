@@ -175,6 +175,25 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
     return;
   }
 
+  // A tensor in saved_data that becomes an output with this node as its grad_fn would hold its
+  // own graph: a reference cycle that is never freed (PyTorch's garbage collector frees one made
+  // by ctx.y = y; C++ has none). save_for_backward keeps outputs without owning them.
+  for (const auto& [key, value] : ctx.saved_data) {
+    if (!value.isTensor()) continue;
+    for (std::size_t k = 0; k < outputs.size(); ++k) {
+      const Tensor& out = outputs[k];
+      if (!out.defined() || !value.toTensor().is_same(out)) continue;
+      const bool returned_input = std::any_of(inputs.begin(), inputs.end(),
+                                              [&out](const Tensor& in) { return in.is_same(out); });
+      const bool gets_history = !contains(ctx.non_differentiable_, out) &&
+                                is_floating(out.dtype()) &&
+                                (contains(ctx.dirty_, out) || !returned_input);
+      check(!gets_history, node->name_, ": saved_data[\"", key, "\"] is output ", k,
+            " of the Function, which would then own its own graph (a reference cycle: neither "
+            "would ever be freed); keep it with save_for_backward");
+    }
+  }
+
   // The inputs' edges, as apply<Op> wires an op of Ember.
   ember::detail::ObjectVector<Tensor> input_handles;
   for (const Tensor& in : inputs) {

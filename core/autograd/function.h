@@ -119,7 +119,8 @@ class CustomNode;
 // What forward leaves for backward (libtorch's torch::autograd::AutogradContext).
 struct AutogradContext {
   // Anything else backward needs, by name: sizes, flags, scales (a tensor here is kept as it
-  // is, with no version check: save tensors with save_for_backward).
+  // is, with no version check: save tensors with save_for_backward). An output kept here would
+  // own its own graph, a reference cycle: it is an Error.
   std::unordered_map<std::string, IValue> saved_data;
 
   // Keeps tensors (inputs, outputs, or intermediates) for backward; called in forward (an Error

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -382,6 +383,30 @@ TEST(CustomFunction, TensorsAreSavedWhenForwardReturns) {
   EXPECT_THAT(error_of([&] { l.backward({}, /*retain_graph=*/true); }),
               HasSubstr("SavesInBackwardBackward: save_for_backward is called after forward "
                         "returned"));
+}
+
+// An output kept in saved_data (PyTorch's ctx.y = y) would hold the node that is its own grad_fn:
+// the graph would never be freed. It is refused; save_for_backward keeps it without owning it.
+struct KeepsOutputInSavedData : autograd::Function<KeepsOutputInSavedData> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    Tensor y = x.exp();
+    ctx->saved_data["y"] = y;
+    ctx->saved_data["x"] = x;  // an input: no cycle
+    return y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    return {g[0] * ctx->saved_data.at("y").toTensor()};
+  }
+};
+
+TEST(CustomFunction, AnOutputKeptInSavedDataIsRefused) {
+  Tensor x = tensor({0.5, 1.5}, DType::Float64).requires_grad_();
+  EXPECT_THAT(error_of([&] { KeepsOutputInSavedData::apply(x); }),
+              HasSubstr("KeepsOutputInSavedDataBackward: saved_data[\"y\"] is output 0 of the "
+                        "Function, which would then own its own graph"));
+  // Not recorded: no graph, no cycle.
+  NoGradGuard no_grad;
+  test::expect_values(KeepsOutputInSavedData::apply(x), {std::exp(0.5), std::exp(1.5)});
 }
 
 // The name a struct gives its node, and anomaly mode, the profiler and explore using it.
