@@ -51,8 +51,12 @@ namespace {
 // What one call's backward hooks share: the module, the hooks as they were at the call, and the
 // gradients gathered during backward.
 struct BackwardHookState {
+  // The module, not owned: a module that keeps a tensor of its own forward (a trace, an
+  // activation a hook stores) would own the graph, which would own the module (a leak). Its hook
+  // table, which dies with it, tells whether it still exists.
   Module* module = nullptr;
-  std::shared_ptr<Module> keep_alive;  // the module, while a graph through it exists
+  std::weak_ptr<const hooks::HookTables> tables;
+  std::string type_name;  // for the error when it does not
   std::vector<BackwardPreHook> pre_hooks;
   std::vector<BackwardHook> hooks;
   std::size_t n_inputs = 0;
@@ -68,11 +72,19 @@ struct BackwardHookState {
     return out;
   }
 
+  // The module the hooks are given, or an Error if it was destroyed after the call.
+  Module& live_module() const {
+    check(!tables.expired(), type_name,
+          ": the module was destroyed before the backward pass reached its backward hooks; keep "
+          "it alive until backward");
+    return *module;
+  }
+
   // OutputHook's backward: the pre-hooks, then (when no input requires grad) the hooks.
   Tensor on_grad_output(const Tensor& grad) {
     grad_outputs = TensorList{grad};
     for (const BackwardPreHook& hook : pre_hooks) {
-      std::optional<TensorList> replaced = hook(*module, *grad_outputs);
+      std::optional<TensorList> replaced = hook(live_module(), *grad_outputs);
       if (!replaced) continue;
       check(replaced->size() == grad_outputs->size(),
             "Backward pre hook returned an invalid number of grad_output, got ", replaced->size(),
@@ -83,7 +95,7 @@ struct BackwardHookState {
     if (wrapped.empty()) {
       const TensorList none(n_inputs);
       for (const BackwardHook& hook : hooks) {
-        std::optional<TensorList> result = hook(*module, none, *grad_outputs);
+        std::optional<TensorList> result = hook(live_module(), none, *grad_outputs);
         bool all_undefined = true;
         if (result) {
           for (const Tensor& t : *result) all_undefined = all_undefined && !t.defined();
@@ -111,7 +123,7 @@ struct BackwardHookState {
     }
     TensorList result = packed_grad_inputs();
     for (const BackwardHook& hook : hooks) {
-      std::optional<TensorList> replaced = hook(*module, result, *grad_outputs);
+      std::optional<TensorList> replaced = hook(live_module(), result, *grad_outputs);
       if (!replaced) continue;
       check(replaced->size() == result.size(),
             "Backward hook returned an invalid number of grad_input, got ", replaced->size(),
@@ -200,10 +212,10 @@ TensorList setup_input_hook(BackwardHookState& s, const State& shared, TensorLis
 
 namespace hooks {
 
-Tensor call_with_hooks(Module& module, const HookTables& hooks, TensorList inputs,
+Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks, TensorList inputs,
                        const std::function<Tensor(const TensorList&)>& forward) {
   // The hooks as they are now: one that registers or removes another changes the next call.
-  const HookTables now = hooks;
+  const HookTables now = *hooks;
   const std::size_t arity = inputs.size();
   for (const auto& [id, hook] : now.forward_pre) {
     std::optional<TensorList> replaced = hook(module, inputs);
@@ -218,7 +230,8 @@ Tensor call_with_hooks(Module& module, const HookTables& hooks, TensorList input
   if (!now.backward.empty() || !now.backward_pre.empty()) {
     state = std::make_shared<BackwardHookState>();
     state->module = &module;
-    state->keep_alive = module.weak_from_this().lock();
+    state->tables = hooks;
+    state->type_name = module.type_name();
     for (const auto& [id, hook] : now.backward_pre) state->pre_hooks.push_back(hook);
     for (const auto& [id, hook] : now.backward) state->hooks.push_back(hook);
     inputs = setup_input_hook(*state, state, std::move(inputs));

@@ -56,7 +56,11 @@
 //
 // Each register_* returns a RemovableHandle; handle.remove() takes the hook out (a no-op the
 // second time, or once the module is gone). Hooks are per module, not per thread: register and
-// remove them while no other thread calls the module.
+// remove them while no other thread calls the module. A graph through a hooked module does not
+// own the module (a module keeping a tensor of its own forward, as attention's keep_trace does,
+// would then own itself and never be freed): keep the module until backward. Destroyed before the
+// backward pass reaches its backward hooks, they raise an Error naming the module instead of
+// running.
 #pragma once
 
 #include <cstdint>
@@ -116,8 +120,9 @@ auto returning_optional(F hook) {
 }
 
 // The call with hooks: pre-hooks, backward-hook wiring of the inputs, `forward`, forward hooks,
-// backward-hook wiring of the output (nn/hooks.cpp).
-Tensor call_with_hooks(Module& module, const HookTables& hooks, TensorList inputs,
+// backward-hook wiring of the output (nn/hooks.cpp). `hooks` is the module's own table: the
+// backward hooks hold it weakly, to know whether the module still exists when they run.
+Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks, TensorList inputs,
                        const std::function<Tensor(const TensorList&)>& forward);
 
 }  // namespace hooks

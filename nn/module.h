@@ -119,7 +119,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // ModuleHolder's call do when the module has hooks.
   Tensor call_with_hooks(TensorList inputs,
                          const std::function<Tensor(const TensorList&)>& forward) {
-    return hooks::call_with_hooks(*this, *hooks_, std::move(inputs), forward);
+    return hooks::call_with_hooks(*this, hooks_, std::move(inputs), forward);
   }
 
   // ---- registering what the module owns ----

@@ -26,9 +26,11 @@ void IValue::fail_kind(const char* expected) const {
 }
 
 void AutogradContext::save_for_backward(const tensor_list& to_save) {
-  // A second call replaces what the first saved, as in libtorch.
-  saved_ = SavedTensors();
-  if (recording_) saved_.save(to_save);
+  check(!forward_done_, node_name_,
+        ": save_for_backward is called after forward returned; tensors for backward are saved "
+        "in forward");
+  // A second call replaces what the first named, as in libtorch.
+  to_save_ = to_save;
 }
 
 tensor_list AutogradContext::get_saved_variables() const {
@@ -150,6 +152,9 @@ AutogradContext* CustomNode::begin() {
 void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& outputs) {
   node->record_.reset();
   AutogradContext& ctx = node->ctx_;
+  ctx.forward_done_ = true;
+  const tensor_list to_save = std::move(ctx.to_save_);
+  ctx.to_save_.clear();
   const tensor_list inputs = std::move(node->inputs_);
   for (const TensorImpl* dirty : ctx.dirty_) {
     check(std::any_of(inputs.begin(), inputs.end(),
@@ -168,6 +173,25 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
       if (contains(ctx.non_differentiable_, out) && out.requires_grad()) out = out.detach();
     }
     return;
+  }
+
+  // A tensor in saved_data that becomes an output with this node as its grad_fn would hold its
+  // own graph: a reference cycle that is never freed (PyTorch's garbage collector frees one made
+  // by ctx.y = y; C++ has none). save_for_backward keeps outputs without owning them.
+  for (const auto& [key, value] : ctx.saved_data) {
+    if (!value.isTensor()) continue;
+    for (std::size_t k = 0; k < outputs.size(); ++k) {
+      const Tensor& out = outputs[k];
+      if (!out.defined() || !value.toTensor().is_same(out)) continue;
+      const bool returned_input = std::any_of(inputs.begin(), inputs.end(),
+                                              [&out](const Tensor& in) { return in.is_same(out); });
+      const bool gets_history = !contains(ctx.non_differentiable_, out) &&
+                                is_floating(out.dtype()) &&
+                                (contains(ctx.dirty_, out) || !returned_input);
+      check(!gets_history, node->name_, ": saved_data[\"", key, "\"] is output ", k,
+            " of the Function, which would then own its own graph (a reference cycle: neither "
+            "would ever be freed); keep it with save_for_backward");
+    }
   }
 
   // The inputs' edges, as apply<Op> wires an op of Ember.
@@ -205,7 +229,14 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
     } else if (std::any_of(inputs.begin(), inputs.end(),
                            [&out](const Tensor& in) { return in.is_same(out); })) {
       // An input returned as it is: a fresh handle, or the input's own history would be lost.
+      // The handle is a view of the input: an in-place write to either would change the other
+      // behind this node's backward, so both are refused as for any view (PyTorch forbids them).
+      const TensorImpl* in = out.impl();
+      const uint64_t history =
+          in->is_view ? in->view_graph_version : out.storage()->graph_write_version();
       out = ember::detail::make_view(out, out.shape(), out.strides(), out.offset());
+      out.impl()->is_view = true;
+      out.impl()->view_graph_version = history;
     }
     std::shared_ptr<Node> target = node;
     if (node->several_outputs_) {
@@ -229,6 +260,8 @@ void CustomNode::finish(const std::shared_ptr<CustomNode>& node, tensor_list& ou
   if (!node->several_outputs_ && !outputs.empty() && outputs[0].defined()) {
     node->output_shape = outputs[0].shape();
   }
+  // Saved now that forward has returned (libtorch's save_variables after forward).
+  ctx.saved_.save(to_save);
   if (!ctx.saved_.empty()) {
     ctx.saved_.bind_outputs(outputs, output_nodes);
     ctx.saved_.bind(node, input_handles, Tensor());

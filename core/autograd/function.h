@@ -39,8 +39,11 @@
 // argument ("function MySquareBackward returned an incorrect number of gradients (expected 1,
 // got 2)"), none for a non-tensor argument, and each of a shape that sums to its input's ("Function
 // MySquareBackward returned an invalid gradient at index 0 - got [3] but expected shape compatible
-// with [2, 3]"); a saved tensor modified in place after saving raises Ember's (and PyTorch's)
-// version error; an exception thrown by backward comes out as an ember::Error naming the node.
+// with [2, 3]"); a saved tensor modified in place after forward returned raises Ember's (and
+// PyTorch's) version error; an exception thrown by backward comes out as an ember::Error naming
+// the node. An input that forward returns as it is comes back as a view of it: an in-place write
+// to that view, or to the input while the view is used, is refused as for any view (PyTorch
+// forbids both: the custom backward would not see the change).
 #pragma once
 
 #include <cstdint>
@@ -116,10 +119,14 @@ class CustomNode;
 // What forward leaves for backward (libtorch's torch::autograd::AutogradContext).
 struct AutogradContext {
   // Anything else backward needs, by name: sizes, flags, scales (a tensor here is kept as it
-  // is, with no version check: save tensors with save_for_backward).
+  // is, with no version check: save tensors with save_for_backward). An output kept here would
+  // own its own graph, a reference cycle: it is an Error.
   std::unordered_map<std::string, IValue> saved_data;
 
-  // Keeps tensors (inputs, outputs, or intermediates) for backward; called in forward.
+  // Keeps tensors (inputs, outputs, or intermediates) for backward; called in forward (an Error
+  // elsewhere). As in libtorch, they are saved when forward returns: the version a saved tensor
+  // must still have at backward is its version then, so forward may modify a tensor in place
+  // (mark_dirty) after naming it here.
   void save_for_backward(const tensor_list& to_save);
   // The tensors saved, in order. Raises if one was modified in place since it was saved, or if
   // an earlier backward without retain_graph freed them.
@@ -142,6 +149,8 @@ struct AutogradContext {
  private:
   friend class detail::CustomNode;
   SavedTensors saved_;
+  tensor_list to_save_;  // what forward named, until it returns (CustomNode::finish saves it)
+  bool forward_done_ = false;
   std::string node_name_;  // for the errors of get_saved_variables
   bool recording_ = false;
   bool materialize_grads_ = true;

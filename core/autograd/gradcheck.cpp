@@ -70,11 +70,31 @@ CheckedInput find_storage_elements(std::size_t position, const Tensor& t) {
   return input;
 }
 
+// The storage version of every input, to tell whether fn modified one in place.
+std::vector<int64_t> versions_of(const std::vector<Tensor>& inputs) {
+  std::vector<int64_t> versions;
+  for (const Tensor& t : inputs) versions.push_back(t.version());
+  return versions;
+}
+
+// fn is called many times on the same inputs: one it modified in place (x.mul_(2) on an input)
+// would make every later call, and the numbers compared, different.
+void check_unmodified(const std::vector<Tensor>& inputs, const std::vector<int64_t>& versions) {
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    check(inputs[k].version() == versions[k], "gradcheck: fn modified input ", k, " (shape ",
+          inputs[k].shape(),
+          ") in place; gradcheck calls fn many times on the same inputs, so fn must leave them "
+          "as it found them (modify a clone)");
+  }
+}
+
 // fn(inputs) without recording a graph, as plain numbers in row-major order.
 std::vector<double> evaluate(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                             const std::vector<Tensor>& inputs, const Shape& expected_shape) {
+                             const std::vector<Tensor>& inputs, const Shape& expected_shape,
+                             const std::vector<int64_t>& versions) {
   NoGradGuard no_grad;
   Tensor out = fn(inputs);
+  check_unmodified(inputs, versions);
   check(out.defined() && out.shape() == expected_shape,
         "gradcheck: fn returned a different shape when called again (",
         out.defined() ? out.shape() : Shape{}, " instead of ", expected_shape,
@@ -90,7 +110,8 @@ std::vector<double> evaluate(const std::function<Tensor(const std::vector<Tensor
 // against eps for the one-sided (fn(x + eps) - fn(x)) / eps.
 Jacobian numerical_jacobian(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                             const std::vector<Tensor>& inputs, const CheckedInput& input,
-                            const Shape& output_shape, double eps) {
+                            const Shape& output_shape, double eps,
+                            const std::vector<int64_t>& versions) {
   const std::size_t output_numel = static_cast<std::size_t>(numel_of(output_shape));
   Jacobian jacobian(input.storage_offsets.size(), std::vector<double>(output_numel, 0.0));
   // Perturb the number where it really lives, so a transposed, sliced or expanded input is
@@ -101,9 +122,9 @@ Jacobian numerical_jacobian(const std::function<Tensor(const std::vector<Tensor>
     double& x = storage[input.storage_offsets[i]];
     const double original = x;
     x = original + eps;
-    std::vector<double> above = evaluate(fn, inputs, output_shape);
+    std::vector<double> above = evaluate(fn, inputs, output_shape, versions);
     x = original - eps;
-    std::vector<double> below = evaluate(fn, inputs, output_shape);
+    std::vector<double> below = evaluate(fn, inputs, output_shape, versions);
     x = original;
     for (std::size_t j = 0; j < output_numel; ++j) {
       jacobian[i][j] = (above[j] - below[j]) / (2.0 * eps);
@@ -316,7 +337,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   }
 
   // The output whose graph the analytic Jacobians come from.
+  const std::vector<int64_t> versions = versions_of(inputs);
   Tensor output = fn(inputs);
+  check_unmodified(inputs, versions);
   check(output.defined(), "gradcheck: fn returned an undefined tensor");
   check(output.dtype() == DType::Float64, "gradcheck: fn returned a tensor of dtype ",
         dtype_name(output.dtype()), " (shape ", output.shape(), "); the output must be float64");
@@ -326,7 +349,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   std::vector<Jacobian> analytic = analytic_jacobians(output, checked, problems);
   if (problems.empty()) {
     for (std::size_t k = 0; k < checked.size(); ++k) {
-      Jacobian numerical = numerical_jacobian(fn, inputs, checked[k], output_shape, options.eps);
+      Jacobian numerical =
+          numerical_jacobian(fn, inputs, checked[k], output_shape, options.eps, versions);
       compare_jacobians(checked[k], output_shape, numerical, analytic[k], options, problems);
     }
     if (options.check_reentrant) {
@@ -364,6 +388,9 @@ GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tenso
   Tensor output = fn(inputs);
   check(output.defined() && output.dtype() == DType::Float64,
         "gradgradcheck: fn must return a defined float64 tensor");
+  check(output.requires_grad(), "gradgradcheck: fn's output (shape ", output.shape(),
+        ") does not require grad: it has no graph back to the inputs, so there are no gradients "
+        "to differentiate again (is an input detached inside fn?)");
   const std::string op = output.grad_fn() ? output.grad_fn()->name() : std::string("(no graph)");
   Generator generator(options.seed);
   Tensor v = randn(output.shape(), DType::Float64, &generator).requires_grad_();

@@ -44,7 +44,8 @@ struct GradcheckResult {
 // Checks the gradients of fn with respect to every input that requires grad.
 //
 // fn maps the inputs to one output tensor of any shape; it must be deterministic (the same
-// inputs give the same output) because it is called 2 * (number of checked elements) + 1 times.
+// inputs give the same output) because it is called 2 * (number of checked elements) + 1 times,
+// and must not modify its inputs in place (an Error names the input it modified).
 // Every floating-point input and the output must be float64 (an ember::Error names the
 // offending input and its dtype otherwise). Integer and bool inputs (indices, masks) are passed
 // through unchecked; at least one input must require grad. No two inputs may share a storage
@@ -70,7 +71,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
 // to v: the numerical Jacobian of the vjp (central differences of first-order backward passes)
 // against the analytic one (backward passes through the graph the create_graph backward
 // recorded). Options and the rules for inputs are gradcheck's; the report names the node that
-// made fn's output, and calls the inputs after fn's inputs "grad_output".
+// made fn's output, and calls the inputs after fn's inputs "grad_output". An output that does
+// not require grad (no graph back to the inputs: no gradients to differentiate) is an Error.
 struct GradgradcheckOptions : GradcheckOptions {
   uint64_t seed = 0;  // of the generator that draws the grad_outputs
 };

@@ -330,11 +330,12 @@ Outcome check(const Exercise& e) {
   const Tensor expected_out = e.reference(inputs);
   const tensor_list expected = autograd::grad({expected_out}, wrt, {e.grad_output});
 
-  // Yours: through your custom Function.
+  // Yours: through your custom Function, given a copy of the upstream gradient (a backward
+  // that writes into the one it gets must not change the one the hints are computed with).
   tensor_list yours;
   try {
     const Tensor out = e.yours(inputs);
-    yours = autograd::grad({out}, wrt, {e.grad_output}, std::nullopt, false,
+    yours = autograd::grad({out}, wrt, {e.grad_output.clone()}, std::nullopt, false,
                            /*allow_unused=*/true);
   } catch (const Error& error) {
     report << "  your backward raised an error:\n    " << error.what() << "\n";
@@ -382,8 +383,16 @@ Outcome check(const Exercise& e) {
   }
   if (!all_right) return {false, report.str()};
 
-  // Right on the chapter's inputs; gradcheck confirms it against central differences.
-  const autograd::GradcheckResult gradcheck = autograd::gradcheck(e.yours, inputs);
+  // Right on the chapter's inputs; gradcheck confirms it against central differences (running
+  // your backward many times over one graph: one that writes into what forward saved fails here).
+  autograd::GradcheckResult gradcheck;
+  try {
+    gradcheck = autograd::gradcheck(e.yours, inputs);
+  } catch (const Error& error) {
+    report << "  gradcheck: your backward raised an error when run again:\n    " << error.what()
+           << "\n";
+    return {false, report.str()};
+  }
   if (!gradcheck.ok) {
     report << "  gradcheck failed:\n    " << gradcheck.report << "\n";
     return {false, report.str()};

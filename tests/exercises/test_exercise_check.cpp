@@ -84,6 +84,26 @@ struct SoftmaxUnwritten : ember::autograd::Function<SoftmaxUnwritten> {
   static tensor_list backward(AutogradContext*, tensor_list) { return {Tensor()}; }
 };
 
+// Right values, written into the saved output in place: the forward's output changes, and a
+// second backward over the same graph finds its saved tensor modified.
+struct SoftmaxIntoSavedOutput : ember::autograd::Function<SoftmaxIntoSavedOutput> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) { return Softmax::forward(ctx, x); }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    Tensor y = ctx->get_saved_variables()[0];
+    const Tensor row_sum = (g[0] * y).sum(-1, true);
+    return {y.mul_(g[0] - row_sum)};
+  }
+};
+
+// Without the row-sum term, computed in the incoming gradient's own storage.
+struct SoftmaxNoRowSumInPlace : ember::autograd::Function<SoftmaxNoRowSumInPlace> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) { return Softmax::forward(ctx, x); }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    Tensor dy = g[0];
+    return {dy.mul_(ctx->get_saved_variables()[0])};
+  }
+};
+
 template <typename Attention>
 Candidates with_attention() {
   Candidates c;
@@ -169,6 +189,20 @@ TEST(ExerciseCheck, AWrongShapeAndAnUnwrittenBackwardAreReported) {
   EXPECT_THAT(o.report, HasSubstr("not written yet: backward returns no gradient (the TODO in "
                                   "examples/exercises/softmax.cpp)"));
   EXPECT_THAT(o.report, Not(HasSubstr("worst element")));
+}
+
+TEST(ExerciseCheck, ABackwardWritingInPlaceIsReportedNotFatal) {
+  Candidates c;
+  c.softmax = [](const std::vector<Tensor>& in) { return SoftmaxIntoSavedOutput::apply(in[0]); };
+  Outcome o = check_named(c, "softmax");
+  EXPECT_FALSE(o.passed);
+  EXPECT_THAT(o.report, HasSubstr("one of the variables needed for gradient computation has been "
+                                  "modified by an inplace operation"));
+  // The mistake is named although the backward wrote into the upstream gradient it was given.
+  c.softmax = [](const std::vector<Tensor>& in) { return SoftmaxNoRowSumInPlace::apply(in[0]); };
+  o = check_named(c, "softmax");
+  EXPECT_FALSE(o.passed);
+  EXPECT_THAT(o.report, HasSubstr("hint: this is y * dy: the row-sum term is missing"));
 }
 
 }  // namespace

@@ -298,6 +298,49 @@ TEST(ModuleHooks, ReplacementsOfTheWrongLengthAreRefused) {
               HasSubstr("a forward pre-hook returned 2 inputs, but forward takes 1"));
 }
 
+// The graph through a hooked module does not own the module: destroyed before backward (on the
+// stack, or its last std::shared_ptr reset), its backward hooks raise instead of running on a dead
+// module.
+TEST(ModuleHooks, BackwardHooksOfADestroyedModuleRaiseInsteadOfRunning) {
+  Tensor x = rand({2, 3}).requires_grad_(true);
+  Tensor y;
+  int calls = 0;
+  {
+    Linear lin(3, 2);  // on the stack
+    lin.register_full_backward_hook(
+        [&](Module&, const TensorList&, const TensorList&) { ++calls; });
+    y = lin(x);
+  }
+  const std::string destroyed =
+      "Linear: the module was destroyed before the backward pass reached its backward hooks; "
+      "keep it alive until backward";
+  EXPECT_EQ(error_of([&] { y.sum().backward(); }), destroyed);
+  auto held = std::make_shared<Linear>(3, 2);
+  held->register_full_backward_pre_hook([&](Module&, const TensorList&) { ++calls; });
+  Tensor z = (*held)(x);
+  held.reset();
+  EXPECT_EQ(error_of([&] { z.sum().backward(); }), destroyed);
+  EXPECT_EQ(calls, 0);
+}
+
+// A module that keeps tensors of its own forward (attention's keep_trace) with a backward hook:
+// the graph they hold does not own the module, which is freed with its last std::shared_ptr.
+TEST(ModuleHooks, AModuleKeepingItsOwnTensorsIsFreed) {
+  manual_seed(5);
+  auto mha = std::make_shared<MultiHeadAttention>(4, 4, 6, 0.0, 2);
+  mha->keep_trace = true;
+  int calls = 0;
+  mha->register_full_backward_hook([&](Module&, const TensorList&, const TensorList&) { ++calls; });
+  Tensor x = rand({1, 5, 4}).requires_grad_(true);
+  (*mha)(x).sum().backward();
+  EXPECT_EQ(calls, 1);
+  ASSERT_TRUE(mha->trace.attn_weights.defined());
+  EXPECT_EQ(mha.use_count(), 1);
+  std::weak_ptr<MultiHeadAttention> watch = mha;
+  mha.reset();
+  EXPECT_TRUE(watch.expired());
+}
+
 class InPlaceImpl : public Module {
  public:
   Tensor forward(const Tensor& a) override {

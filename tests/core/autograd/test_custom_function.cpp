@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -308,6 +309,104 @@ TEST(CustomFunction, MarkDirty) {
   EXPECT_THAT(error_of([&] { AddOneInPlace::apply(leaf); }),
               HasSubstr("a leaf Variable that requires grad is being used in an in-place "
                         "operation."));
+}
+
+// An input returned as it is comes back as a view of it: an in-place write to the view, or to
+// the input while the view is in use, would change values behind the custom backward. PyTorch
+// forbids both ("Output 0 of PassthroughBackward is a view and is being modified inplace").
+struct Passthrough : autograd::Function<Passthrough> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * 2.0}; }
+};
+
+TEST(CustomFunction, AnInputReturnedAsItIsIsAViewNoOneMayModifyInPlace) {
+  Tensor w = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+  Tensor y = Passthrough::apply(w);
+  EXPECT_FALSE(y.is_same(w));
+  EXPECT_THAT(error_of([&] { y.mul_(3.0); }),
+              HasSubstr("mul_: in-place modification of a view of a tensor that requires grad"));
+  test::expect_values(w, {1.0, 2.0});  // the leaf keeps its values
+
+  Tensor a = w * 1.0;
+  Tensor z = Passthrough::apply(a);
+  a.mul_(3.0);  // z's history is now a's old one
+  EXPECT_THAT(error_of([&] { (z * 1.0).sum().backward(); }),
+              HasSubstr("mul: an input of shape [2] is a view taken before an in-place "
+                        "operation that autograd recorded on its base"));
+  EXPECT_FALSE(w.grad().defined());
+
+  (Passthrough::apply(w) * 1.0).sum().backward();  // used as it is: through the custom backward
+  test::expect_values(w.grad(), {2.0, 2.0});
+}
+
+// A tensor saved and then modified in place by forward itself (marked dirty) is saved as forward
+// leaves it, as in libtorch, which saves when forward returns: no version error in backward.
+struct DoubleInPlaceSaving : autograd::Function<DoubleInPlaceSaving> {
+  static Tensor forward(AutogradContext* ctx, Tensor x) {
+    ctx->save_for_backward({x});
+    x.mul_(2.0);
+    ctx->mark_dirty({x});
+    return x;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    seen = ctx->get_saved_variables()[0].to_vector<double>();
+    return {g[0] * 2.0};
+  }
+  static inline std::vector<double> seen;
+};
+// save_for_backward called in backward: libtorch ignores it; here it is an Error.
+struct SavesInBackward : autograd::Function<SavesInBackward> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    ctx->save_for_backward({x});
+    return x * x;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    Tensor x = ctx->get_saved_variables()[0];
+    ctx->save_for_backward({x * 100.0});
+    return {g[0] * 2.0 * x};
+  }
+};
+
+TEST(CustomFunction, TensorsAreSavedWhenForwardReturns) {
+  Tensor w = tensor({1.0, 2.0}, DType::Float64).requires_grad_();
+  Tensor y = DoubleInPlaceSaving::apply(w * 1.0);
+  y.sum().backward();
+  EXPECT_EQ(DoubleInPlaceSaving::seen, (std::vector<double>{2.0, 4.0}));
+  test::expect_values(w.grad(), {2.0, 2.0});
+  // Modified after forward returned: the version error, as before.
+  Tensor y2 = DoubleInPlaceSaving::apply(w * 1.0);
+  y2.add_(1.0);
+  EXPECT_THAT(error_of([&] { y2.sum().backward(); }),
+              HasSubstr("which is output 0 of DoubleInPlaceSavingBackward, is at version "));
+
+  Tensor l = SavesInBackward::apply(w).sum();
+  EXPECT_THAT(error_of([&] { l.backward({}, /*retain_graph=*/true); }),
+              HasSubstr("SavesInBackwardBackward: save_for_backward is called after forward "
+                        "returned"));
+}
+
+// An output kept in saved_data (PyTorch's ctx.y = y) would hold the node that is its own grad_fn:
+// the graph would never be freed. It is refused; save_for_backward keeps it without owning it.
+struct KeepsOutputInSavedData : autograd::Function<KeepsOutputInSavedData> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    Tensor y = x.exp();
+    ctx->saved_data["y"] = y;
+    ctx->saved_data["x"] = x;  // an input: no cycle
+    return y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    return {g[0] * ctx->saved_data.at("y").toTensor()};
+  }
+};
+
+TEST(CustomFunction, AnOutputKeptInSavedDataIsRefused) {
+  Tensor x = tensor({0.5, 1.5}, DType::Float64).requires_grad_();
+  EXPECT_THAT(error_of([&] { KeepsOutputInSavedData::apply(x); }),
+              HasSubstr("KeepsOutputInSavedDataBackward: saved_data[\"y\"] is output 0 of the "
+                        "Function, which would then own its own graph"));
+  // Not recorded: no graph, no cycle.
+  NoGradGuard no_grad;
+  test::expect_values(KeepsOutputInSavedData::apply(x), {std::exp(0.5), std::exp(1.5)});
 }
 
 // The name a struct gives its node, and anomaly mode, the profiler and explore using it.

@@ -982,6 +982,52 @@ TEST(Gradcheck, RejectsInputsThatShareStorage) {
   EXPECT_TRUE(gradcheck([](const Inputs& in) { return in[0] * in[1]; }, halves).ok);
 }
 
+TEST(Gradcheck, GradgradcheckRefusesAnOutputWithoutAGraph) {
+  // No first derivatives to differentiate: PyTorch's gradgradcheck raises; "passed, 0 Jacobian
+  // entries" would say nothing was wrong.
+  Lcg rng(31);
+  Tensor x = plain({3})(rng);
+  try {
+    gradgradcheck([](const Inputs& in) { return in[0].detach() * 2.0; }, {x});
+    FAIL() << "gradgradcheck accepted an output with no graph";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradgradcheck: fn's output (shape [3]) does not require "
+                                         "grad"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(gradgradcheck([](const Inputs& in) { return in[0] * 2.0; }, {x}).ok);
+}
+
+TEST(Gradcheck, RefusesAnFnThatModifiesItsInputsInPlace) {
+  // Each later call would see the modified values: PyTorch's gradcheck reports a Jacobian of
+  // garbage (numerical 1e6 against analytic 0).
+  Lcg rng(37);
+  Tensor x = plain({3})(rng);
+  Tensor c = values(rng, {3}, -1.0, 1.0);  // a constant input, modified
+  try {
+    gradcheck(
+        [](const Inputs& in) {
+          Tensor t = in[1];
+          return in[0] * t.add_(1.0);
+        },
+        {x, c});
+    FAIL() << "gradcheck accepted an fn that modifies its input";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradcheck: fn modified input 1 (shape [3]) in place"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor a = x * 1.0;  // a non-leaf input modified in place
+  EXPECT_THROW(gradcheck(
+                   [](const Inputs& in) {
+                     Tensor t = in[0];
+                     return t.mul_(2.0) * 1.0;
+                   },
+                   {a}),
+               Error);
+}
+
 TEST(Gradcheck, LeavesInputValuesBitForBitUnchanged) {
   Lcg rng(23);
   Inputs inputs = {strided({2, 3})(rng), expanded({3}, {2, 3})(rng)};
