@@ -6,12 +6,15 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -36,6 +39,24 @@ namespace ember::test {
 
 // `name` in GoogleTest's temporary directory.
 inline std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// ---- memory limits (death tests) ----
+
+// Limits this process's address space (RLIMIT_AS) to what it maps now plus `headroom` bytes: for
+// the child process of a death test, whose limit the other tests do not share. False when the
+// mapped size cannot be read or the limit not set.
+inline bool limit_address_space(std::size_t headroom) {
+  long pages = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return false;
+  const bool read = std::fscanf(statm, "%ld", &pages) == 1;
+  std::fclose(statm);
+  if (!read) return false;
+  rlimit limit{};
+  getrlimit(RLIMIT_AS, &limit);
+  limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + headroom;
+  return setrlimit(RLIMIT_AS, &limit) == 0;
+}
 
 // ---- values ----
 

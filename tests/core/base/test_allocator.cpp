@@ -2,13 +2,10 @@
 // (a new tensor is zeros even when its buffer held something), sizes across the cache limit.
 #include <gtest/gtest.h>
 #include <malloc.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -292,14 +289,7 @@ TEST(Allocator, FreeingAtTheAddressSpaceLimit) {
   const auto fill_then_free = [](const Shape& shape) {
     std::vector<Tensor> live;
     live.reserve(std::size_t{1} << 20);  // before the limit
-    long pages = 0;
-    FILE* statm = std::fopen("/proc/self/statm", "r");
-    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(2);
-    std::fclose(statm);
-    rlimit limit{};
-    getrlimit(RLIMIT_AS, &limit);
-    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{64} << 20);
-    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+    if (!test::limit_address_space(std::size_t{64} << 20)) std::_Exit(2);
     try {
       while (live.size() < live.capacity()) live.push_back(empty(shape));
     } catch (const std::exception&) {  // out of memory: the limit is reached
@@ -326,14 +316,7 @@ TEST(Allocator, KeptMemoryIsGivenBackWhenARequestIsRefused) {
     empty_cache();
     { const Tensor kept = full({(int64_t{256} << 20) / 4}, 1.0); }  // freed: kept for reuse
     if (memory_stats().mapped_kept < (std::size_t{256} << 20)) std::_Exit(2);
-    long pages = 0;
-    FILE* statm = std::fopen("/proc/self/statm", "r");
-    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(3);
-    std::fclose(statm);
-    rlimit limit{};
-    getrlimit(RLIMIT_AS, &limit);
-    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{64} << 20);
-    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+    if (!test::limit_address_space(std::size_t{64} << 20)) std::_Exit(3);
     std::vector<Tensor> later;
     later.reserve(static_cast<std::size_t>(count));
     try {

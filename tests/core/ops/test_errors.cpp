@@ -6,8 +6,6 @@
 // PyTorch 1.13's wording, where we follow it, is quoted next to each case.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <functional>
@@ -433,14 +431,7 @@ TEST(ErrorsMemory, AKernelsScratchMemoryIsAnError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto product_at_the_limit = [] {
     const Tensor a = ones({16, int64_t{1} << 20}), b = ones({int64_t{1} << 20, 3});
-    long pages = 0;
-    FILE* statm = std::fopen("/proc/self/statm", "r");
-    if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(2);
-    std::fclose(statm);
-    rlimit limit{};
-    getrlimit(RLIMIT_AS, &limit);
-    limit.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (std::size_t{32} << 20);
-    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+    if (!test::limit_address_space(std::size_t{32} << 20)) std::_Exit(2);
     try {
       matmul(a, b);
     } catch (const Error& e) {
