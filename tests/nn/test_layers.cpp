@@ -198,9 +198,8 @@ TEST(Linear, ABiasOfAnotherDtypeIsAnErrorForEveryInputRank) {
 }
 
 // addmm multiplies int64 as matmul does (and PyTorch's addmm), so linear gives an int64 input's
-// product with a bias whatever its rank or layout: a 2-d or a contiguous 3-d input (addmm) was
-// an Error ("expected ... of one floating point dtype"), a 1-d or a transposed 3-d one (matmul,
-// then + bias) was not.
+// product with a bias whatever its rank or layout: a 2-d or a contiguous 3-d input takes addmm,
+// a 1-d or a transposed 3-d one matmul then + bias, and all give the same values.
 TEST(Linear, Int64InputsWithABiasForEveryRank) {
   const Tensor w = tensor({{1, 2, 3}, {4, 5, 6}}, DType::Int64);
   const Tensor bias = tensor({10, -20}, DType::Int64);

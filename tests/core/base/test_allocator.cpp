@@ -278,9 +278,9 @@ TEST(Allocator, AFailedRequestRaisesNoPeak) {
 
 // A program at its address-space limit (ulimit -v) still frees its tensors. Freeing keeps a
 // buffer in a list (the thread's small buffers, the big buffers' free ranges), and a list that
-// has to grow finds no memory there: the buffer then goes back to the system, where the
-// std::bad_alloc of the list, thrown in a tensor's destructor, used to end the program
-// (std::terminate). Run in a child process (a death test), whose limit the others do not share.
+// has to grow finds no memory there: the buffer then goes back to the system, since a
+// std::bad_alloc thrown in a tensor's destructor would end the program (std::terminate). Run in
+// a child process (a death test), whose limit the others do not share.
 TEST(Allocator, FreeingAtTheAddressSpaceLimit) {
   if (!detail::allocator_caches()) {
     GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";
@@ -305,8 +305,8 @@ TEST(Allocator, FreeingAtTheAddressSpaceLimit) {
 
 // Memory kept for reuse is given back when the system refuses a request for want of it: under an
 // address-space limit (ulimit -v) that 256 MiB of kept buffers would exceed, a 300 MiB tensor
-// and then 1 MiB ones are had, where they were Errors ("not enough memory") with the memory
-// they needed lying unused in the allocator's keeping. In a child process (a death test).
+// and then 1 MiB ones are had, not refused ("not enough memory") while the memory they need lies
+// unused in the allocator's keeping. In a child process (a death test).
 TEST(Allocator, KeptMemoryIsGivenBackWhenARequestIsRefused) {
   if (!detail::allocator_caches()) {
     GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: no limit fits it";

@@ -227,9 +227,10 @@ TEST(FusedAttention, CachedRowsAreTheRowsOfTheWholeSequenceBitForBit) {
 
 // The composite's W V multiplies every row of weights by all of V: a masked weight is 0, and
 // 0 * inf or 0 * nan is nan, so an inf or a nan at V[j, c] makes column c of the rows before j
-// nan. The fused forward's product for a block of 48 query rows stopped at the block's last
-// key: the rows of a block that ends before j came out finite, the others nan, so a row's value
-// depended on the blocks (and a KV cache's rows differed from the whole sequence's).
+// nan. The fused forward's product for a block of 48 query rows stops at the block's last key,
+// so the block takes in the later keys' non-finite terms itself: otherwise the rows of a block
+// that ends before j would be finite and the others nan, a row's value would depend on the
+// blocks, and a KV cache's rows would differ from the whole sequence's.
 TEST(FusedAttention, ANonFiniteValueMakesTheEarlierRowsNanAsInTheComposite) {
   NoGradGuard no_grad;
   for (DType dtype : {DType::Float32, DType::Float64}) {
@@ -265,10 +266,10 @@ TEST(FusedAttention, ANonFiniteValueMakesTheEarlierRowsNanAsInTheComposite) {
 // masked half too, where 0 * inf is nan. An inf in V after row i makes D_i = sum_j dW_ij W_ij
 // nan (dW_ij = dO_i . V_j for a masked j), so dQ_i and the dK_j for j <= i; one in dO, Q or K
 // reaches dV, dK or dQ through the masked zeros of W~ and dS; and a row whose scores hold an inf
-// has nan weights, the masked ones too. The fused backward, which skips the masked half, gave
-// finite gradients where the composite's are nan: the same nans now, the same values elsewhere.
-// The op's backward of formulas (create_graph) let D_i's nan into the masked half of dS, which
-// the composite's masked_fill_ zeroes: nan in dK where the composite's is finite.
+// has nan weights, the masked ones too. The fused backward, which skips the masked half, takes
+// in those terms: the composite's nans, the same values elsewhere. The op's backward of formulas
+// (create_graph) keeps D_i's nan off the masked half of dS, which the composite's masked_fill_
+// zeroes, so dK is finite where the composite's is.
 TEST(FusedAttention, NonFiniteValuesGiveTheCompositesNanGradients) {
   struct Case {
     int which;  // 0: q, 1: k, 2: v, 3: the upstream gradient dO
@@ -314,9 +315,9 @@ TEST(FusedAttention, NonFiniteValuesGiveTheCompositesNanGradients) {
 }
 
 // A KV cache's keys and values expanded to more rows than memory holds (stride 0: one row
-// stored) need scratch of their length: its size overflowed int64 at 2^60 rows and the forward
-// wrote past a small buffer (a segfault), and a failed allocation was a std::bad_alloc. Both are
-// the Error a tensor's storage gives (the composite's scores fail to allocate alike).
+// stored) need scratch of their length, whose size passes int64 at 2^60 rows. A size past memory
+// and a failed allocation are both an Error naming causal_attention and its inputs' shapes, never
+// a write past a small buffer.
 TEST(FusedAttention, AKvCacheLongerThanMemoryHoldsIsAnError) {
   NoGradGuard no_grad;
   const Tensor q = ones({1, 1, 1, 4});
@@ -340,7 +341,7 @@ TEST(FusedAttention, AKvCacheLongerThanMemoryHoldsIsAnError) {
 }
 
 // An empty q (head_dim 0) whose other sizes multiply past int64: whether dropout draws a noise
-// was decided on that product (UB; the asan build's UBSan stops there). The noise, as the
+// must not be decided on that product (UB; the asan build's UBSan stops there). The noise, as the
 // composite's weights, has more elements than int64 counts: the storage's Error.
 TEST(FusedAttention, DropoutOnSizesPastInt64IsAnError) {
   const Tensor q = zeros({1, 1, 1, 1}).expand({int64_t{1} << 33, (int64_t{1} << 31) + 1, 1, 0});

@@ -448,9 +448,9 @@ TEST(ErrorsMemory, AKernelsScratchMemoryIsAnError) {
 }
 
 // The keys of a KV cache may be an expanded view with more rows than any memory holds: the fused
-// attention's score tiles and packed panels for them counted past int64 and wrapped around to
-// small buffers, which its kernel then overran (a segfault). An Error now, for one new row (K and
-// V read in place) and for a block of them (K and V packed).
+// attention's score tiles and packed panels for them count past int64, and their sizes must not
+// wrap around to small buffers the kernel would overrun. It is an Error naming the op and the
+// shapes, for one new row (K and V read in place) and for a block of them (K and V packed).
 TEST(ErrorsMemory, AttentionOverKeysTooManyForMemory) {
   for (const int64_t keys : {int64_t{1} << 58, int64_t{1} << 61}) {
     for (const int64_t rows : {int64_t{1}, int64_t{16}}) {
