@@ -94,7 +94,8 @@ struct CodePoint {
   std::size_t offset;  // of its first byte
 };
 
-std::vector<CodePoint> decode_strict(std::string_view text) {
+// `text`'s code points; `base` is the offset of text[0] in the caller's text, which an error names.
+std::vector<CodePoint> decode_strict(std::string_view text, std::size_t base = 0) {
   std::vector<CodePoint> out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -106,8 +107,8 @@ std::vector<CodePoint> decode_strict(std::string_view text) {
       for (std::size_t k = i; k < i + bad; ++k)
         bytes << (k > i ? " " : "") << "0x" << std::hex
               << static_cast<int>(static_cast<unsigned char>(text[k]));
-      fail("GPT2Tokenizer::encode: the text is not valid UTF-8: byte offset ", i, " (", bytes.str(),
-           ") does not start a well-formed sequence");
+      fail("GPT2Tokenizer::encode: the text is not valid UTF-8: byte offset ", base + i, " (",
+           bytes.str(), ") does not start a well-formed sequence");
     }
     out.push_back({cp, i});
     i += n;
@@ -154,8 +155,12 @@ std::string utf8_replace_invalid(std::string_view bytes) {
   return out;
 }
 
-std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
-  const std::vector<CodePoint> cps = decode_strict(text);
+namespace {
+
+// The pieces of `text`, which starts at byte `base` of the text encode was given (an invalid
+// UTF-8 error names the offset in that text).
+std::vector<std::string_view> pretokenize(std::string_view text, std::size_t base) {
+  const std::vector<CodePoint> cps = decode_strict(text, base);
   const std::size_t n = cps.size();
   auto offset = [&](std::size_t k) { return k < n ? cps[k].offset : text.size(); };
   std::vector<std::string_view> pieces;
@@ -204,6 +209,12 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
     take(end == n || end - i == 1 ? end : end - 1);
   }
   return pieces;
+}
+
+}  // namespace
+
+std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
+  return pretokenize(text, 0);
 }
 
 GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
@@ -410,7 +421,7 @@ std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text, bool allow_end
             " and it is not allowed (pass allow_endoftext = true to encode it as id ", kEndOfText,
             ")");
     }
-    for (std::string_view piece : gpt2_pretokenize(part)) encode_piece(piece, ids);
+    for (std::string_view piece : pretokenize(part, start)) encode_piece(piece, ids);
     if (special == std::string_view::npos) break;
     ids.push_back(kEndOfText);
     start = special + kEndOfTextStr.size();

@@ -222,6 +222,19 @@ TEST(GPT2Tokenizer, BadInputIsAnError) {
           << e.what();
     }
   }
+  // The offset is the bad byte's in the whole text, also after an allowed special token.
+  for (const auto& [bad, offset] :
+       {std::pair<std::string, int>{"<|endoftext|>ab\xFF", 15},
+        std::pair<std::string, int>{"x<|endoftext|>y<|endoftext|>\xC0\xAF", 28}}) {
+    try {
+      tok.encode(bad, /*allow_endoftext=*/true);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("byte offset " + std::to_string(offset) + " ("),
+                std::string::npos)
+          << e.what();
+    }
+  }
   // The special token where it is not allowed (tiktoken's default).
   try {
     tok.encode("a <|endoftext|>");
