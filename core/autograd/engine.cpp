@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/autograd/anomaly.h"
+#include "core/autograd/explore.h"  // page::dot_quote
 #include "core/autograd/log.h"
 #include "core/graph/function.h"
 #include "core/graph/profiler.h"
@@ -417,13 +418,14 @@ std::string to_dot(const Tensor& t) {
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
+      // A custom Function names its node: the name is quoted for DOT (autograd::page::dot_quote).
       std::string label = n->name();
       if (auto* acc = n->as_accumulate_grad()) {
-        label += "\\nleaf " + shape_str(acc->output_shape);
+        label += "\nleaf " + shape_str(acc->output_shape);
       } else {
-        label += "\\nout " + shape_str(n->output_shape);
+        label += "\nout " + shape_str(n->output_shape);
       }
-      dot << "  n" << ids[n] << " [label=\"" << label << "\"];\n";
+      dot << "  n" << ids[n] << " [label=" << page::dot_quote(label) << "];\n";
       for (std::size_t i = 0; i < n->next_functions.size(); ++i) {
         Node* next = n->next_functions[i].get();
         if (!next) continue;

@@ -126,24 +126,17 @@ class Recorder : public BackwardObserver {
   int64_t full_up_to_;
 };
 
-// A DOT string: valid UTF-8 (page::valid_utf8), quotes and backslashes escaped, and '&' written
-// as "&amp;": Graphviz reads entities in labels, so a name holding "&amp;" would otherwise show as
-// "&" in the graph but as "&amp;" in the side panel (which shows names as text).
-std::string dot_quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : page::valid_utf8(s)) {
-    if (c == '&') {
-      out += "&amp;";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
+// A name as the picture shows it: at most kPictureChars characters, then "..." (U+2026). Graphviz
+// lays out no node wider than 65535 points; the side panel shows the whole name.
+std::string picture_name(const std::string& name) {
+  constexpr std::size_t kPictureChars = 200;
+  const std::string text = page::valid_utf8(name);
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool starts_character = (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    if (starts_character && chars++ == kPictureChars) return text.substr(0, i) + "\xE2\x80\xA6";
   }
-  return out + "\"";
+  return text;
 }
 
 std::string shape_text(const Shape& s) { return shape_str(s); }
@@ -281,13 +274,13 @@ json build(const Tensor& output, const ExploreOptions& options, std::string* dot
     j["inputs"] = std::move(inputs);
     nodes.push_back(std::move(j));
 
-    std::string text = label.empty() ? node->name() : label;
-    if (!label.empty() && !acc) text = node->name() + "\n" + label;
+    std::string text = picture_name(label.empty() ? node->name() : label);
+    if (!label.empty() && !acc) text = picture_name(node->name()) + "\n" + picture_name(label);
     if (acc) {
       text += '\n';
       text += shape_text(node->output_shape);
     }
-    dot << "  n" << k << " [id=\"n" << k << "\", label=" << dot_quote(text);
+    dot << "  n" << k << " [id=\"n" << k << "\", label=" << page::dot_quote(text);
     if (acc) dot << ", fillcolor=\"#fdf3dc\", color=\"#b08a3c\"";
     if (k == 0) dot << ", penwidth=2";
     dot << "];\n";
@@ -300,7 +293,8 @@ json build(const Tensor& output, const ExploreOptions& options, std::string* dot
       if (!next) continue;
       dot << "  n" << graph.id.at(next) << " -> n" << k << " [id=\"e" << k << "_" << i
           << "\", label="
-          << dot_quote(std::string(1, ' ').append(shape_text(node->input_shapes[i]))) << "];\n";
+          << page::dot_quote(std::string(1, ' ').append(shape_text(node->input_shapes[i])))
+          << "];\n";
     }
   }
   dot << "}\n";
@@ -456,6 +450,34 @@ std::string escape_html(const std::string& raw) {
   return out;
 }
 
+std::string dot_quote(const std::string& text) {
+  // Graphviz reads at most 16384 bytes in one quoted string: longer text goes in pieces of about
+  // kPiece bytes, each cut before a character's first byte, joined by DOT's '+'.
+  constexpr std::size_t kPiece = 4096;
+  std::string out = "\"";
+  std::size_t piece = 0;  // bytes in the current piece
+  for (char c : page::valid_utf8(text)) {
+    const bool starts_character = (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    if (starts_character && piece >= kPiece) {
+      out += "\" + \"";
+      piece = 0;
+    }
+    const std::size_t before = out.size();
+    if (c == '\0') {
+      out += "\xEF\xBF\xBD";  // U+FFFD: Graphviz ends a string at a NUL byte
+    } else if (c == '&') {
+      out += "&amp;";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    piece += out.size() - before;
+  }
+  return out + "\"";
+}
+
 std::string fill(const std::string& html, const std::string& title, const std::string& page_js,
                  const std::string& data_json) {
   return assemble(html, {{"TITLE", escape_html(title)},
@@ -477,9 +499,15 @@ std::string explore_data(const Tensor& output, const ExploreOptions& options) {
 
 void explore(const Tensor& output, const std::string& path, const ExploreOptions& options) {
   {
-    // A path that cannot be written fails before any work.
-    std::ofstream probe(path, std::ios::binary | std::ios::app);
-    check(probe.good(), "explore: cannot write '", path, "' (", std::strerror(errno), ")");
+    // A path that cannot be written fails before any work. The probe leaves no file behind: a
+    // later failure (no graph, no `dot`) leaves the path as it found it.
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(path, ec);
+    {
+      std::ofstream probe(path, std::ios::binary | std::ios::app);
+      check(probe.good(), "explore: cannot write '", path, "' (", std::strerror(errno), ")");
+    }
+    if (!existed) std::filesystem::remove(path, ec);
   }
   std::string dot;
   json data = build(output, options, &dot);

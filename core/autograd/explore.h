@@ -80,6 +80,12 @@ std::string assemble(const std::string& html, const std::map<std::string, std::s
 std::string valid_utf8(const std::string& text);
 // Text made valid UTF-8 (valid_utf8) and escaped for HTML (& < > " ').
 std::string escape_html(const std::string& text);
+// `text` as a DOT double-quoted string (what explore and to_dot write for Graphviz): valid UTF-8
+// (valid_utf8), a NUL byte as U+FFFD, quotes and backslashes escaped, a newline as \n, and '&'
+// as "&amp;" (Graphviz reads entities in labels, so a name holding "&amp;" shows as those five
+// characters, as the page's side panel shows it). Text longer than Graphviz's 16384 bytes per
+// quoted string is written as several quoted strings joined by '+'.
+std::string dot_quote(const std::string& text);
 // A page made like explore's: `html`'s {{TITLE}} (escaped here), {{CSS}} (page.css), {{JS}}
 // (common.js, then `page_js`) and {{DATA}} (`data_json`, through script_json) filled in.
 std::string fill(const std::string& html, const std::string& title, const std::string& page_js,

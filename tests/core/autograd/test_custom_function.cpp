@@ -452,6 +452,21 @@ TEST(CustomFunction, TheNodeHasTheUsersNameEverywhere) {
   EXPECT_THAT(names, ::testing::Contains("MyAttentionBackward"));
 }
 
+// A node name with DOT's special characters: to_dot quotes it (a quote and a backslash escaped,
+// a newline as \n, '&' as an entity), so its text stays one DOT string.
+struct Quoted : autograd::Function<Quoted> {
+  static std::string name() { return "My\"Fn\\\nA&B"; }
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * 2.0}; }
+};
+
+TEST(CustomFunction, ToDotQuotesTheUsersName) {
+  Tensor x = tensor({1.0}).requires_grad_();
+  const std::string dot = autograd::to_dot(Quoted::apply(x).sum());
+  EXPECT_THAT(dot, HasSubstr("[label=\"My\\\"Fn\\\\\\nA&amp;B\\nout [1]\"]"));
+  EXPECT_THAT(dot, ::testing::Not(HasSubstr("My\"Fn")));
+}
+
 // A backward that throws.
 struct Throws : autograd::Function<Throws> {
   static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }

@@ -172,7 +172,39 @@ TEST(Explore, BadInputsAreErrors) {
   o.dot_program = "ember-no-such-dot";
   test::expect_error([&] { autograd::explore(t.loss, temp_page("nodot"), o); },
                      "Graphviz's 'ember-no-such-dot' program was not found on PATH");
+  // A failed explore leaves no file where the page was to go.
+  EXPECT_FALSE(std::filesystem::exists(temp_page("nodot")));
+  test::expect_error([] { autograd::explore(ones({2}), temp_page("nograph")); },
+                     "has no autograd graph");
+  EXPECT_FALSE(std::filesystem::exists(temp_page("nograph")));
   std::filesystem::remove(temp_page("nodot"));
+}
+
+// Names Graphviz cannot lay out as written make the page too: a NUL byte (it ends a DOT string)
+// shows as U+FFFD, and a long name shows its first 200 characters and "..." in the graph (Graphviz
+// takes no node wider than 65535 points) while the data keeps it whole. dot_quote writes text
+// longer than Graphviz's 16384 bytes per quoted string in pieces joined by '+'.
+TEST(Explore, NamesWithNulOrLongNamesMakeThePage) {
+  Tensor p = tensor({1.0, -2.0}).requires_grad_();
+  Tensor q = tensor({3.0, 4.0}).requires_grad_();
+  Tensor loss = (p * q).sum();
+  autograd::ExploreOptions o;
+  o.name(std::string("nul\0byte", 8), p);
+  const std::string long_name = std::string(199, 'x') + "\xC3\xA9" + std::string(40000, 'y');
+  o.name(long_name, q);
+  const std::string path = temp_page("nul");
+  autograd::explore(loss, path, o);
+  const std::string page = read(path);
+  EXPECT_NE(page.find("nul\xEF\xBF\xBD"
+                      "byte"),
+            std::string::npos);  // in the SVG
+  EXPECT_NE(page.find(std::string(199, 'x') + "\xC3\xA9\xE2\x80\xA6\\u003c"), std::string::npos);
+  EXPECT_NE(page.find("\"label\":\"" + long_name + "\""), std::string::npos);
+  EXPECT_EQ(autograd::page::dot_quote("a\"b\\c\nd&e"), "\"a\\\"b\\\\c\\nd&amp;e\"");
+  const std::string quoted = autograd::page::dot_quote(long_name);
+  EXPECT_NE(quoted.find("\" + \""), std::string::npos);
+  EXPECT_EQ(quoted.find("\xC3\" + \"\xA9"), std::string::npos);  // never inside a character
+  std::filesystem::remove(path);
 }
 
 TEST(Explore, NamesAreEscaped) {
