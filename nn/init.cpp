@@ -10,22 +10,31 @@
 namespace ember::nn::init {
 
 Tensor& uniform_(Tensor& tensor, double a, double b, Generator* gen) {
+  ember::detail::check_defined(tensor, "nn::init::uniform_");
   NoGradGuard no_grad;
   return ember::uniform_(tensor, a, b, gen);
 }
 
 Tensor& normal_(Tensor& tensor, double mean, double std, Generator* gen) {
+  ember::detail::check_defined(tensor, "nn::init::normal_");
   NoGradGuard no_grad;
   return ember::normal_(tensor, mean, std, gen);
 }
 
 Tensor& constant_(Tensor& tensor, double value) {
+  ember::detail::check_defined(tensor, "nn::init::constant_");
   NoGradGuard no_grad;
   return tensor.fill_(value);
 }
 
-Tensor& zeros_(Tensor& tensor) { return constant_(tensor, 0.0); }
-Tensor& ones_(Tensor& tensor) { return constant_(tensor, 1.0); }
+Tensor& zeros_(Tensor& tensor) {
+  ember::detail::check_defined(tensor, "nn::init::zeros_");
+  return constant_(tensor, 0.0);
+}
+Tensor& ones_(Tensor& tensor) {
+  ember::detail::check_defined(tensor, "nn::init::ones_");
+  return constant_(tensor, 1.0);
+}
 
 double calculate_gain(const std::string& nonlinearity, std::optional<double> param) {
   const bool linear = nonlinearity == "linear" || nonlinearity == "conv1d" ||
@@ -44,6 +53,7 @@ double calculate_gain(const std::string& nonlinearity, std::optional<double> par
 }
 
 Fans calculate_fan_in_and_fan_out(const Tensor& tensor) {
+  ember::detail::check_defined(tensor, "nn::init::calculate_fan_in_and_fan_out");
   check(tensor.dim() >= 2,
         "calculate_fan_in_and_fan_out: fan in and fan out can not be computed for tensor with "
         "fewer than 2 dimensions (got shape ",
@@ -70,6 +80,7 @@ int64_t correct_fan(const Tensor& tensor, const std::string& mode) {
 
 Tensor& kaiming_uniform_(Tensor& tensor, double a, const std::string& mode,
                          const std::string& nonlinearity, Generator* gen) {
+  ember::detail::check_defined(tensor, "nn::init::kaiming_uniform_");
   if (tensor.numel() == 0) return tensor;  // PyTorch warns "a no-op" and returns
   const auto fan = static_cast<double>(correct_fan(tensor, mode));
   const double gain = calculate_gain(nonlinearity, a);
@@ -80,6 +91,7 @@ Tensor& kaiming_uniform_(Tensor& tensor, double a, const std::string& mode,
 
 Tensor& kaiming_normal_(Tensor& tensor, double a, const std::string& mode,
                         const std::string& nonlinearity, Generator* gen) {
+  ember::detail::check_defined(tensor, "nn::init::kaiming_normal_");
   if (tensor.numel() == 0) return tensor;
   const auto fan = static_cast<double>(correct_fan(tensor, mode));
   const double gain = calculate_gain(nonlinearity, a);
@@ -88,6 +100,7 @@ Tensor& kaiming_normal_(Tensor& tensor, double a, const std::string& mode,
 }
 
 Tensor& xavier_uniform_(Tensor& tensor, double gain, Generator* gen) {
+  ember::detail::check_defined(tensor, "nn::init::xavier_uniform_");
   const Fans fans = calculate_fan_in_and_fan_out(tensor);
   const double std = gain * std::sqrt(2.0 / static_cast<double>(fans.fan_in + fans.fan_out));
   const double a = std::sqrt(3.0) * std;  // the uniform bounds from the standard deviation
@@ -95,6 +108,7 @@ Tensor& xavier_uniform_(Tensor& tensor, double gain, Generator* gen) {
 }
 
 Tensor& xavier_normal_(Tensor& tensor, double gain, Generator* gen) {
+  ember::detail::check_defined(tensor, "nn::init::xavier_normal_");
   const Fans fans = calculate_fan_in_and_fan_out(tensor);
   const double std = gain * std::sqrt(2.0 / static_cast<double>(fans.fan_in + fans.fan_out));
   return init::normal_(tensor, 0.0, std, gen);

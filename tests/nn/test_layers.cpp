@@ -460,6 +460,27 @@ TEST(Init, KaimingOnAnEmptyTensorDrawsNothing) {
   EXPECT_TRUE(equal(next, rand({3})));
 }
 
+// An undefined tensor is an error naming the init function it was given to.
+TEST(Init, AnUndefinedTensorIsAnErrorNamingTheFunction) {
+  const std::vector<std::pair<std::string, std::function<void(Tensor&)>>> fns = {
+      {"uniform_", [](Tensor& t) { init::uniform_(t); }},
+      {"normal_", [](Tensor& t) { init::normal_(t); }},
+      {"constant_", [](Tensor& t) { init::constant_(t, 1.0); }},
+      {"zeros_", [](Tensor& t) { init::zeros_(t); }},
+      {"ones_", [](Tensor& t) { init::ones_(t); }},
+      {"calculate_fan_in_and_fan_out", [](Tensor& t) { init::calculate_fan_in_and_fan_out(t); }},
+      {"kaiming_uniform_", [](Tensor& t) { init::kaiming_uniform_(t); }},
+      {"kaiming_normal_", [](Tensor& t) { init::kaiming_normal_(t); }},
+      {"xavier_uniform_", [](Tensor& t) { init::xavier_uniform_(t); }},
+      {"xavier_normal_", [](Tensor& t) { init::xavier_normal_(t); }},
+  };
+  for (const auto& [name, fn] : fns) {
+    Tensor undefined;
+    test::expect_error([&] { fn(undefined); },
+                       "nn::init::" + name + ": expected a defined tensor, got an undefined one");
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dropout
 
