@@ -1,7 +1,7 @@
 # Run at install time (cmake --install): copies Ember's headers to
 # <prefix>/<EMBER_HEADER_DESTINATION>/{core,nn,optim}/... and ember.h, rewriting the includes of
 # Ember's own headers from "core/x.h" to "ember/core/x.h", so that nothing but ember/ sits at
-# the top of the installed include directory.
+# the top of the installed include directory (also "core/base/fma-inl.h": a name may hold '-').
 set(destination "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${EMBER_HEADER_DESTINATION}")
 file(GLOB_RECURSE headers RELATIVE ${EMBER_SOURCE_DIR} ${EMBER_SOURCE_DIR}/core/*.h
      ${EMBER_SOURCE_DIR}/nn/*.h ${EMBER_SOURCE_DIR}/optim/*.h)
@@ -13,7 +13,7 @@ foreach(header ${headers})
   if(header STREQUAL "scripts/cmake/ember.h")
     set(header ember.h)
   endif()
-  string(REGEX REPLACE "\"((core|nn|optim)/[A-Za-z0-9_/]+\\.h)\"" "\"ember/\\1\"" text "${text}")
+  string(REGEX REPLACE "\"((core|nn|optim)/[A-Za-z0-9_/-]+\\.h)\"" "\"ember/\\1\"" text "${text}")
   set(target ${destination}/${header})
   message(STATUS "Installing: ${target}")
   file(WRITE ${target} "${text}")
