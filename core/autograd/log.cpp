@@ -2,17 +2,41 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 namespace ember::logging {
+
+std::optional<spdlog::level::level_enum> parse_level(std::string_view value) {
+  std::string name;
+  for (char c : value) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "warn" || name == "warning") return spdlog::level::warn;
+  if (name == "err" || name == "error") return spdlog::level::err;
+  for (int level = spdlog::level::trace; level <= spdlog::level::off; ++level) {
+    const auto l = static_cast<spdlog::level::level_enum>(level);
+    const auto text = spdlog::level::to_string_view(l);
+    if (name == std::string_view(text.data(), text.size())) return l;
+  }
+  return std::nullopt;
+}
 
 void init_from_env() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* level = std::getenv("EMBER_LOG");
-    spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::warn);
+    const char* value = std::getenv("EMBER_LOG");
+    if (value == nullptr || *value == '\0') return;  // the program's level stays
+    if (const auto level = parse_level(value)) {
+      spdlog::set_level(*level);
+    } else {
+      spdlog::warn(
+          "EMBER_LOG={}: not a logging level (expected trace, debug, info, warn, error, critical "
+          "or off); the level stays {}",
+          value, spdlog::level::to_string_view(spdlog::get_level()));
+    }
   });
 }
 

@@ -1,15 +1,26 @@
 // Logging through spdlog, off unless asked for: EMBER_LOG=debug (or trace, info, warn...).
 #pragma once
 
+#include <spdlog/common.h>
+
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor/tensor.h"
 
 namespace ember::logging {
 
-// Reads EMBER_LOG once and sets spdlog's level (default: warn).
+// Reads EMBER_LOG once (at the first backward) and, when it is set, sets spdlog's level to it.
+// Unset, spdlog's level stays what the program made it (spdlog's default is info; Ember logs
+// its trace at debug, and warnings). A value that is no level leaves the level as it is, with a
+// warning that says so.
 void init_from_env();
+
+// EMBER_LOG's value as spdlog's level, in any case: trace, debug, info, warn or warning, err or
+// error, critical, off; nullopt for anything else (spdlog's own from_str gives off for it).
+std::optional<spdlog::level::level_enum> parse_level(std::string_view value);
 
 // Whether debug messages are logged (EMBER_LOG=debug or trace): the engine asks once per
 // backward, not once per node.

@@ -12,8 +12,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -872,6 +874,48 @@ TEST(AutogradDot, ContainsNodeNamesAndShapes) {
   std::string lone = autograd::to_dot(tensor({1.0}));
   EXPECT_THAT(lone, HasSubstr("output [1]"));
   EXPECT_THAT(lone, ::testing::Not(HasSubstr("n0")));
+}
+
+// EMBER_LOG in any case, with spdlog's names and their long forms; anything else is no level
+// (spdlog's own from_str reads it as off, which would silence every warning).
+TEST(AutogradTrace, EmberLogLevelsAreParsedInAnyCase) {
+  EXPECT_EQ(logging::parse_level("debug"), spdlog::level::debug);
+  EXPECT_EQ(logging::parse_level("DEBUG"), spdlog::level::debug);
+  EXPECT_EQ(logging::parse_level("Trace"), spdlog::level::trace);
+  EXPECT_EQ(logging::parse_level("warning"), spdlog::level::warn);
+  EXPECT_EQ(logging::parse_level("warn"), spdlog::level::warn);
+  EXPECT_EQ(logging::parse_level("error"), spdlog::level::err);
+  EXPECT_EQ(logging::parse_level("err"), spdlog::level::err);
+  EXPECT_EQ(logging::parse_level("critical"), spdlog::level::critical);
+  EXPECT_EQ(logging::parse_level("off"), spdlog::level::off);
+  EXPECT_EQ(logging::parse_level("verbose"), std::nullopt);
+  EXPECT_EQ(logging::parse_level(""), std::nullopt);
+}
+
+// The first backward reads EMBER_LOG: set, it gives spdlog's level; unset or not a level, the
+// level the program chose stays. In a child process each (a death test re-runs the program), as
+// EMBER_LOG is read once per process.
+TEST(AutogradTrace, EmberLogLeavesTheProgramsLevelUnlessItIsSet) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto level_after_backward = [](const char* ember_log, spdlog::level::level_enum program) {
+    if (ember_log == nullptr) {
+      unsetenv("EMBER_LOG");
+    } else {
+      setenv("EMBER_LOG", ember_log, 1);
+    }
+    spdlog::set_level(program);
+    Tensor x = tensor({1.0, 2.0}).requires_grad_();
+    (x * x).sum().backward();
+    std::_Exit(static_cast<int>(spdlog::get_level()));
+  };
+  EXPECT_EXIT(level_after_backward(nullptr, spdlog::level::info),
+              ::testing::ExitedWithCode(spdlog::level::info), "");
+  EXPECT_EXIT(level_after_backward(nullptr, spdlog::level::err),
+              ::testing::ExitedWithCode(spdlog::level::err), "");
+  EXPECT_EXIT(level_after_backward("TRACE", spdlog::level::info),
+              ::testing::ExitedWithCode(spdlog::level::trace), "");
+  EXPECT_EXIT(level_after_backward("loud", spdlog::level::info),
+              ::testing::ExitedWithCode(spdlog::level::info), "");
 }
 
 TEST(AutogradTrace, DebugLevelLogsEveryBackwardStep) {
