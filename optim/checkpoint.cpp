@@ -66,7 +66,17 @@ void save_checkpoint(const std::string& path, const NamedTensorList& model_state
   json groups = json::array();
   for (const auto& g : state.param_groups) {
     json options = json::object();
-    for (const auto& [key, v] : g.options) options[key] = number(v);
+    for (const auto& [key, v] : g.options) {
+      // A group's extra entries are named by the user: a name that is not UTF-8 is an Error
+      // here, not the JSON writer's own exception.
+      try {
+        (void)json(key).dump();
+      } catch (const json::exception&) {
+        fail("save_checkpoint: the option name '", detail::printable(key), "' of param group ",
+             groups.size(), " is not valid UTF-8");
+      }
+      options[key] = number(v);
+    }
     groups.push_back({{"options", options}, {"params", g.params}});
   }
   std::map<std::string, std::string> meta = metadata;

@@ -351,7 +351,9 @@ void Profile::export_chrome_trace(const std::string& path) const {
   std::ofstream file(path);
   check(file.good(), "export_chrome_trace: cannot open '", path, "' for writing (",
         std::strerror(errno), ")");
-  file << trace.dump() << "\n";
+  // Names, module paths and labels are the user's text: bytes that are not UTF-8 are written as
+  // U+FFFD (the JSON writer would throw its own exception on them).
+  file << trace.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   file.close();
   check(!file.fail(), "export_chrome_trace: writing '", path, "' failed (", std::strerror(errno),
         ")");

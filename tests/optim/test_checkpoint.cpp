@@ -3,10 +3,12 @@
 // mismatched states (a step that is not a whole number, a bad scheduler state: refused without
 // changing anything) and a full disk.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -269,6 +271,29 @@ TEST(Checkpoint, KeysAndValuesWithANulAreShownEscaped) {
   file.metadata["ember.optimizer"] = std::string("SGD\0x", 5);
   expect_error([&] { load_checkpoint(std::move(file), model_state, opt); },
                "holds the state of a SGD\\u0000x optimizer, not of SGD");
+}
+
+// A param group's extra entry named by text that is not UTF-8 is an Error naming it and its
+// group, and no file is written; a name with a quote is kept as it is.
+TEST(Checkpoint, AnOptionNameThatIsNotUtf8IsAnError) {
+  Tensor p = ones({2}).requires_grad_(), q = ones({3}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1));
+  ParamGroup group({q});
+  group.extra["x\xC3"] = 2.0;
+  opt.add_param_group(group);
+  const std::string path = temp_path("option_not_utf8.safetensors");
+  std::filesystem::remove(path);
+  expect_error([&] { save_checkpoint(path, {}, opt, nullptr, 0); },
+               "save_checkpoint: the option name 'x\xC3' of param group 1 is not valid UTF-8");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  SGD quoted({p}, SGDOptions(0.1));
+  quoted.param_groups()[0].extra["k\"q"] = 1.0;
+  save_checkpoint(path, {}, quoted, nullptr, 0);
+  SGD loaded({p}, SGDOptions(0.1));
+  NamedTensorList model_state;
+  load_checkpoint(path, model_state, loaded);
+  EXPECT_EQ(loaded.param_groups()[0].extra.at("k\"q"), 1.0);
+  std::filesystem::remove(path);
 }
 
 TEST(Checkpoint, ARefusedCheckpointChangesNothing) {

@@ -160,6 +160,27 @@ TEST(Profiler, ChromeTraceIsJsonWithTheEvents) {
   EXPECT_GE(names.count("ember::mul"), 1u);
 }
 
+// A label that is not UTF-8 (the user's text) is written with U+FFFD in its place: the trace is
+// JSON that parses, not the JSON writer's exception.
+TEST(Profiler, ChromeTraceOfALabelThatIsNotUtf8) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / "ember_profiler_test_trace_utf8.json";
+  {
+    profiler::Profile prof;
+    {
+      profiler::RecordFunction label(std::string("bad\xFF\"q\"\0x", 9));
+      (ones({2}) * 2.0).sum();
+    }
+    prof.export_chrome_trace(path.string());
+  }
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  std::multiset<std::string> names;
+  for (const auto& e : trace["traceEvents"]) names.insert(e["name"].get<std::string>());
+  EXPECT_EQ(names.count(std::string("bad\xEF\xBF\xBD\"q\"\0x", 11)), 1u);
+}
+
 TEST(Profiler, Errors) {
   profiler::Profile prof;
   test::expect_error([] { profiler::Profile nested; }, "nested in itself");
