@@ -204,7 +204,9 @@ std::string run_dot(const std::string& dot_text, const std::string& program) {
   return svg.substr(start);
 }
 
-json build(const Tensor& output, const ExploreOptions& options, std::string* dot_out) {
+// `for_layout`: the graph is for Graphviz (explore), which takes at most options.max_nodes.
+json build(const Tensor& output, const ExploreOptions& options, std::string* dot_out,
+           bool for_layout) {
   check(output.defined(), "explore: expected a defined tensor, got an undefined one");
   const std::shared_ptr<Node> root = gradient_edge(output);
   check(root != nullptr, "explore: the tensor (shape ", output.shape(),
@@ -216,6 +218,13 @@ json build(const Tensor& output, const ExploreOptions& options, std::string* dot
     if (t.defined()) names.emplace(t.impl(), name);
   }
   const Graph graph = collect_graph(root);
+  check(!for_layout || options.max_nodes < 0 ||
+            static_cast<int64_t>(graph.nodes.size()) <= options.max_nodes,
+        "explore: the graph has ", graph.nodes.size(),
+        " nodes, more than ExploreOptions::max_nodes = ", options.max_nodes,
+        ": Graphviz's layout time grows with the square of the nodes (seconds for 10,000, many "
+        "minutes for 100,000). Raise max_nodes (-1: no limit) to wait for it, or take the data "
+        "alone with explore_data");
 
   json nodes = json::array();
   bool freed = false;
@@ -493,7 +502,7 @@ const char* common_js() { return explorer_assets::common_js; }
 
 std::string explore_data(const Tensor& output, const ExploreOptions& options) {
   std::string dot;
-  json data = build(output, options, &dot);
+  json data = build(output, options, &dot, /*for_layout=*/false);
   return data.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -510,7 +519,7 @@ void explore(const Tensor& output, const std::string& path, const ExploreOptions
     if (!existed) std::filesystem::remove(path, ec);
   }
   std::string dot;
-  json data = build(output, options, &dot);
+  json data = build(output, options, &dot, /*for_layout=*/true);
   data["svg"] = run_dot(dot, options.dot_program);
   const std::string page =
       page::fill(explorer_assets::graph_html, options.title, explorer_assets::graph_js,

@@ -39,6 +39,9 @@ struct ExploreOptions {
   // Tensors with more elements are summarised (shape, min/max/mean, a histogram, the first
   // values) instead of written in full.
   int64_t full_values_up_to = 4096;
+  // explore refuses (an ember::Error) a graph of more nodes: Graphviz's layout takes seconds
+  // for 10,000 nodes and grows with their square. -1: no limit. explore_data has none.
+  int64_t max_nodes = 10000;
   // The Graphviz layout program, looked up on PATH unless it contains a '/'.
   std::string dot_program = "dot";
 
@@ -56,7 +59,8 @@ struct ExploreOptions {
 };
 
 // Writes the page for the graph behind `output` to `path`. Errors (ember::Error): an undefined
-// tensor, a tensor with no graph (requires_grad false), a path that cannot be written, no `dot`.
+// tensor, a tensor with no graph (requires_grad false), a graph of more than options.max_nodes
+// nodes, a path that cannot be written, no `dot`.
 void explore(const Tensor& output, const std::string& path, const ExploreOptions& options = {});
 
 // The data the page is made from, as JSON text (what explore embeds; for tests):

@@ -180,6 +180,29 @@ TEST(Explore, BadInputsAreErrors) {
   std::filesystem::remove(temp_page("nodot"));
 }
 
+// A graph of more nodes than ExploreOptions::max_nodes is an Error before Graphviz runs (its
+// layout time grows with the square of the nodes); explore_data takes it, and a higher limit
+// lets explore lay it out.
+TEST(Explore, AGraphOfMoreThanMaxNodesIsAnErrorBeforeTheLayout) {
+  Tensor x = tensor({1.0}).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 10000; ++i) y = y * 1.0001;  // 10,000 MulBackward0 and x's leaf
+  const std::string path = temp_page("max_nodes");
+  test::expect_error([&] { autograd::explore(y, path); },
+                     "explore: the graph has 10001 nodes, more than ExploreOptions::max_nodes = "
+                     "10000");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(json::parse(autograd::explore_data(y)).at("nodes").size(), 10001u);
+  Tensor small = (x * x).sum();
+  autograd::ExploreOptions o;
+  o.max_nodes = 2;
+  test::expect_error([&] { autograd::explore(small, path, o); }, "the graph has 3 nodes");
+  o.max_nodes = 3;
+  autograd::explore(small, path, o);
+  EXPECT_TRUE(std::filesystem::exists(path));
+  std::filesystem::remove(path);
+}
+
 // Names Graphviz cannot lay out as written make the page too: a NUL byte (it ends a DOT string)
 // shows as U+FFFD, and a long name shows its first 200 characters and "..." in the graph (Graphviz
 // takes no node wider than 65535 points) while the data keeps it whole. dot_quote writes text
