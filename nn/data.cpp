@@ -52,9 +52,13 @@ GPTDataset::GPTDataset(std::vector<int64_t> token_ids, int64_t max_length, int64
   num_windows_ = (n - max_length - 1) / stride + 1;
 }
 
-std::pair<Tensor, Tensor> GPTDataset::get(int64_t i) const {
+int64_t GPTDataset::start(int64_t i) const {
   check(i >= 0 && i < num_windows_, "GPTDataset: index ", i, " out of range for ", num_windows_,
         " windows");
+  return i * stride_;  // at most the last window's start: no overflow
+}
+
+std::pair<Tensor, Tensor> GPTDataset::get(int64_t i) const {
   const auto begin = ids_.begin() + start(i);
   std::vector<int64_t> input(begin, begin + max_length_),
       target(begin + 1, begin + max_length_ + 1);

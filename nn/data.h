@@ -48,8 +48,8 @@ class GPTDataset {
   int64_t max_length() const { return max_length_; }
   // dataset[i]: (input, target), each int64 [max_length].
   std::pair<Tensor, Tensor> get(int64_t i) const;
-  // The window's first id's position in the token ids.
-  int64_t start(int64_t i) const { return i * stride_; }
+  // The window's first id's position in the token ids; i must be in [0, size()), as for get.
+  int64_t start(int64_t i) const;
   const std::vector<int64_t>& token_ids() const { return ids_; }
 
  private:

@@ -133,6 +133,11 @@ TEST(Data, BadInputIsAnError) {
   auto ds = std::make_shared<GPTDataset>(ids, 4, 4);
   expect_error([&] { DataLoader(ds, 0, false, false); }, "batch_size must be positive, got 0");
   expect_error([&] { ds->get(4); }, "index 4 out of range for 4 windows");
+  // start(i) takes the indices get takes: no position past the ids (nor an overflowed product).
+  EXPECT_EQ(ds->start(3), 12);
+  expect_error([&] { ds->start(4); }, "index 4 out of range for 4 windows");
+  expect_error([&] { ds->start(-1); }, "index -1 out of range for 4 windows");
+  expect_error([&] { ds->start(INT64_MAX); }, "out of range for 4 windows");
   Generator g;
   expect_error([&] { randperm(-1, g); }, "n must be non-negative, got -1");
 }
