@@ -94,8 +94,9 @@ struct CodePoint {
   std::size_t offset;  // of its first byte
 };
 
-// `text`'s code points; `base` is the offset of text[0] in the caller's text, which an error names.
-std::vector<CodePoint> decode_strict(std::string_view text, std::size_t base = 0) {
+// `text`'s code points; `base` is the offset of text[0] in the caller's text, which an error
+// names, with `op`, the public function called.
+std::vector<CodePoint> decode_strict(std::string_view text, const char* op, std::size_t base = 0) {
   std::vector<CodePoint> out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -107,8 +108,8 @@ std::vector<CodePoint> decode_strict(std::string_view text, std::size_t base = 0
       for (std::size_t k = i; k < i + bad; ++k)
         bytes << (k > i ? " " : "") << "0x" << std::hex
               << static_cast<int>(static_cast<unsigned char>(text[k]));
-      fail("GPT2Tokenizer::encode: the text is not valid UTF-8: byte offset ", base + i, " (",
-           bytes.str(), ") does not start a well-formed sequence");
+      fail(op, ": the text is not valid UTF-8: byte offset ", base + i, " (", bytes.str(),
+           ") does not start a well-formed sequence");
     }
     out.push_back({cp, i});
     i += n;
@@ -159,8 +160,8 @@ namespace {
 
 // The pieces of `text`, which starts at byte `base` of the text encode was given (an invalid
 // UTF-8 error names the offset in that text).
-std::vector<std::string_view> pretokenize(std::string_view text, std::size_t base) {
-  const std::vector<CodePoint> cps = decode_strict(text, base);
+std::vector<std::string_view> pretokenize(std::string_view text, const char* op, std::size_t base) {
+  const std::vector<CodePoint> cps = decode_strict(text, op, base);
   const std::size_t n = cps.size();
   auto offset = [&](std::size_t k) { return k < n ? cps[k].offset : text.size(); };
   std::vector<std::string_view> pieces;
@@ -214,7 +215,7 @@ std::vector<std::string_view> pretokenize(std::string_view text, std::size_t bas
 }  // namespace
 
 std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
-  return pretokenize(text, 0);
+  return pretokenize(text, "gpt2_pretokenize", 0);
 }
 
 GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
@@ -246,7 +247,7 @@ GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
   }
   auto to_bytes = [&](std::string_view mapped, const std::string& path) {
     std::string out;
-    for (const CodePoint& cp : decode_strict(mapped)) {
+    for (const CodePoint& cp : decode_strict(mapped, "GPT2Tokenizer")) {
       const auto it = byte_of.find(cp.cp);
       check(it != byte_of.end(), "GPT2Tokenizer: ", path, ": the token '", mapped,
             "' has a character outside GPT-2's byte alphabet");
@@ -421,7 +422,8 @@ std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text, bool allow_end
             " and it is not allowed (pass allow_endoftext = true to encode it as id ", kEndOfText,
             ")");
     }
-    for (std::string_view piece : pretokenize(part, start)) encode_piece(piece, ids);
+    for (std::string_view piece : pretokenize(part, "GPT2Tokenizer::encode", start))
+      encode_piece(piece, ids);
     if (special == std::string_view::npos) break;
     ids.push_back(kEndOfText);
     start = special + kEndOfTextStr.size();
@@ -429,18 +431,29 @@ std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text, bool allow_end
   return ids;
 }
 
-std::string GPT2Tokenizer::decode_bytes(const std::vector<int64_t>& ids) const {
+namespace {
+
+// The tokens' bytes joined; an id outside the vocabulary is an Error naming `op`.
+std::string join_tokens(const std::vector<std::string>& vocabulary, const std::vector<int64_t>& ids,
+                        const char* op) {
+  const auto n_vocab = static_cast<int64_t>(vocabulary.size());
   std::string out;
   for (std::size_t k = 0; k < ids.size(); ++k) {
-    check(ids[k] >= 0 && ids[k] < n_vocab(), "GPT2Tokenizer::decode: id ", ids[k], " at position ",
-          k, " is outside the vocabulary [0, ", n_vocab(), ")");
-    out += id_to_bytes_[static_cast<std::size_t>(ids[k])];
+    check(ids[k] >= 0 && ids[k] < n_vocab, op, ": id ", ids[k], " at position ", k,
+          " is outside the vocabulary [0, ", n_vocab, ")");
+    out += vocabulary[static_cast<std::size_t>(ids[k])];
   }
   return out;
 }
 
+}  // namespace
+
+std::string GPT2Tokenizer::decode_bytes(const std::vector<int64_t>& ids) const {
+  return join_tokens(id_to_bytes_, ids, "GPT2Tokenizer::decode_bytes");
+}
+
 std::string GPT2Tokenizer::decode(const std::vector<int64_t>& ids) const {
-  return utf8_replace_invalid(decode_bytes(ids));
+  return utf8_replace_invalid(join_tokens(id_to_bytes_, ids, "GPT2Tokenizer::decode"));
 }
 
 }  // namespace ember::nn

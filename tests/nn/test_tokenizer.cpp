@@ -16,6 +16,7 @@
 #include "nn/tokenizer.h"
 #include "nn/unicode_classes.h"
 #include "tests/fixtures.h"
+#include "tests/test_helpers.h"
 
 namespace ember::nn {
 namespace {
@@ -235,6 +236,14 @@ TEST(GPT2Tokenizer, BadInputIsAnError) {
           << e.what();
     }
   }
+  // Each public function names itself: the pre-tokenizer called alone, decode_bytes.
+  test::expect_error([] { gpt2_pretokenize("ab\xFF"); },
+                     "gpt2_pretokenize: the text is not valid UTF-8: byte offset 2 (0xff)");
+  test::expect_error(
+      [&] {
+        tok.decode_bytes({15496, -1});
+      },
+      "GPT2Tokenizer::decode_bytes: id -1 at position 1 is outside the vocabulary");
   // The special token where it is not allowed (tiktoken's default).
   try {
     tok.encode("a <|endoftext|>");
