@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -220,7 +221,19 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
 
 GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
   const std::string encoder_path = dir + "/encoder.json", vocab_path = dir + "/vocab.bpe";
-  auto load = [](const std::string& path, const char* md5) {
+  // GPT-2's files have these sizes: a file of another size (a huge one), or something that is
+  // not a regular file (a FIFO, /dev/zero), is refused before it is read.
+  auto load = [](const std::string& path, const char* md5, std::uintmax_t size) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (fs::exists(status)) {
+      check(fs::is_regular_file(status), "GPT2Tokenizer: ", path,
+            " is not a regular file (expected GPT-2's file with MD5 ", md5, ")");
+      const std::uintmax_t got = fs::file_size(path, ec);
+      check(!ec && got == size, "GPT2Tokenizer: ", path, " is ", got, " bytes, expected ", size,
+            " (GPT-2's file with MD5 ", md5, "; scripts/setup fetches it)");
+    }
     std::ifstream in(path, std::ios::binary);
     check(static_cast<bool>(in), "GPT2Tokenizer: cannot read ", path,
           " (expected GPT-2's file with MD5 ", md5, "; scripts/setup fetches it into ",
@@ -231,8 +244,8 @@ GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
           " (a corrupt or different file; scripts/setup fetches GPT-2's)");
     return bytes;
   };
-  const std::string encoder_text = load(encoder_path, kGPT2EncoderJsonMd5);
-  const std::string vocab_text = load(vocab_path, kGPT2VocabBpeMd5);
+  const std::string encoder_text = load(encoder_path, kGPT2EncoderJsonMd5, 1042301);
+  const std::string vocab_text = load(vocab_path, kGPT2VocabBpeMd5, 456318);
 
   // GPT-2 writes bytes as printable characters: the 188 printable bytes stand for themselves
   // (as code points), the other 68 for U+0100 onwards, in byte order (bytes_to_unicode).

@@ -291,6 +291,17 @@ TEST(GPT2Tokenizer, MissingOrCorruptFilesNameThePathAndChecksum) {
     EXPECT_NE(m.find(kGPT2VocabBpeMd5), std::string::npos) << m;
     EXPECT_NE(m.find(file_md5((dir / "vocab.bpe").string())), std::string::npos) << m;
   }
+  // A huge file (sparse: no disk used) is refused by its size, before it is read; so is what is
+  // not a regular file (here a directory; a FIFO would block the read, /dev/zero never end it).
+  fs::remove(dir / "vocab.bpe");
+  { std::ofstream touch(dir / "vocab.bpe"); }
+  fs::resize_file(dir / "vocab.bpe", std::uintmax_t{1} << 30);
+  test::expect_error([&] { GPT2Tokenizer tok(dir.string()); },
+                     (dir / "vocab.bpe").string() + " is 1073741824 bytes, expected 456318");
+  fs::remove(dir / "vocab.bpe");
+  fs::create_directory(dir / "vocab.bpe");
+  test::expect_error([&] { GPT2Tokenizer tok(dir.string()); },
+                     (dir / "vocab.bpe").string() + " is not a regular file");
   fs::remove_all(dir);
 }
 
