@@ -159,7 +159,7 @@ std::string utf8_replace_invalid(std::string_view bytes) {
 
 namespace {
 
-// The pieces of `text`, which starts at byte `base` of the text encode was given (an invalid
+// The pieces of `text`, which starts at byte `base` of the text given to encode (an invalid
 // UTF-8 error names the offset in that text).
 std::vector<std::string_view> pretokenize(std::string_view text, const char* op, std::size_t base) {
   const std::vector<CodePoint> cps = decode_strict(text, op, base);

@@ -460,7 +460,7 @@ TEST(Init, KaimingOnAnEmptyTensorDrawsNothing) {
   EXPECT_TRUE(equal(next, rand({3})));
 }
 
-// An undefined tensor is an error naming the init function it was given to.
+// An undefined tensor is an error naming the init function it is given to.
 TEST(Init, AnUndefinedTensorIsAnErrorNamingTheFunction) {
   const std::vector<std::pair<std::string, std::function<void(Tensor&)>>> fns = {
       {"uniform_", [](Tensor& t) { init::uniform_(t); }},

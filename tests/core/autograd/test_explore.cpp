@@ -172,7 +172,7 @@ TEST(Explore, BadInputsAreErrors) {
   o.dot_program = "ember-no-such-dot";
   test::expect_error([&] { autograd::explore(t.loss, temp_page("nodot"), o); },
                      "Graphviz's 'ember-no-such-dot' program was not found on PATH");
-  // A failed explore leaves no file where the page was to go.
+  // A failed explore leaves no file where the page is to go.
   EXPECT_FALSE(std::filesystem::exists(temp_page("nodot")));
   test::expect_error([] { autograd::explore(ones({2}), temp_page("nograph")); },
                      "has no autograd graph");
