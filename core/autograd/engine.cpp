@@ -472,7 +472,13 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!leaf->grad.defined()) {
     // The leaf owns its gradient; later adds must not alias.
     leaf->grad = steal ? grad : grad.clone();
+  } else if (!GradMode::is_enabled()) {
+    // In place, as PyTorch's `variable_grad += new_grad`: the .grad tensor keeps its identity,
+    // so a handle to it taken earlier, or a .grad that is a view of a larger buffer (set by
+    // set_grad), sees the sum.
+    leaf->grad.add_(grad);
   } else {
+    // Under create_graph the sum is a new tensor with a graph of its own, as in PyTorch.
     leaf->grad = add(leaf->grad, grad);
   }
   return {};
