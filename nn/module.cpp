@@ -424,12 +424,29 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     throw Error(message);
   }
 
+  // A copy that fails (a source overlapping its destination in part, a destination whose
+  // elements share memory) is reported under its key, after the other keys are copied, as
+  // PyTorch's "While copying the parameter named ..." error.
   NoGradGuard no_grad;
+  std::vector<std::string> copy_errors;
   for (const auto& [key, target] : own) {
     if (const Tensor* source = state.find(key)) {
       Tensor destination = target;
-      destination.copy_(*source);
+      try {
+        destination.copy_(*source);
+      } catch (const Error& e) {
+        copy_errors.push_back("While copying the parameter named \"" + key +
+                              "\", whose dimensions in the model are " + shape_str(target.shape()) +
+                              " and whose dimensions in the checkpoint are " +
+                              shape_str(source->shape()) + ", an exception occurred : ('" +
+                              e.what() + "',).");
+      }
     }
+  }
+  if (!copy_errors.empty()) {
+    std::string message = "Error(s) in loading state_dict for " + type_name() + ":";
+    for (const std::string& error : copy_errors) message += "\n\t" + error;
+    throw Error(message);
   }
   return result;
 }

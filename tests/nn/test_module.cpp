@@ -355,6 +355,28 @@ TEST(ModuleRegistry, LoadStateDictReportsEveryProblemAndCopiesNothing) {
   EXPECT_TRUE(equal(W_query->weight, before));
 }
 
+// A copy that fails is an Error naming its key; the other keys are copied (PyTorch's message,
+// with shapes printed as [2, 2]):
+//   l = nn.Linear(2, 2); sd = l.state_dict()
+//   sd['weight'] = l.weight.t(); sd['bias'] = torch.ones(2)
+//   l.load_state_dict(sd)  # While copying the parameter named "weight", ...; l.bias is [1, 1]
+TEST(ModuleRegistry, LoadStateDictNamesTheKeyWhoseCopyFails) {
+  Linear layer(2, 2);
+  const Tensor weight_before = layer.weight.clone();
+  StateDict state = layer.state_dict();
+  state["weight"] = layer.weight.t();  // overlaps its destination in part
+  state["bias"] = ones({2});
+  EXPECT_EQ(error_of([&] { layer.load_state_dict(state); }),
+            "Error(s) in loading state_dict for Linear:\n"
+            "\tWhile copying the parameter named \"weight\", whose dimensions in the model are "
+            "[2, 2] and whose dimensions in the checkpoint are [2, 2], an exception occurred : "
+            "('copy_: unsupported operation: some elements of the input tensor and the "
+            "written-to tensor refer to a single memory location. Please clone() the tensor "
+            "before performing the operation. (destination shape [2, 2], input shape [2, 2])',).");
+  EXPECT_TRUE(equal(layer.weight, weight_before));
+  EXPECT_TRUE(equal(layer.bias, ones({2})));
+}
+
 TEST(ModuleRegistry, LoadStateDictNonStrictLoadsWhatMatches) {
   // m.load_state_dict({'weight': torch.ones(2, 3), 'extra': torch.ones(1)}, strict=False)
   //   -> _IncompatibleKeys(missing_keys=['bias'], unexpected_keys=['extra'])
