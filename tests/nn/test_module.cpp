@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -78,6 +81,82 @@ std::shared_ptr<Sequential> make_mlp() {
 
 // ---------------------------------------------------------------------------------------------
 // Names and order
+
+// ---- deep nesting ----
+
+// Runs fn on a thread whose stack is `bytes` long; an exception fn throws is rethrown here.
+void run_on_stack(std::size_t bytes, const std::function<void()>& fn) {
+  struct Job {
+    const std::function<void()>* fn;
+    std::exception_ptr error;
+  } job{&fn, nullptr};
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* arg) -> void* {
+                  auto* job = static_cast<Job*>(arg);
+                  try {
+                    (*job->fn)();
+                  } catch (...) {
+                    job->error = std::current_exception();
+                  }
+                  return nullptr;
+                },
+                &job),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+// A chain of `depth` Sequentials, each inside the one before, with a Linear(1, 1) at the bottom.
+std::shared_ptr<Sequential> nested_chain(int depth) {
+  auto root = std::make_shared<Sequential>();
+  Sequential* last = root.get();
+  for (int i = 0; i < depth; ++i) {
+    auto next = std::make_shared<Sequential>();
+    last->push_back(next);
+    last = next.get();
+  }
+  last->push_back(std::make_shared<Linear>(1, 1));
+  return root;
+}
+
+// Walking a deeply nested model (parameters, state_dict, named_modules, train) and freeing it
+// take bounded stack: 10,000 levels on a 256 KiB stack (a recursion would need a frame or more
+// per level). (PyTorch's recursive walks stop at Python's recursion limit with a RecursionError;
+// these return the model's contents.)
+TEST(ModuleNesting, TenThousandLevelsAreWalkedAndFreedOnASmallStack) {
+  const int depth = 10'000;
+  run_on_stack(256 << 10, [&] {
+    std::shared_ptr<Sequential> root = nested_chain(depth);
+    std::string path;
+    for (int i = 0; i <= depth; ++i) path += (i ? ".0" : "0");
+    EXPECT_EQ(root->parameters().size(), 2u);
+    EXPECT_EQ(keys(root->named_parameters()),
+              (std::vector<std::string>{path + ".weight", path + ".bias"}));
+    EXPECT_EQ(keys(root->state_dict()),
+              (std::vector<std::string>{path + ".weight", path + ".bias"}));
+    EXPECT_EQ(root->named_modules().size(), static_cast<std::size_t>(depth + 2));
+    root->eval();
+    std::size_t training = 0;
+    for (const auto& [name, module] : root->named_modules()) training += module->is_training();
+    EXPECT_EQ(training, 0u);
+    root.reset();
+  });
+}
+
+// A chain of 100,000 nested modules is freed without running out of the default stack.
+TEST(ModuleNesting, AHundredThousandLevelsAreFreed) {
+  std::shared_ptr<Sequential> root = nested_chain(100'000);
+  std::weak_ptr<Module> bottom = root;
+  while (!bottom.lock()->children().empty()) bottom = bottom.lock()->children()[0];
+  root.reset();
+  EXPECT_TRUE(bottom.expired());
+}
 
 TEST(ModuleRegistry, SequentialNamesItsLayersByPosition) {
   auto mlp = make_mlp();
