@@ -210,6 +210,29 @@ TEST(Optim, ClipGradNormEdgeCases) {
   test::expect_values(a.grad(), {-1.0, 0.5});
 }
 
+// clip_grad_value_ clamps a gradient of any layout in place, as PyTorch's clamp_; a gradient
+// whose elements share memory (an expand) is an Error, as clamp_'s:
+//   p = torch.zeros(2, 2, requires_grad=True); p.grad = torch.tensor([[3., 0.], [4., -5.]]).t()
+//   torch.nn.utils.clip_grad_value_([p], 1.0)   # p.grad: [[1, 1], [0, -1]], still strided
+TEST(Optim, ClipGradValueClampsAStridedGradientInPlace) {
+  Tensor p = zeros({2, 2}).requires_grad_(), q = zeros({2}).requires_grad_();
+  Tensor buffer = tensor({{3.0, 0.0}, {4.0, -5.0}});
+  p.set_grad(buffer.t());
+  q.set_grad(tensor({2.0, -0.5}));
+  clip_grad_value_({p, q}, 1.0);
+  Tensor g = p.grad();
+  EXPECT_EQ(g.strides(), (Shape{1, 2}));
+  EXPECT_EQ(g.storage(), buffer.storage());
+  test::expect_values(g, {1.0, 1.0, 0.0, -1.0});
+  test::expect_values(buffer, {1.0, 0.0, 1.0, -1.0});
+  test::expect_values(q.grad(), {1.0, -0.5});
+
+  Tensor r = zeros({2}).requires_grad_();
+  r.set_grad(tensor({3.0}).expand({2}));
+  expect_error([&] { clip_grad_value_({r}, 1.0); },
+               "more than one element of the written-to tensor refers to a single memory location");
+}
+
 TEST(Optim, StepSkipsParametersWithoutGradAndZeroGrad) {
   Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
   AdamW opt({a, b}, AdamWOptions(0.1));
