@@ -444,6 +444,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
   if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
+  // A leaf that stopped requiring grad after the graph was built (requires_grad_(false), a
+  // frozen parameter) gets no gradient and runs no hooks, as in PyTorch's AccumulateGrad.
+  if (!leaf->requires_grad) return {};
   Tensor grad = grad_output;
   const std::vector<GradHookEntry> hooks = leaf->hooks;  // a snapshot, as in run_output_hooks
   for (const GradHookEntry& hook : hooks) {

@@ -192,6 +192,27 @@ TEST(AutogradBackward, LeafGradientsAccumulateInPlaceLikePyTorch) {
   x.set_grad(Tensor());  // the graph of x.grad holds x's AccumulateGrad: drop it
 }
 
+// A leaf frozen after the graph was built gets no .grad, as PyTorch's AccumulateGrad skips a
+// variable that no longer requires grad (before its hooks, which do not run); other leaves get
+// theirs.
+//   x = torch.tensor([1., 2.], requires_grad=True); w = torch.tensor([3., 4.], requires_grad=True)
+//   x.register_hook(hook); y = (x * w).sum(); x.requires_grad_(False); y.backward()
+//   # x.grad None, w.grad [1, 2], the hook not called
+TEST(AutogradBackward, ALeafFrozenAfterTheForwardGetsNoGradient) {
+  Tensor x = tensor({1, 2}).requires_grad_(), w = tensor({3, 4}).requires_grad_();
+  int hook_calls = 0;
+  x.register_hook([&](const Tensor&) {
+    ++hook_calls;
+    return Tensor();
+  });
+  Tensor y = (x * w).sum();
+  x.requires_grad_(false);
+  y.backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_EQ(hook_calls, 0);
+  EXPECT_THAT(values(w.grad()), ElementsAre(1, 2));
+}
+
 TEST(AutogradBackward, TheGradientDoesNotAliasTheUpstreamTensor) {
   Tensor x = tensor({1, 2}).requires_grad_();
   Tensor upstream = tensor({1, 1});
