@@ -248,6 +248,29 @@ TEST(Optim, StepSkipsParametersWithoutGradAndZeroGrad) {
   EXPECT_FALSE(a.grad().defined());
 }
 
+// zero_grad(set_to_none=false) after a backward with create_graph leaves a zero gradient with
+// no graph, as PyTorch's (which detaches it first); the next backward adds plain values.
+//   x = torch.tensor([1., 2.], requires_grad=True); opt = torch.optim.SGD([x], lr=0.1)
+//   (x * x * x).sum().backward(create_graph=True); opt.zero_grad(set_to_none=False)
+//   # x.grad: [0, 0], grad_fn None, requires_grad False
+//   (x * 2).sum().backward()   # x.grad: [2, 2], grad_fn None
+TEST(Optim, ZeroGradDetachesAGradientThatHasAGraph) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  SGD opt({x}, SGDOptions(0.1));
+  (x * x * x).sum().backward(Tensor(), std::nullopt, /*create_graph=*/true);
+  ASSERT_NE(x.grad().grad_fn(), nullptr);
+  const Tensor before = x.grad();
+  opt.zero_grad(/*set_to_none=*/false);
+  EXPECT_EQ(x.grad().grad_fn(), nullptr);
+  EXPECT_FALSE(x.grad().requires_grad());
+  EXPECT_EQ(x.grad().storage(), before.storage());
+  test::expect_values(x.grad(), {0.0, 0.0});
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(x.grad().grad_fn(), nullptr);
+  EXPECT_FALSE(x.grad().requires_grad());
+  test::expect_values(x.grad(), {2.0, 2.0});
+}
+
 TEST(Optim, ClipGradOfAnUndefinedParameterIsAnError) {
   Tensor a = ones({2}).requires_grad_();
   a.sum().backward();
