@@ -57,16 +57,6 @@ bool contains(const std::vector<const void*>& seen, const void* p) {
   return std::find(seen.begin(), seen.end(), p) != seen.end();
 }
 
-// PyTorch's _addindent: every line but the first indented by `spaces`.
-std::string indent_following_lines(const std::string& text, int spaces) {
-  std::string out;
-  for (char c : text) {
-    out += c;
-    if (c == '\n') out += std::string(spaces, ' ');
-  }
-  return out;
-}
-
 }  // namespace
 
 Tensor Parameter(const Tensor& t, bool requires_grad) {
@@ -502,23 +492,62 @@ std::string Module::type_name() const {
 
 // PyTorch's Module.__repr__: "Name(extra)" on one line when there is one line of extra_repr and
 // no submodules; otherwise the extra_repr lines and "(name): <submodule repr>" lines, each on a
-// line of its own indented by two spaces.
+// line of its own indented by two spaces. Written depth first with an explicit stack (a module
+// nested 10,000 deep prints without a frame per level): a module whose text starts at
+// indentation k writes its own lines at k + 2 and its closing parenthesis at k.
 std::string Module::to_string() const {
-  std::vector<std::string> lines;
-  std::istringstream extra(extra_repr());
-  for (std::string line; std::getline(extra, line);) lines.push_back(line);
-  const std::size_t extra_lines = lines.size();
-  for (const auto& [name, child] : submodules_) {
-    lines.push_back("(" + name + "): " + indent_following_lines(child->to_string(), 2));
+  struct Open {
+    const Module* module;
+    std::size_t indent;
+    std::size_t next_child;
+  };
+  std::string text;
+  std::vector<Open> stack;
+  auto new_line = [&](std::size_t indent) {
+    text.push_back('\n');
+    text.append(indent, ' ');
+  };
+  // Writes the module's name and extra_repr; a module with submodules stays open on the stack.
+  auto begin = [&](const Module* module, std::size_t indent) {
+    std::vector<std::string> extra;
+    std::istringstream in(module->extra_repr());
+    for (std::string line; std::getline(in, line);) extra.push_back(line);
+    text.append(module->type_name());
+    text.push_back('(');
+    if (module->submodules_.empty() && extra.size() == 1) {
+      text.append(extra[0]);
+      text.push_back(')');
+      return;
+    }
+    for (const std::string& line : extra) {
+      new_line(indent + 2);
+      text.append(line);
+    }
+    if (!module->submodules_.empty()) {
+      stack.push_back({module, indent, 0});
+      return;
+    }
+    if (!extra.empty()) new_line(indent);
+    text.push_back(')');
+  };
+  begin(this, 0);
+  while (!stack.empty()) {
+    Open& open = stack.back();
+    if (open.next_child == open.module->submodules_.size()) {
+      new_line(open.indent);
+      text.push_back(')');
+      stack.pop_back();
+      continue;
+    }
+    const auto& [name, child] = open.module->submodules_[open.next_child++];
+    const std::size_t indent = open.indent + 2;
+    new_line(indent);
+    text.push_back('(');
+    text.append(name);
+    text.append("): ");
+    begin(child.get(), indent);  // may grow the stack: `open` is not used after this
   }
-  std::string text = type_name() + "(";
-  if (extra_lines == 1 && lines.size() == 1) {
-    text += lines[0];
-  } else if (!lines.empty()) {
-    for (const std::string& line : lines) text += "\n  " + line;
-    text += "\n";
-  }
-  return text + ")";
+  return text;
 }
 
 std::ostream& operator<<(std::ostream& os, const Module& module) {

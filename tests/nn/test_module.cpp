@@ -149,6 +149,27 @@ TEST(ModuleNesting, TenThousandLevelsAreWalkedAndFreedOnASmallStack) {
   });
 }
 
+// Printing a deeply nested model takes bounded stack too (3,000 levels on a 64 KiB stack), and
+// gives PyTorch's text: each level's lines two spaces further in.
+TEST(ModuleNesting, ADeepModelPrintsOnASmallStack) {
+  const int depth = 3'000;
+  run_on_stack(64 << 10, [&] {
+    std::shared_ptr<Sequential> root = nested_chain(depth);
+    const std::string text = root->to_string();
+    std::string expected = "Sequential(";
+    for (int i = 1; i <= depth; ++i) {
+      expected += "\n" + std::string(2 * static_cast<std::size_t>(i), ' ') + "(0): Sequential(";
+    }
+    const std::string bottom(2 * static_cast<std::size_t>(depth + 1), ' ');
+    expected += "\n" + bottom + "(0): Linear(in_features=1, out_features=1, bias=True)";
+    for (int i = depth; i >= 0; --i) {
+      expected += "\n" + std::string(2 * static_cast<std::size_t>(i), ' ') + ")";
+    }
+    EXPECT_EQ(text, expected);
+    root.reset();
+  });
+}
+
 // A chain of 100,000 nested modules is freed without running out of the default stack.
 TEST(ModuleNesting, AHundredThousandLevelsAreFreed) {
   std::shared_ptr<Sequential> root = nested_chain(100'000);
