@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/base/allocator.h"
 #include "core/base/grad_mode.h"
 #include "core/base/shape.h"
 #include "core/ops/attention.h"
@@ -154,7 +155,25 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
   // The heads' outputs are concatenated: d_out * num_heads features.
   checked_mul(d_out, num_heads, "MultiHeadAttentionWrapper: d_out * num_heads");
   heads = register_module("heads", std::make_shared<ModuleList>());
+  // The heads must fit in memory, checked once the first is built (its own sizes are checked by
+  // the tensors it makes) and before the others: they are made one by one, so a huge num_heads
+  // of small heads would otherwise run for days before memory ran out. The estimate (in
+  // doubles: no product overflows) counts each head's weights and causal mask in the default
+  // dtype, and about 1 KiB of module objects per head.
+  auto check_fits = [&] {
+    const double in = static_cast<double>(d_in), out = static_cast<double>(d_out),
+                 C = static_cast<double>(context_length), bias = qkv_bias ? 1.0 : 0.0;
+    const double head = 3 * (in * out + bias * out) + C * C;
+    const double bytes = static_cast<double>(num_heads) *
+                         (head * static_cast<double>(dtype_size(get_default_dtype())) + 1024.0);
+    const double physical = detail::physical_memory_bytes();
+    check(bytes <= physical, "MultiHeadAttentionWrapper: ", num_heads, " heads of d_in=", d_in,
+          ", d_out=", d_out, ", context_length=", context_length, " need about ",
+          std::ceil(bytes / (1 << 20)), " MiB, more than the ",
+          static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
+  };
   for (int64_t i = 0; i < num_heads; ++i) {
+    if (i == 1) check_fits();
     heads->push_back(
         std::make_shared<CausalAttention>(d_in, d_out, context_length, dropout, qkv_bias));
   }

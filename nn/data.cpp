@@ -91,12 +91,13 @@ DataLoader::Pass DataLoader::iter() const {
 }
 
 std::optional<Batch> DataLoader::Pass::next() {
-  const DataLoader& l = *loader_;
+  const Pass& l = *this;
   const int64_t n = l.dataset_->size();
   if (!started_) {
     started_ = true;
     if (l.shuffle_) {
-      Generator sampler(static_cast<uint64_t>(random_int64_full(l.generator())));
+      Generator& gen = gen_ != nullptr ? *gen_ : default_generator();
+      Generator sampler(static_cast<uint64_t>(random_int64_full(gen)));
       order_ = randperm(n, sampler);
     } else {
       order_.resize(static_cast<std::size_t>(n));

@@ -74,15 +74,26 @@ class DataLoader {
   int64_t batch_size() const { return batch_size_; }
   const GPTDataset& dataset() const { return *dataset_; }
 
-  // One pass over the data, PyTorch's _SingleProcessDataLoaderIter.
+  // One pass over the data, PyTorch's _SingleProcessDataLoaderIter. It keeps what it reads (the
+  // dataset, the batch size, the flags, the generator's address), so it may outlive its loader:
+  // `auto pass = DataLoader(ds, 2, true, true).iter();` is valid, as PyTorch's iterator holds its
+  // loader.
   class Pass {
    public:
     std::optional<Batch> next();  // the next batch; nullopt at the end
 
    private:
     friend class DataLoader;
-    explicit Pass(const DataLoader& loader) : loader_(&loader) {}
-    const DataLoader* loader_;
+    explicit Pass(const DataLoader& loader)
+        : dataset_(loader.dataset_),
+          batch_size_(loader.batch_size_),
+          shuffle_(loader.shuffle_),
+          drop_last_(loader.drop_last_),
+          gen_(loader.gen_) {}
+    std::shared_ptr<const GPTDataset> dataset_;
+    int64_t batch_size_;
+    bool shuffle_, drop_last_;
+    Generator* gen_;
     std::vector<int64_t> order_;
     bool started_ = false;
     int64_t position_ = 0;  // in order_

@@ -159,7 +159,31 @@ GPTModel::GPTModel(const GPTConfig& cfg_) : cfg(cfg_) {
       register_module("pos_emb", std::make_shared<Embedding>(cfg.context_length, cfg.emb_dim));
   drop_emb = register_module("drop_emb", std::make_shared<Dropout>(cfg.drop_rate));
   trf_blocks = register_module("trf_blocks", std::make_shared<Sequential>());
+  // The model must fit in memory, checked once the first block is built (its own sizes are
+  // checked by the tensors it makes) and before the others: n_layers blocks are made one by one,
+  // so a huge n_layers of small blocks would otherwise run for days before memory ran out. The
+  // estimate (in doubles: no product overflows) counts every parameter and buffer in the default
+  // dtype, and about 4 KiB of module objects per block.
+  auto check_fits = [&] {
+    const double E = static_cast<double>(cfg.emb_dim), V = static_cast<double>(cfg.vocab_size),
+                 C = static_cast<double>(cfg.context_length), L = static_cast<double>(cfg.n_layers),
+                 bias = cfg.qkv_bias ? 1.0 : 0.0;
+    const double block = 3 * (E * E + bias * E) + (E * E + E)  // W_query, W_key, W_value, out_proj
+                         + (4 * E * E + 4 * E) + (4 * E * E + E)  // the feed-forward's Linears
+                         + 4 * E                                  // norm1, norm2
+                         + C * C;                                 // the causal mask
+    const double elements = 2 * V * E + C * E + L * block + 2 * E;
+    const double bytes =
+        elements * static_cast<double>(dtype_size(get_default_dtype())) + L * 4096.0;
+    const double physical = detail::physical_memory_bytes();
+    check(bytes <= physical, "GPTModel: the configuration (vocab_size=", cfg.vocab_size,
+          ", context_length=", cfg.context_length, ", emb_dim=", cfg.emb_dim,
+          ", n_heads=", cfg.n_heads, ", n_layers=", cfg.n_layers, ") needs about ",
+          std::ceil(bytes / (1 << 20)), " MiB, more than the ",
+          static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
+  };
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    if (i == 1) check_fits();
     trf_blocks->push_back(std::make_shared<TransformerBlock>(cfg));
   }
   final_norm = register_module("final_norm", std::make_shared<GPTLayerNorm>(cfg.emb_dim));

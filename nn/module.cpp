@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <typeinfo>
+#include <unordered_set>
 
 #include "core/base/grad_mode.h"
 #include "core/graph/node.h"
@@ -56,16 +57,6 @@ bool contains(const std::vector<const void*>& seen, const void* p) {
   return std::find(seen.begin(), seen.end(), p) != seen.end();
 }
 
-// PyTorch's _addindent: every line but the first indented by `spaces`.
-std::string indent_following_lines(const std::string& text, int spaces) {
-  std::string out;
-  for (char c : text) {
-    out += c;
-    if (c == '\n') out += std::string(spaces, ' ');
-  }
-  return out;
-}
-
 }  // namespace
 
 Tensor Parameter(const Tensor& t, bool requires_grad) {
@@ -76,6 +67,32 @@ Tensor Parameter(const Tensor& t, bool requires_grad) {
 }
 
 Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
+
+namespace {
+// The submodules waiting to be destroyed by the outermost ~Module running on this thread (null
+// when none runs).
+thread_local std::vector<std::shared_ptr<Module>>* pending_teardown = nullptr;
+}  // namespace
+
+Module::~Module() {
+  // The derived class's members are gone by now, so a submodule whose only owner is this
+  // module has a use count of 1. Those are handed to the outermost ~Module on this thread,
+  // which destroys them one after another; their own submodules join the same list. A nested
+  // module is thus freed at the depth of one destructor call, however deep the nesting.
+  std::vector<std::shared_ptr<Module>> pending;
+  std::vector<std::shared_ptr<Module>>& list = pending_teardown ? *pending_teardown : pending;
+  for (auto& [name, child] : submodules_) {
+    if (child && child.use_count() == 1) list.push_back(std::move(child));
+  }
+  if (pending_teardown) return;
+  pending_teardown = &pending;
+  while (!pending.empty()) {
+    std::shared_ptr<Module> module = std::move(pending.back());
+    pending.pop_back();
+    module.reset();  // may append its own submodules to `pending`
+  }
+  pending_teardown = nullptr;
+}
 
 Tensor Module::forward(const Tensor& /*x*/) {
   fail("Module [", type_name(), "] is missing the required \"forward\" function");
@@ -207,7 +224,7 @@ void Module::set_buffer(const std::string& name, const Tensor& tensor) {
 }
 
 bool Module::is_ancestor_of(const Module* module) const {
-  std::vector<const Module*> seen;
+  std::unordered_set<const Module*> seen;
   bool found = false;
   visit_modules("", seen, [&](const std::string&, const Module& m) { found |= &m == module; });
   return found;
@@ -238,13 +255,19 @@ void Module::swap_submodule(const std::string& name, std::shared_ptr<Module> mod
 // ---- traversal ----
 
 template <typename Visit>
-void Module::visit_modules(const std::string& prefix, std::vector<const Module*>& seen,
+void Module::visit_modules(const std::string& prefix, std::unordered_set<const Module*>& seen,
                            Visit&& visit) const {
-  if (std::find(seen.begin(), seen.end(), this) != seen.end()) return;
-  seen.push_back(this);
-  visit(prefix, *this);
-  for (const auto& [name, child] : submodules_) {
-    child->visit_modules(prefix.empty() ? name : prefix + "." + name, seen, visit);
+  // A stack of modules still to visit, each with its dotted path; children are pushed in
+  // reverse so that they come off in registration order.
+  std::vector<std::pair<const Module*, std::string>> stack{{this, prefix}};
+  while (!stack.empty()) {
+    auto [module, path] = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(module).second) continue;
+    visit(path, *module);
+    for (auto it = module->submodules_.rbegin(); it != module->submodules_.rend(); ++it) {
+      stack.emplace_back(it->second.get(), path.empty() ? it->first : path + "." + it->first);
+    }
   }
 }
 
@@ -252,12 +275,11 @@ void Module::visit_modules(const std::string& prefix, std::vector<const Module*>
 // too, each tensor once, under its dotted name; undefined entries are skipped.
 NamedTensors Module::named_tensors(Slots Module::*table, bool recurse) const {
   NamedTensors out;
-  std::vector<const void*> seen_tensors;
+  std::unordered_set<const void*> seen_tensors;
   auto collect = [&](const std::string& prefix, const Module& module) {
     for (const Slot& slot : module.*table) {
       const Tensor& tensor = *slot.tensor;
-      if (!tensor.defined() || contains(seen_tensors, tensor.impl())) continue;
-      seen_tensors.push_back(tensor.impl());
+      if (!tensor.defined() || !seen_tensors.insert(tensor.impl()).second) continue;
       out.insert(prefix.empty() ? slot.name : prefix + "." + slot.name, tensor);
     }
   };
@@ -265,7 +287,7 @@ NamedTensors Module::named_tensors(Slots Module::*table, bool recurse) const {
     collect("", *this);
     return out;
   }
-  std::vector<const Module*> seen_modules;
+  std::unordered_set<const Module*> seen_modules;
   visit_modules("", seen_modules, collect);
   return out;
 }
@@ -309,7 +331,7 @@ NamedModules Module::named_modules() {
   std::shared_ptr<Module> self = weak_from_this().lock();
   if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
   NamedModules out = {{"", self}};
-  std::vector<const Module*> seen = {this};
+  std::unordered_set<const Module*> seen = {this};
   for (const auto& [name, child] : submodules_) {
     child->visit_modules(name, seen, [&](const std::string& prefix, const Module& module) {
       // Every module below this one is held by its parent's shared_ptr.
@@ -322,8 +344,10 @@ NamedModules Module::named_modules() {
 // ---- modes and gradients ----
 
 Module& Module::train(bool on) {
-  training_ = on;
-  for (const auto& [name, child] : submodules_) child->train(on);
+  std::unordered_set<const Module*> seen;
+  visit_modules("", seen, [&](const std::string&, const Module& module) {
+    const_cast<Module&>(module).training_ = on;
+  });
   return *this;
 }
 
@@ -362,18 +386,27 @@ Module& Module::to(DType dtype) {
 // ---- state dict ----
 
 void Module::append_state(const std::string& prefix, StateDict& out) const {
-  for (const Slot& slot : parameters_) {
-    if (slot.tensor->defined()) out.insert(prefix + slot.name, slot.tensor->detach());
-  }
-  for (const Slot& slot : buffers_) {
-    const bool persistent =
-        std::find(non_persistent_buffers_.begin(), non_persistent_buffers_.end(), slot.name) ==
-        non_persistent_buffers_.end();
-    if (slot.tensor->defined() && persistent) {
-      out.insert(prefix + slot.name, slot.tensor->detach());
+  // Pre-order, every occurrence of a shared module under each of its names (as PyTorch's
+  // state_dict); iterative, as visit_modules.
+  std::vector<std::pair<const Module*, std::string>> stack{{this, prefix}};
+  while (!stack.empty()) {
+    auto [module, path] = std::move(stack.back());
+    stack.pop_back();
+    for (const Slot& slot : module->parameters_) {
+      if (slot.tensor->defined()) out.insert(path + slot.name, slot.tensor->detach());
+    }
+    for (const Slot& slot : module->buffers_) {
+      const auto& non_persistent = module->non_persistent_buffers_;
+      const bool persistent = std::find(non_persistent.begin(), non_persistent.end(), slot.name) ==
+                              non_persistent.end();
+      if (slot.tensor->defined() && persistent) {
+        out.insert(path + slot.name, slot.tensor->detach());
+      }
+    }
+    for (auto it = module->submodules_.rbegin(); it != module->submodules_.rend(); ++it) {
+      stack.emplace_back(it->second.get(), path + it->first + ".");
     }
   }
-  for (const auto& [name, child] : submodules_) child->append_state(prefix + name + ".", out);
 }
 
 StateDict Module::state_dict() const {
@@ -424,12 +457,29 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     throw Error(message);
   }
 
+  // A copy that fails (a source overlapping its destination in part, a destination whose
+  // elements share memory) is reported under its key, after the other keys are copied, as
+  // PyTorch's "While copying the parameter named ..." error.
   NoGradGuard no_grad;
+  std::vector<std::string> copy_errors;
   for (const auto& [key, target] : own) {
     if (const Tensor* source = state.find(key)) {
       Tensor destination = target;
-      destination.copy_(*source);
+      try {
+        destination.copy_(*source);
+      } catch (const Error& e) {
+        copy_errors.push_back("While copying the parameter named \"" + key +
+                              "\", whose dimensions in the model are " + shape_str(target.shape()) +
+                              " and whose dimensions in the checkpoint are " +
+                              shape_str(source->shape()) + ", an exception occurred : ('" +
+                              e.what() + "',).");
+      }
     }
+  }
+  if (!copy_errors.empty()) {
+    std::string message = "Error(s) in loading state_dict for " + type_name() + ":";
+    for (const std::string& error : copy_errors) message += "\n\t" + error;
+    throw Error(message);
   }
   return result;
 }
@@ -442,23 +492,62 @@ std::string Module::type_name() const {
 
 // PyTorch's Module.__repr__: "Name(extra)" on one line when there is one line of extra_repr and
 // no submodules; otherwise the extra_repr lines and "(name): <submodule repr>" lines, each on a
-// line of its own indented by two spaces.
+// line of its own indented by two spaces. Written depth first with an explicit stack (a module
+// nested 10,000 deep prints without a frame per level): a module whose text starts at
+// indentation k writes its own lines at k + 2 and its closing parenthesis at k.
 std::string Module::to_string() const {
-  std::vector<std::string> lines;
-  std::istringstream extra(extra_repr());
-  for (std::string line; std::getline(extra, line);) lines.push_back(line);
-  const std::size_t extra_lines = lines.size();
-  for (const auto& [name, child] : submodules_) {
-    lines.push_back("(" + name + "): " + indent_following_lines(child->to_string(), 2));
+  struct Open {
+    const Module* module;
+    std::size_t indent;
+    std::size_t next_child;
+  };
+  std::string text;
+  std::vector<Open> stack;
+  auto new_line = [&](std::size_t indent) {
+    text.push_back('\n');
+    text.append(indent, ' ');
+  };
+  // Writes the module's name and extra_repr; a module with submodules stays open on the stack.
+  auto begin = [&](const Module* module, std::size_t indent) {
+    std::vector<std::string> extra;
+    std::istringstream in(module->extra_repr());
+    for (std::string line; std::getline(in, line);) extra.push_back(line);
+    text.append(module->type_name());
+    text.push_back('(');
+    if (module->submodules_.empty() && extra.size() == 1) {
+      text.append(extra[0]);
+      text.push_back(')');
+      return;
+    }
+    for (const std::string& line : extra) {
+      new_line(indent + 2);
+      text.append(line);
+    }
+    if (!module->submodules_.empty()) {
+      stack.push_back({module, indent, 0});
+      return;
+    }
+    if (!extra.empty()) new_line(indent);
+    text.push_back(')');
+  };
+  begin(this, 0);
+  while (!stack.empty()) {
+    Open& open = stack.back();
+    if (open.next_child == open.module->submodules_.size()) {
+      new_line(open.indent);
+      text.push_back(')');
+      stack.pop_back();
+      continue;
+    }
+    const auto& [name, child] = open.module->submodules_[open.next_child++];
+    const std::size_t indent = open.indent + 2;
+    new_line(indent);
+    text.push_back('(');
+    text.append(name);
+    text.append("): ");
+    begin(child.get(), indent);  // may grow the stack: `open` is not used after this
   }
-  std::string text = type_name() + "(";
-  if (extra_lines == 1 && lines.size() == 1) {
-    text += lines[0];
-  } else if (!lines.empty()) {
-    for (const std::string& line : lines) text += "\n  " + line;
-    text += "\n";
-  }
-  return text + ")";
+  return text;
 }
 
 std::ostream& operator<<(std::ostream& os, const Module& module) {

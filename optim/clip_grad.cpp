@@ -298,10 +298,12 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   NoGradGuard no_grad;
-  std::vector<Tensor> grads = gradients(params, "clip_grad_value_");
-  for (const Tensor& g : grads)
-    check(g.is_contiguous(), "clip_grad_value_: gradients must be contiguous (shape ", g.shape(),
-          ", strides ", g.strides(), ")");
+  const std::vector<Tensor> targets = gradients(params, "clip_grad_value_");
+  // A strided gradient (one set by set_grad: a transpose, a view of a larger buffer) is clamped
+  // in a contiguous copy and written back through its own strides, as PyTorch's clamp_ of any
+  // layout; one whose elements share memory (an expand) is then copy_'s Error, as clamp_'s.
+  std::vector<Tensor> grads(targets.size());
+  for (std::size_t t = 0; t < targets.size(); ++t) grads[t] = targets[t].contiguous();
   const std::vector<Block> blocks = blocks_of(grads);
   int64_t elements = 0;
   for (const Tensor& g : grads) elements += g.numel();
@@ -324,7 +326,14 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
           });
         }
       });
-  for (Tensor& g : grads) g.storage()->bump_version();
+  for (std::size_t t = 0; t < grads.size(); ++t) {
+    if (grads[t].is_same(targets[t])) {
+      grads[t].storage()->bump_version();
+    } else {
+      Tensor target = targets[t];
+      target.copy_(grads[t]);
+    }
+  }
 }
 
 }  // namespace ember::optim

@@ -70,8 +70,16 @@ void Optimizer::zero_grad(bool set_to_none) {
       if (set_to_none) {
         p.set_grad(Tensor());
       } else {
+        // PyTorch's set_to_none=False: a gradient with a graph (backward(create_graph=true))
+        // or that requires grad is detached first (the same storage, out of the graph, which
+        // later accumulations no longer extend or keep alive), then zeroed in place.
         NoGradGuard no_grad;
-        p.grad().zero_();
+        Tensor grad = p.grad();
+        if (grad.requires_grad()) {
+          grad = grad.detach();
+          p.set_grad(grad);
+        }
+        grad.zero_();
       }
     }
   }

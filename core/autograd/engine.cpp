@@ -446,6 +446,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
   if (!leaf) return {};  // the leaf is gone: nobody can read its gradient
+  // A leaf that stopped requiring grad after the graph was built (requires_grad_(false), a
+  // frozen parameter) gets no gradient and runs no hooks, as in PyTorch's AccumulateGrad.
+  if (!leaf->requires_grad) return {};
   Tensor grad = grad_output;
   const std::vector<GradHookEntry> hooks = leaf->hooks;  // a snapshot, as in run_output_hooks
   for (const GradHookEntry& hook : hooks) {
@@ -474,7 +477,13 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!leaf->grad.defined()) {
     // The leaf owns its gradient; later adds must not alias.
     leaf->grad = steal ? grad : grad.clone();
+  } else if (!GradMode::is_enabled()) {
+    // In place, as PyTorch's `variable_grad += new_grad`: the .grad tensor keeps its identity,
+    // so a handle to it taken earlier, or a .grad that is a view of a larger buffer (set by
+    // set_grad), sees the sum.
+    leaf->grad.add_(grad);
   } else {
+    // Under create_graph the sum is a new tensor with a graph of its own, as in PyTorch.
     leaf->grad = add(leaf->grad, grad);
   }
   return {};

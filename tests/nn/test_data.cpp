@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -113,6 +115,28 @@ TEST(Data, DatasetWindowsAreTheBooks) {
   EXPECT_EQ(x.data_ptr<int64_t>()[0], 103);
   EXPECT_EQ(y.data_ptr<int64_t>()[3], 107);
   EXPECT_EQ(GPTDataset(ids, 9, 1).size(), 1);  // 10 ids: one window of 9 and its target
+}
+
+// A pass keeps what it reads, so it outlives its loader (and the caller's handle on the
+// dataset), as PyTorch's iterator holds its loader: iter(DataLoader(ds, 1)) then next().
+TEST(Data, APassOutlivesItsLoader) {
+  std::vector<int64_t> ids(10);
+  for (int64_t k = 0; k < 10; ++k) ids[static_cast<std::size_t>(k)] = 100 + k;
+  auto ds = std::make_shared<GPTDataset>(ids, 4, 3);  // windows at 0 and 3
+  auto loader = std::make_unique<DataLoader>(ds, 1, /*shuffle=*/false, /*drop_last=*/false);
+  DataLoader::Pass pass = loader->iter();
+  loader.reset();
+  ds.reset();
+  // Memory the loader and the dataset's ids held is reused by what comes next.
+  std::vector<std::vector<int64_t>> filler(64, std::vector<int64_t>(16, -1));
+  std::optional<Batch> first = pass.next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->input.to_vector<int64_t>(), (std::vector<int64_t>{100, 101, 102, 103}));
+  EXPECT_EQ(first->target.to_vector<int64_t>(), (std::vector<int64_t>{101, 102, 103, 104}));
+  std::optional<Batch> second = pass.next();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->input.to_vector<int64_t>(), (std::vector<int64_t>{103, 104, 105, 106}));
+  EXPECT_FALSE(pass.next().has_value());
 }
 
 TEST(Data, BadInputIsAnError) {

@@ -5,6 +5,7 @@
 // and build the model (which draws every weight), run the book's batch in training mode (dropout
 // drawn as PyTorch draws it), then in eval mode, then generate greedily. Weights must match bit for
 // bit; logits (sums in another order) to 1e-5.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +23,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/tensor/random.h"
+#include "nn/attention.h"
 #include "nn/gpt.h"
 #include "tests/fixtures.h"
 #include "tests/nn/gpt_test_util.h"
@@ -33,6 +35,7 @@ namespace {
 using test::error_of;
 using test::expect_error;
 using test::tiny_gpt_config;
+using ::testing::HasSubstr;
 
 // ---- the fixture (tests/fixtures/gpt.txt: see scripts/fixtures/gen_gpt.py for its entries) ----
 
@@ -456,6 +459,28 @@ TEST(GPTModel, SizesAtTheLimitsAreErrors) {
     c.n_heads = 1;
     EXPECT_NE(error_of([&] { GPTModel m(c); }).find("overflow"), std::string::npos);
   }
+}
+
+// A huge n_layers of small blocks is an Error once the first block is built, before the rest
+// (made one by one, they would run for days before memory ran out); so is a huge num_heads of
+// the wrapper's small heads.
+TEST(GPTModel, TooManyLayersOrHeadsForMemoryAreErrors) {
+  GPTConfig c = tiny_gpt_config();
+  c.n_layers = int64_t{1} << 40;
+  const std::string message = error_of([&] { GPTModel m(c); });
+  EXPECT_THAT(message,
+              HasSubstr("GPTModel: the configuration (vocab_size=" + std::to_string(c.vocab_size) +
+                        ", context_length=" + std::to_string(c.context_length)));
+  EXPECT_THAT(message, HasSubstr("n_layers=1099511627776) needs about "));
+  EXPECT_THAT(message, HasSubstr(" MiB of memory this machine has"));
+  EXPECT_THAT(error_of([] { MultiHeadAttentionWrapper(3, 2, 6, 0.0, int64_t{1} << 40); }),
+              HasSubstr("MultiHeadAttentionWrapper: 1099511627776 heads of d_in=3, d_out=2, "
+                        "context_length=6 need about "));
+  // What fits is built as before.
+  c.n_layers = 3;
+  GPTModel m(c);
+  EXPECT_EQ(m.trf_blocks->size(), 3);
+  EXPECT_EQ(MultiHeadAttentionWrapper(3, 2, 6, 0.0, 4).heads->size(), 4);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -78,6 +81,103 @@ std::shared_ptr<Sequential> make_mlp() {
 
 // ---------------------------------------------------------------------------------------------
 // Names and order
+
+// ---- deep nesting ----
+
+// Runs fn on a thread whose stack is `bytes` long; an exception fn throws is rethrown here.
+void run_on_stack(std::size_t bytes, const std::function<void()>& fn) {
+  struct Job {
+    const std::function<void()>* fn;
+    std::exception_ptr error;
+  } job{&fn, nullptr};
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* arg) -> void* {
+                  auto* job = static_cast<Job*>(arg);
+                  try {
+                    (*job->fn)();
+                  } catch (...) {
+                    job->error = std::current_exception();
+                  }
+                  return nullptr;
+                },
+                &job),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+// A chain of `depth` Sequentials, each inside the one before, with a Linear(1, 1) at the bottom.
+std::shared_ptr<Sequential> nested_chain(int depth) {
+  auto root = std::make_shared<Sequential>();
+  Sequential* last = root.get();
+  for (int i = 0; i < depth; ++i) {
+    auto next = std::make_shared<Sequential>();
+    last->push_back(next);
+    last = next.get();
+  }
+  last->push_back(std::make_shared<Linear>(1, 1));
+  return root;
+}
+
+// Walking a deeply nested model (parameters, state_dict, named_modules, train) and freeing it
+// take bounded stack: 10,000 levels on a 256 KiB stack (a recursion would need a frame or more
+// per level). (PyTorch's recursive walks stop at Python's recursion limit with a RecursionError;
+// these return the model's contents.)
+TEST(ModuleNesting, TenThousandLevelsAreWalkedAndFreedOnASmallStack) {
+  const int depth = 10'000;
+  run_on_stack(256 << 10, [&] {
+    std::shared_ptr<Sequential> root = nested_chain(depth);
+    std::string path;
+    for (int i = 0; i <= depth; ++i) path += (i ? ".0" : "0");
+    EXPECT_EQ(root->parameters().size(), 2u);
+    EXPECT_EQ(keys(root->named_parameters()),
+              (std::vector<std::string>{path + ".weight", path + ".bias"}));
+    EXPECT_EQ(keys(root->state_dict()),
+              (std::vector<std::string>{path + ".weight", path + ".bias"}));
+    EXPECT_EQ(root->named_modules().size(), static_cast<std::size_t>(depth + 2));
+    root->eval();
+    std::size_t training = 0;
+    for (const auto& [name, module] : root->named_modules()) training += module->is_training();
+    EXPECT_EQ(training, 0u);
+    root.reset();
+  });
+}
+
+// Printing a deeply nested model takes bounded stack too (3,000 levels on a 64 KiB stack), and
+// gives PyTorch's text: each level's lines two spaces further in.
+TEST(ModuleNesting, ADeepModelPrintsOnASmallStack) {
+  const int depth = 3'000;
+  run_on_stack(64 << 10, [&] {
+    std::shared_ptr<Sequential> root = nested_chain(depth);
+    const std::string text = root->to_string();
+    std::string expected = "Sequential(";
+    for (int i = 1; i <= depth; ++i) {
+      expected += "\n" + std::string(2 * static_cast<std::size_t>(i), ' ') + "(0): Sequential(";
+    }
+    const std::string bottom(2 * static_cast<std::size_t>(depth + 1), ' ');
+    expected += "\n" + bottom + "(0): Linear(in_features=1, out_features=1, bias=True)";
+    for (int i = depth; i >= 0; --i) {
+      expected += "\n" + std::string(2 * static_cast<std::size_t>(i), ' ') + ")";
+    }
+    EXPECT_EQ(text, expected);
+    root.reset();
+  });
+}
+
+// A chain of 100,000 nested modules is freed without running out of the default stack.
+TEST(ModuleNesting, AHundredThousandLevelsAreFreed) {
+  std::shared_ptr<Sequential> root = nested_chain(100'000);
+  std::weak_ptr<Module> bottom = root;
+  while (!bottom.lock()->children().empty()) bottom = bottom.lock()->children()[0];
+  root.reset();
+  EXPECT_TRUE(bottom.expired());
+}
 
 TEST(ModuleRegistry, SequentialNamesItsLayersByPosition) {
   auto mlp = make_mlp();
@@ -353,6 +453,28 @@ TEST(ModuleRegistry, LoadStateDictReportsEveryProblemAndCopiesNothing) {
             "\tsize mismatch for W_query.weight: copying a param with shape [3, 3] from "
             "checkpoint, the shape in current model is [2, 3].");
   EXPECT_TRUE(equal(W_query->weight, before));
+}
+
+// A copy that fails is an Error naming its key; the other keys are copied (PyTorch's message,
+// with shapes printed as [2, 2]):
+//   l = nn.Linear(2, 2); sd = l.state_dict()
+//   sd['weight'] = l.weight.t(); sd['bias'] = torch.ones(2)
+//   l.load_state_dict(sd)  # While copying the parameter named "weight", ...; l.bias is [1, 1]
+TEST(ModuleRegistry, LoadStateDictNamesTheKeyWhoseCopyFails) {
+  Linear layer(2, 2);
+  const Tensor weight_before = layer.weight.clone();
+  StateDict state = layer.state_dict();
+  state["weight"] = layer.weight.t();  // overlaps its destination in part
+  state["bias"] = ones({2});
+  EXPECT_EQ(error_of([&] { layer.load_state_dict(state); }),
+            "Error(s) in loading state_dict for Linear:\n"
+            "\tWhile copying the parameter named \"weight\", whose dimensions in the model are "
+            "[2, 2] and whose dimensions in the checkpoint are [2, 2], an exception occurred : "
+            "('copy_: unsupported operation: some elements of the input tensor and the "
+            "written-to tensor refer to a single memory location. Please clone() the tensor "
+            "before performing the operation. (destination shape [2, 2], input shape [2, 2])',).");
+  EXPECT_TRUE(equal(layer.weight, weight_before));
+  EXPECT_TRUE(equal(layer.bias, ones({2})));
 }
 
 TEST(ModuleRegistry, LoadStateDictNonStrictLoadsWhatMatches) {

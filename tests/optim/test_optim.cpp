@@ -210,6 +210,29 @@ TEST(Optim, ClipGradNormEdgeCases) {
   test::expect_values(a.grad(), {-1.0, 0.5});
 }
 
+// clip_grad_value_ clamps a gradient of any layout in place, as PyTorch's clamp_; a gradient
+// whose elements share memory (an expand) is an Error, as clamp_'s:
+//   p = torch.zeros(2, 2, requires_grad=True); p.grad = torch.tensor([[3., 0.], [4., -5.]]).t()
+//   torch.nn.utils.clip_grad_value_([p], 1.0)   # p.grad: [[1, 1], [0, -1]], still strided
+TEST(Optim, ClipGradValueClampsAStridedGradientInPlace) {
+  Tensor p = zeros({2, 2}).requires_grad_(), q = zeros({2}).requires_grad_();
+  Tensor buffer = tensor({{3.0, 0.0}, {4.0, -5.0}});
+  p.set_grad(buffer.t());
+  q.set_grad(tensor({2.0, -0.5}));
+  clip_grad_value_({p, q}, 1.0);
+  Tensor g = p.grad();
+  EXPECT_EQ(g.strides(), (Shape{1, 2}));
+  EXPECT_EQ(g.storage(), buffer.storage());
+  test::expect_values(g, {1.0, 1.0, 0.0, -1.0});
+  test::expect_values(buffer, {1.0, 0.0, 1.0, -1.0});
+  test::expect_values(q.grad(), {1.0, -0.5});
+
+  Tensor r = zeros({2}).requires_grad_();
+  r.set_grad(tensor({3.0}).expand({2}));
+  expect_error([&] { clip_grad_value_({r}, 1.0); },
+               "more than one element of the written-to tensor refers to a single memory location");
+}
+
 TEST(Optim, StepSkipsParametersWithoutGradAndZeroGrad) {
   Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
   AdamW opt({a, b}, AdamWOptions(0.1));
@@ -223,6 +246,29 @@ TEST(Optim, StepSkipsParametersWithoutGradAndZeroGrad) {
   test::expect_values(a.grad(), {0.0, 0.0});
   opt.zero_grad();
   EXPECT_FALSE(a.grad().defined());
+}
+
+// zero_grad(set_to_none=false) after a backward with create_graph leaves a zero gradient with
+// no graph, as PyTorch's (which detaches it first); the next backward adds plain values.
+//   x = torch.tensor([1., 2.], requires_grad=True); opt = torch.optim.SGD([x], lr=0.1)
+//   (x * x * x).sum().backward(create_graph=True); opt.zero_grad(set_to_none=False)
+//   # x.grad: [0, 0], grad_fn None, requires_grad False
+//   (x * 2).sum().backward()   # x.grad: [2, 2], grad_fn None
+TEST(Optim, ZeroGradDetachesAGradientThatHasAGraph) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  SGD opt({x}, SGDOptions(0.1));
+  (x * x * x).sum().backward(Tensor(), std::nullopt, /*create_graph=*/true);
+  ASSERT_NE(x.grad().grad_fn(), nullptr);
+  const Tensor before = x.grad();
+  opt.zero_grad(/*set_to_none=*/false);
+  EXPECT_EQ(x.grad().grad_fn(), nullptr);
+  EXPECT_FALSE(x.grad().requires_grad());
+  EXPECT_EQ(x.grad().storage(), before.storage());
+  test::expect_values(x.grad(), {0.0, 0.0});
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(x.grad().grad_fn(), nullptr);
+  EXPECT_FALSE(x.grad().requires_grad());
+  test::expect_values(x.grad(), {2.0, 2.0});
 }
 
 TEST(Optim, ClipGradOfAnUndefinedParameterIsAnError) {

@@ -156,8 +156,8 @@ TEST(AutogradBackward, LeavesAccumulateAcrossBackwardCalls) {
   (x * 3.0).sum().backward();
   // 2x + 3
   EXPECT_THAT(values(x.grad()), ElementsAre(5, 7, 9));
-  // The first gradient handed out is not changed behind the caller's back.
-  EXPECT_THAT(values(first), ElementsAre(2, 4, 6));
+  // The sum goes into the same tensor, as in PyTorch (x.grad is first).
+  EXPECT_TRUE(first.is_same(x.grad()));
   // Resetting: set_grad(undefined), or zero_ on the gradient itself.
   x.set_grad(Tensor());
   EXPECT_FALSE(x.grad().defined());
@@ -166,6 +166,53 @@ TEST(AutogradBackward, LeavesAccumulateAcrossBackwardCalls) {
   x.grad().zero_();
   (x * 2.0).sum().backward();
   EXPECT_THAT(values(x.grad()), ElementsAre(2, 2, 2));
+}
+
+// A leaf's .grad accumulates in place, as PyTorch's AccumulateGrad (`variable_grad += new_grad`
+// outside create_graph): a handle taken earlier and a .grad that is a view of a larger buffer see
+// the sum. Under create_graph the sum is a new tensor with a graph.
+//   x = torch.tensor([1., 2., 3.], requires_grad=True); b = torch.zeros(2, 3); x.grad = b[1]
+//   (x * x).sum().backward(); (x * 3.0).sum().backward()   # b[1] == [5, 7, 9], x.grad._base is b
+TEST(AutogradBackward, LeafGradientsAccumulateInPlaceLikePyTorch) {
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor buffer = zeros({2, 3});
+  x.set_grad(buffer.select(0, 1));
+  (x * x).sum().backward();
+  Tensor held = x.grad();
+  (x * 3.0).sum().backward();
+  EXPECT_TRUE(held.is_same(x.grad()));
+  EXPECT_THAT(values(held), ElementsAre(5, 7, 9));
+  EXPECT_THAT(values(buffer), ElementsAre(0, 0, 0, 5, 7, 9));
+
+  //   (x * x).sum().backward(create_graph=True)   # x.grad: [7, 11, 15], a new tensor, AddBackward0
+  (x * x).sum().backward(Tensor(), std::nullopt, /*create_graph=*/true);
+  EXPECT_FALSE(held.is_same(x.grad()));
+  EXPECT_THAT(values(held), ElementsAre(5, 7, 9));
+  EXPECT_THAT(values(x.grad()), ElementsAre(7, 11, 15));
+  ASSERT_NE(x.grad().grad_fn(), nullptr);
+  EXPECT_EQ(x.grad().grad_fn()->name(), "AddBackward0");
+  x.set_grad(Tensor());  // the graph of x.grad holds x's AccumulateGrad: drop it
+}
+
+// A leaf frozen after the graph was built gets no .grad, as PyTorch's AccumulateGrad skips a
+// variable that no longer requires grad (before its hooks, which do not run); other leaves get
+// theirs.
+//   x = torch.tensor([1., 2.], requires_grad=True); w = torch.tensor([3., 4.], requires_grad=True)
+//   x.register_hook(hook); y = (x * w).sum(); x.requires_grad_(False); y.backward()
+//   # x.grad None, w.grad [1, 2], the hook not called
+TEST(AutogradBackward, ALeafFrozenAfterTheForwardGetsNoGradient) {
+  Tensor x = tensor({1, 2}).requires_grad_(), w = tensor({3, 4}).requires_grad_();
+  int hook_calls = 0;
+  x.register_hook([&](const Tensor&) {
+    ++hook_calls;
+    return Tensor();
+  });
+  Tensor y = (x * w).sum();
+  x.requires_grad_(false);
+  y.backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_EQ(hook_calls, 0);
+  EXPECT_THAT(values(w.grad()), ElementsAre(1, 2));
 }
 
 TEST(AutogradBackward, TheGradientDoesNotAliasTheUpstreamTensor) {
