@@ -3,6 +3,7 @@
 // selection goes to whichever input was selected.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "core/graph/function.h"
@@ -161,7 +162,11 @@ struct Clamp : OpFunction<Clamp> {
       using T = decltype(tag);
       const T l = lo ? static_cast<T>(*lo) : T(0), h = hi ? static_cast<T>(*hi) : T(0);
       const bool has_l = min.has_value(), has_h = max.has_value();
+      // Both bounds given and one of them NaN: every element is NaN (PyTorch's clamp fills the
+      // result with NaN); a single NaN bound leaves the elements as they are, as PyTorch's.
+      const bool nan_bound = has_l && has_h && (std::isnan(*lo) || std::isnan(*hi));
       return unary_kernel(x, d, [=](T v) {
+        if (nan_bound) return std::numeric_limits<T>::quiet_NaN();
         if (std::isnan(v)) return v;
         if (has_l) v = std::max(v, l);
         if (has_h) v = std::min(v, h);

@@ -726,6 +726,32 @@ TEST(ElementwiseNan, MaximumMinimumWithNanMatchPyTorch) {
   }
 }
 
+// A NaN bound: with both bounds given every element is NaN, a single NaN bound is ignored, as
+// PyTorch's clamp; the gradient is 0 wherever a NaN bound takes part.
+TEST(ElementwiseNan, ClampWithANanBoundMatchesPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor({1.0, 2.0, 3.0});
+  // torch.clamp(torch.tensor([1., 2., 3.]), nan, 2.) -> tensor([nan, nan, nan])
+  test::expect_values(clamp(x, nan, 2.0), {nan, nan, nan});
+  // torch.clamp(torch.tensor([1., 2., 3.]), 1.5, nan) -> tensor([nan, nan, nan])
+  test::expect_values(clamp(x, 1.5, nan), {nan, nan, nan});
+  // torch.clamp(torch.arange(3), nan, 1) -> tensor([nan, nan, nan]) (float32)
+  Tensor i = clamp(arange(3), nan, 1);
+  EXPECT_EQ(i.dtype(), DType::Float32);
+  test::expect_values(i, {nan, nan, nan});
+  // torch.tensor([1., 2., 3.]).clamp_(0., nan) -> tensor([nan, nan, nan])
+  Tensor y = x.clone();
+  y.clamp_(0.0, nan);
+  test::expect_values(y, {nan, nan, nan});
+  // torch.clamp(x, min=nan), torch.clamp(x, max=nan) -> tensor([1., 2., 3.])
+  test::expect_values(clamp(x, nan), {1, 2, 3});
+  test::expect_values(clamp(x, None, nan), {1, 2, 3});
+  // x.requires_grad_(); torch.clamp(x, nan, 2.).sum().backward(); x.grad -> tensor([0., 0., 0.])
+  Tensor w = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  clamp(w, nan, 2.0).sum().backward();
+  test::expect_values(w.grad(), {0, 0, 0});
+}
+
 // ---- int64 ----
 
 // int64 arithmetic is exact and wraps on overflow as PyTorch's does.
