@@ -116,9 +116,19 @@ Tensor arange(Scalar start_bound, Scalar end_bound, Scalar step_bound,
   const bool integral =
       start_bound.is_integral() && end_bound.is_integral() && step_bound.is_integral();
   const DType dtype = dtype_given.value_or(integral ? DType::Int64 : get_default_dtype());
-  if (integral && dtype == DType::Int64) {
-    return arange_int64(start_bound.to_int64(), end_bound.to_int64(), step_bound.to_int64());
+  if (dtype == DType::Int64) {
+    // As PyTorch's: each bound is converted to int64 first (a float truncated toward zero; nan,
+    // inf or a value out of range is an Error), then the count and the values are integers:
+    // arange(0.5, 6, 1.7, kInt64) is [0, 1, 2, 3, 4, 5], arange(0, 5, 0.5, kInt64) an Error.
+    auto whole = [](const Scalar& s) {
+      return s.is_integral() ? s.to_int64()
+                             : detail::checked_cast<int64_t>(s.to_double(), "arange");
+    };
+    return arange_int64(whole(start_bound), whole(end_bound), whole(step_bound));
   }
+  check(dtype != DType::Bool,
+        "arange: not implemented for bool tensors (\"arange_cpu\" not "
+        "implemented for 'Bool')");
   const double start = start_bound.to_double(), end = end_bound.to_double(),
                step = step_bound.to_double();
   check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",

@@ -255,6 +255,29 @@ TEST(TensorFactory, IntegerArangeIsExactBeyondTwoToThe53) {
   EXPECT_THAT(arange(0, 7, 3, DType::Float64).to_vector<double>(), ElementsAre(0.0, 3.0, 6.0));
 }
 
+// An int64 arange with floating bounds converts each bound to int64 first, as PyTorch's (the
+// count and the values are then integers); a bool arange is an Error.
+TEST(TensorFactory, Int64ArangeTruncatesFloatBoundsFirst) {
+  // torch.arange(0.5, 6, 1.7, dtype=torch.int64) -> tensor([0, 1, 2, 3, 4, 5])
+  EXPECT_THAT(arange(0.5, 6, 1.7, DType::Int64).to_vector<int64_t>(),
+              ElementsAre(0, 1, 2, 3, 4, 5));
+  // torch.arange(2.9, dtype=torch.int64) -> tensor([0, 1])
+  EXPECT_THAT(arange(2.9, DType::Int64).to_vector<int64_t>(), ElementsAre(0, 1));
+  // torch.arange(-2.5, 3, 2, dtype=torch.int64) -> tensor([-2, 0, 2])
+  EXPECT_THAT(arange(-2.5, 3, 2, DType::Int64).to_vector<int64_t>(), ElementsAre(-2, 0, 2));
+  // torch.arange(0, 5, 0.5, dtype=torch.int64) -> RuntimeError: step must be nonzero
+  expect_error([] { (void)arange(0, 5, 0.5, DType::Int64); }, "arange: step must be nonzero");
+  // torch.arange(nan, 3, 1, dtype=torch.int64), torch.arange(0, 1e19, 1, dtype=torch.int64)
+  //   -> RuntimeError: value cannot be converted to type int64_t without overflow
+  expect_error([] { (void)arange(NAN, 3, 1, DType::Int64); },
+               "arange: value nan cannot be converted to type int64 without overflow");
+  expect_error([] { (void)arange(0, 1e19, 1, DType::Int64); },
+               "arange: value 1e+19 cannot be converted to type int64 without overflow");
+  // torch.arange(0, 3, dtype=torch.bool) -> RuntimeError: "arange_cpu" not implemented for 'Bool'
+  expect_error([] { (void)arange(0, 3, 1, DType::Bool); }, "arange: not implemented for bool");
+  expect_error([] { (void)arange(0, 2.5, 1, DType::Bool); }, "arange: not implemented for bool");
+}
+
 TEST(TensorFactory, Eye) {
   // torch.eye(3)
   Tensor e = eye(3);
