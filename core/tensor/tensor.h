@@ -13,6 +13,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -92,11 +93,15 @@ class Tensor {
   // ---- values ----
   double item() const;  // one-element tensors only
   // item<int64_t>() (any integer type) reads the integer itself, never through double; from a
-  // float, nan, inf or a value out of int64's range is an Error.
+  // float, nan, inf or a value out of int64's range is an Error, and so is a value out of T's
+  // range (item<int32_t>() of 2^40, item<uint8_t>() of -1), as libtorch's checked item<T>().
   template <typename T>
   T item() const {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      return static_cast<T>(item_int64());
+      const int64_t v = item_int64();
+      check(std::in_range<T>(v), "item: value ", v, " cannot be converted to type ",
+            std::is_signed_v<T> ? "int" : "uint", sizeof(T) * 8, " without overflow");
+      return static_cast<T>(v);
     } else {
       return static_cast<T>(item());
     }

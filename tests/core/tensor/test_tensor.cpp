@@ -408,6 +408,26 @@ TEST(TensorAccess, ItemOnOneElementOnly) {
   EXPECT_THAT(error_of([] { (void)zeros({0}).item(); }), HasSubstr("0 elements"));
 }
 
+// item<T>() for a narrower integer type T is exact or an Error, as libtorch's
+// t.item<int32_t>() ("value cannot be converted to type int32_t without overflow").
+TEST(TensorAccess, ItemIntoANarrowerIntegerTypeChecksItsRange) {
+  const Tensor big = from_vector(std::vector<int64_t>{kInt64Max}, {1});
+  EXPECT_EQ(big.item<int64_t>(), std::numeric_limits<int64_t>::max());
+  expect_error(
+      [&] { (void)big.item<int32_t>(); },
+      "item: value 9223372036854775807 cannot be converted to type int32 without overflow");
+  expect_error([] { (void)tensor({-1}, DType::Int64).item<uint8_t>(); },
+               "item: value -1 cannot be converted to type uint8 without overflow");
+  expect_error([] { (void)tensor({300.0}).item<uint8_t>(); },
+               "item: value 300 cannot be converted to type uint8 without overflow");
+  expect_error([] { (void)tensor({-1.5}).item<uint64_t>(); },
+               "item: value -1 cannot be converted to type uint64 without overflow");
+  // In range: the value itself (a float truncated toward zero, as int64 is).
+  EXPECT_EQ(tensor({-2147483648.0}, DType::Int64).item<int32_t>(), -2147483648);
+  EXPECT_EQ(tensor({255.9}).item<uint8_t>(), 255);
+  EXPECT_EQ(tensor({-7.5}).item<int16_t>(), -7);
+}
+
 TEST(TensorAccess, AtAndSetWithNegativeIndices) {
   Tensor t = zeros({2, 3});
   t.set({1, 2}, 5);
