@@ -622,6 +622,26 @@ TEST(TensorPrint, ReprShowsGradFnAndRequiresGrad) {
   EXPECT_EQ(repr(arange(3)), "tensor([0, 1, 2])");
 }
 
+// A tensor of more than 1000 elements prints its first and last 3 entries of each long dim, read
+// through its strides: an expanded view of 2^40 or 2^51 elements prints as PyTorch's does.
+TEST(TensorPrint, SummarizedTensorsReadOnlyTheShownEntries) {
+  // repr(torch.ones(1).expand(2**40))
+  EXPECT_EQ(repr(ones({1}).expand({int64_t{1} << 40})), "tensor([1., 1., 1.,  ..., 1., 1., 1.])");
+  // repr(torch.arange(2.).reshape(2, 1).expand(2, 2**50))
+  EXPECT_EQ(repr(arange(2.0).reshape({2, 1}).expand({2, int64_t{1} << 50})),
+            "tensor([[0., 0., 0.,  ..., 0., 0., 0.],\n"
+            "        [1., 1., 1.,  ..., 1., 1., 1.]])");
+  // repr(torch.arange(1050).reshape(150, 7).t()): a transposed view, a dim of 7 cut to 6
+  EXPECT_EQ(repr(arange(1050).reshape({150, 7}).t()),
+            "tensor([[   0,    7,   14,  ..., 1029, 1036, 1043],\n"
+            "        [   1,    8,   15,  ..., 1030, 1037, 1044],\n"
+            "        [   2,    9,   16,  ..., 1031, 1038, 1045],\n"
+            "        ...,\n"
+            "        [   4,   11,   18,  ..., 1033, 1040, 1047],\n"
+            "        [   5,   12,   19,  ..., 1034, 1041, 1048],\n"
+            "        [   6,   13,   20,  ..., 1035, 1042, 1049]])");
+}
+
 TEST(TensorMeta, SizeAndStrideAcceptNegativeDims) {
   Tensor t = zeros({2, 3, 4});
   EXPECT_EQ(t.size(-1), 4);
