@@ -304,7 +304,7 @@ Tensor ternary_kernel(const Tensor& a, const Tensor& b, const Tensor& c, DType d
 }
 
 DType floating_result(const Tensor& a, const Tensor& b, const Tensor& c, const char* op) {
-  DType d = promote(promote(a.dtype(), b.dtype()), c.dtype());
+  DType d = result_type({&a, &b, &c});
   check(is_floating(d), op, ": expected floating point tensors, got ", dtype_name(a.dtype()), ", ",
         dtype_name(b.dtype()), " and ", dtype_name(c.dtype()));
   return d;

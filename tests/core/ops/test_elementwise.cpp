@@ -224,6 +224,33 @@ TEST(ElementwisePromotion, ResultTypeMatchesTorchResultType) {
   EXPECT_EQ(clamp(i, 0.0, None).dtype(), DType::Float32);
 }
 
+// Three operands follow the same rule as two: the 0-d ones raise the dtype of the others only
+// from a higher category.
+TEST(ElementwisePromotion, ThreeOperandsPromoteAsTorchResultType) {
+  const Tensor x = tensor({1.0, 2.0}), y = tensor({3.0, 4.0});
+  const Tensor s64 = scalar_tensor(0.1, DType::Float64);
+  // torch.addcmul(x, torch.tensor(0.1, dtype=torch.float64), y) -> float32
+  //   tensor([1.3000, 2.4000])
+  Tensor r = addcmul(x, s64, y);
+  EXPECT_EQ(r.dtype(), DType::Float32);
+  test::expect_values(r, {1.3, 2.4});
+  EXPECT_EQ(addcmul(x, y, s64).dtype(), DType::Float32);
+  EXPECT_EQ(addcmul(s64, x, y).dtype(), DType::Float32);
+  // With dims, float64 wins: torch.addcmul(x, y.double(), y).dtype -> torch.float64
+  EXPECT_EQ(addcmul(x, y.to(DType::Float64), y).dtype(), DType::Float64);
+  // All 0-d: torch.addcmul(torch.tensor(1.), torch.tensor(2., dtype=torch.float64),
+  //   torch.tensor(3.)).dtype -> torch.float64
+  EXPECT_EQ(
+      addcmul(scalar_tensor(1.0), scalar_tensor(2.0, DType::Float64), scalar_tensor(3.0)).dtype(),
+      DType::Float64);
+  // A 0-d float next to integer tensors gives its own dtype:
+  //   torch.addcmul(torch.arange(2), torch.tensor(0.5, dtype=torch.float64), torch.arange(2))
+  //   -> tensor([0.0000, 1.5000], dtype=torch.float64)
+  Tensor i = addcmul(arange(2), scalar_tensor(0.5, DType::Float64), arange(2));
+  EXPECT_EQ(i.dtype(), DType::Float64);
+  test::expect_values(i, {0.0, 1.5});
+}
+
 // Scalars: an integer and a floating point number are both accepted, and mean different things.
 static_assert(EMBER_COMPILES(x + 1));
 static_assert(EMBER_COMPILES(x + 1.5));
