@@ -781,6 +781,20 @@ TEST(ElementwiseNan, ClampWithANanBoundMatchesPyTorch) {
 
 // ---- int64 ----
 
+// An int64 power takes the integer exponent exactly: 2^63 - 1 and 2^53 + 1 are odd (as doubles
+// they round to even numbers).
+TEST(ElementwiseInt64, PowWithAHugeOddExponentIsExact) {
+  const Tensor t = from_vector(std::vector<int64_t>{-1, 2, 3, -3}, {4});
+  // torch.tensor([-1, 2, 3, -3]).pow(2**63 - 1)
+  //   -> tensor([-1, 0, -6148914691236517205, 6148914691236517205])
+  EXPECT_THAT(t.pow(std::numeric_limits<int64_t>::max()).to_vector<int64_t>(),
+              ElementsAre(-1, 0, -6148914691236517205, 6148914691236517205));
+  // torch.tensor([-1, 2, 3, -3]).pow(2**53 + 1)
+  //   -> tensor([-1, 0, 6593269854470406147, -6593269854470406147])
+  EXPECT_THAT(t.pow((int64_t{1} << 53) + 1).to_vector<int64_t>(),
+              ElementsAre(-1, 0, 6593269854470406147, -6593269854470406147));
+}
+
 // int64 arithmetic is exact and wraps on overflow as PyTorch's does.
 TEST(ElementwiseInt64, Int64OverflowWrapsAsPyTorch) {
   Tensor big = adv().tensor("int/in/big");
