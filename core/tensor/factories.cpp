@@ -147,6 +147,7 @@ Tensor arange(Scalar start_bound, Scalar end_bound, Scalar step_bound,
 }
 
 Tensor eye(int64_t n, DType dtype) {
+  OpScope scope("eye");  // size errors (a negative n, or n * n too large) name eye
   Tensor t = zeros({n, n}, dtype);
   for (int64_t i = 0; i < n; ++i) t.set({i, i}, 1.0);
   return t;

@@ -284,6 +284,9 @@ TEST(TensorFactory, Eye) {
   EXPECT_EQ(e.shape(), (Shape{3, 3}));
   EXPECT_THAT(values(e), ElementsAre(1, 0, 0, 0, 1, 0, 0, 0, 1));
   EXPECT_EQ(eye(2, DType::Int64).dtype(), DType::Int64);
+  // Size errors name eye (torch.eye(-1): "n must be greater or equal to 0, got -1").
+  expect_error([] { (void)eye(-1); }, "eye: Trying to create tensor with negative dimension -1");
+  expect_error([] { (void)eye(int64_t{1} << 32); }, "eye: Storage size calculation overflowed");
 }
 
 TEST(TensorFactory, TriuAndTrilWithAnyDiagonal) {
