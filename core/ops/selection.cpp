@@ -81,7 +81,7 @@ void check_mask(const Tensor& t, const Tensor& mask, const char* op) {
 struct MaskedFill : OpFunction<MaskedFill> {
   static constexpr const char* name = "MaskedFillBackward0";
   static constexpr const char* formula = "y = mask ? value : x:  dy/dx = !mask";
-  Tensor forward(const Tensor& x, const Tensor& mask, double value) {
+  Tensor forward(const Tensor& x, const Tensor& mask, Scalar value) {
     check_mask(x, mask, "masked_fill");
     save_for_backward({mask});
     return where_kernel(mask, scalar_tensor(value, x.dtype()), x, "masked_fill");
@@ -220,7 +220,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return apply<Minimum>(a, b, f
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return apply<Where>(condition, a, b);
 }
-Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
+Tensor masked_fill(const Tensor& t, const Tensor& mask, Scalar value) {
   return apply<MaskedFill>(t, mask, value);
 }
 
@@ -240,7 +240,7 @@ Tensor le(const Tensor& a, Scalar b) { return le(a, wrap_scalar(b, a, "le")); }
 Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrap_scalar(b, a, "gt")); }
 Tensor ge(const Tensor& a, Scalar b) { return ge(a, wrap_scalar(b, a, "ge")); }
 
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
   return ember::masked_fill(*this, mask, value);
 }
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {

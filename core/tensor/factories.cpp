@@ -57,7 +57,7 @@ Tensor zeros(const Shape& shape, DType dtype) {
   return make_contiguous_tensor(shape, dtype, "zeros");
 }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor full(const Shape& shape, double value, DType dtype) {
+Tensor full(const Shape& shape, Scalar value, DType dtype) {
   Tensor t = make_contiguous_tensor(shape, dtype, "full");
   t.fill_(value);  // (a new tensor is no part of a graph: no grad mode needed)
   return t;
@@ -72,7 +72,7 @@ Tensor ones_like(const Tensor& t) {
   OpScope scope("ones_like");
   return ones(t.shape(), t.dtype());
 }
-Tensor full_like(const Tensor& t, double value) {
+Tensor full_like(const Tensor& t, Scalar value) {
   detail::check_defined(t, "full_like");
   OpScope scope("full_like");
   return full(t.shape(), value, t.dtype());
@@ -82,7 +82,7 @@ Tensor empty_like(const Tensor& t) {
   OpScope scope("empty_like");
   return empty(t.shape(), t.dtype());
 }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor scalar_tensor(Scalar value, DType dtype) { return full({}, value, dtype); }
 
 Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
@@ -220,7 +220,7 @@ Tensor zeros(const Shape& shape, const TensorOptions& options) {
 Tensor ones(const Shape& shape, const TensorOptions& options) {
   return finish(ones(shape, options.dtype()), options, "ones");
 }
-Tensor full(const Shape& shape, double value, const TensorOptions& options) {
+Tensor full(const Shape& shape, Scalar value, const TensorOptions& options) {
   return finish(full(shape, value, options.dtype()), options, "full");
 }
 Tensor eye(int64_t n, const TensorOptions& options) {

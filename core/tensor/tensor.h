@@ -119,7 +119,7 @@ class Tensor {
   Tensor clone() const;              // differentiable copy
   Tensor detach() const;             // same storage, out of the graph
   Tensor& copy_(const Tensor& src);  // in place, broadcasting src
-  Tensor& fill_(double value);
+  Tensor& fill_(Scalar value);       // an integer into int64 exactly
   Tensor& zero_() { return fill_(0.0); }
   Tensor to_bool() const { return to(DType::Bool); }  // PyTorch's t.bool()
 
@@ -188,8 +188,8 @@ class Tensor {
   Tensor dot(const Tensor& other) const;
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
-  Tensor masked_fill(const Tensor& mask, double value) const;
-  Tensor& masked_fill_(const Tensor& mask, double value);
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor& masked_fill_(const Tensor& mask, Scalar value);
   Tensor argmax(Dim dim, Bool keepdim = false) const;
 
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
@@ -263,12 +263,12 @@ struct TensorImpl {
 Tensor empty(const Shape& shape, DType dtype = get_default_dtype());
 Tensor zeros(const Shape& shape, DType dtype = get_default_dtype());
 Tensor ones(const Shape& shape, DType dtype = get_default_dtype());
-Tensor full(const Shape& shape, double value, DType dtype = get_default_dtype());
+Tensor full(const Shape& shape, Scalar value, DType dtype = get_default_dtype());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
+Tensor full_like(const Tensor& t, Scalar value);
 Tensor empty_like(const Tensor& t);
-Tensor scalar_tensor(double value, DType dtype = get_default_dtype());  // 0-d
+Tensor scalar_tensor(Scalar value, DType dtype = get_default_dtype());  // 0-d
 // arange(end), arange(start, end, step), as torch.arange: unless a dtype is given, int64 when
 // every bound is a C++ integer (arange(5)), the default dtype when one is floating (arange(5.0),
 // arange(0, 1, 0.25)).

@@ -184,6 +184,37 @@ TEST(TensorFactory, ZerosOnesFullEmpty) {
   EXPECT_THAT(error_of([] { (void)zeros({2, -1}); }), HasSubstr("negative"));
 }
 
+// An integer value fills an int64 tensor exactly, beyond 2^53 and up to int64's ends, as
+// libtorch's Scalar: full, full_like, scalar_tensor, fill_, masked_fill and masked_fill_.
+TEST(TensorFactory, IntegerFillValuesAreExactInInt64) {
+  constexpr int64_t odd = (int64_t{1} << 53) + 1;  // no double holds it
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  // torch.full((2,), 2**53 + 1) -> tensor([9007199254740993, 9007199254740993])
+  EXPECT_THAT(full({2}, odd, DType::Int64).to_vector<int64_t>(), ElementsAre(odd, odd));
+  // torch.full((1,), 2**63 - 1), torch.full((1,), -2**63): the ends of int64
+  EXPECT_THAT(full({1}, kInt64Max, DType::Int64).to_vector<int64_t>(), ElementsAre(kInt64Max));
+  EXPECT_THAT(full({1}, kMin, DType::Int64).to_vector<int64_t>(), ElementsAre(kMin));
+  EXPECT_EQ(scalar_tensor(odd, DType::Int64).item<int64_t>(), odd);
+  EXPECT_THAT(full_like(arange(2), kInt64Max).to_vector<int64_t>(),
+              ElementsAre(kInt64Max, kInt64Max));
+  Tensor t = zeros({2}, DType::Int64);
+  t.fill_(odd);
+  EXPECT_THAT(t.to_vector<int64_t>(), ElementsAre(odd, odd));
+  // torch.arange(2).masked_fill(torch.tensor([False, True]), 2**63 - 1)
+  //   -> tensor([0, 9223372036854775807])
+  const Tensor mask = from_vector(std::vector<int64_t>{0, 1}, {2}).to(DType::Bool);
+  EXPECT_THAT(arange(2).masked_fill(mask, kInt64Max).to_vector<int64_t>(),
+              ElementsAre(0, kInt64Max));
+  Tensor u = arange(2);
+  u.masked_fill_(mask, odd);
+  EXPECT_THAT(u.to_vector<int64_t>(), ElementsAre(0, odd));
+  // A float value is truncated and checked as before: torch.full((1,), 2.5, dtype=torch.int64)
+  // -> tensor([2]); 1e19 -> "value cannot be converted to type int64_t without overflow"
+  EXPECT_THAT(full({1}, 2.5, DType::Int64).to_vector<int64_t>(), ElementsAre(2));
+  expect_error([] { (void)full({1}, 1e19, DType::Int64); },
+               "fill_: value 1e+19 cannot be converted to type int64 without overflow");
+}
+
 TEST(TensorFactory, LikeFactoriesKeepShapeAndDType) {
   Tensor src = tensor({{1, 2, 3}}, DType::Float64);
   Tensor z = zeros_like(src);
