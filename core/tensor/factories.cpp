@@ -246,9 +246,11 @@ requires(std::same_as<T, float> || std::same_as<T, int64_t>) Tensor
     return from_vector(std::vector<double>(values.begin(), values.end()), shape, options);
   } else {
     if (options.dtype() != DType::Int64) {
-      // Into a float or bool tensor, each value rounds as PyTorch's int64 -> dtype cast does.
-      std::vector<double> as_double(values.begin(), values.end());
-      return from_vector(as_double, shape, options);
+      // Into a float or bool tensor, each value rounds once, as PyTorch's int64 -> dtype cast
+      // does (through a double, a value beyond 2^53 could round twice).
+      return finish(
+          from_vector(values, shape, TensorOptions().dtype(DType::Int64)).to(options.dtype()),
+          options, "from_vector");
     }
     check(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector: ", values.size(),
           " values cannot fill shape ", shape);

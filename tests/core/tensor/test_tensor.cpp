@@ -369,6 +369,15 @@ TEST(TensorFactory, FromVector) {
   EXPECT_EQ(t.shape(), (Shape{3, 2}));
   EXPECT_EQ(t.at({2, 1}), 6);
   EXPECT_THAT(error_of([] { (void)from_vector({1, 2, 3}, {2, 2}); }), HasSubstr("[2, 2]"));
+  // int64 values into float32 round once, as .to(float32): 2^54 + 2^30 + 1 is above the midpoint
+  // of two floats, but through a double it is the midpoint and rounds to even.
+  //   torch.tensor([2**54 + 2**30 + 1]).float() -> 18014400656965632. (2^54 + 2^31)
+  const int64_t x = (int64_t{1} << 54) + (int64_t{1} << 30) + 1;
+  const Tensor f = from_vector(std::vector<int64_t>{x}, {1}, kFloat32);
+  EXPECT_EQ(f.dtype(), DType::Float32);
+  EXPECT_EQ(f.to_vector<double>()[0], 18014400656965632.0);
+  EXPECT_EQ(f.to_vector<double>()[0],
+            from_vector(std::vector<int64_t>{x}, {1}).to(kFloat32).item());
 }
 
 // Every element count and byte size is checked for overflow, and a buffer that cannot be had is
