@@ -92,13 +92,19 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return read_as_double(*this, element_offset(*this, index, "at"));
 }
 
-void Tensor::set(const std::vector<int64_t>& index, double value) {
+void Tensor::set(const std::vector<int64_t>& index, Scalar value) {
   detail::check_defined(*this, "set");
   int64_t off = element_offset(*this, index, "set");
   check_no_internal_overlap(shape(), strides(), "set");  // one write would change several elements
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    static_cast<T*>(storage()->data())[off] = checked_cast<T>(value, "set", /*fill=*/true);
+    T v;
+    if constexpr (std::is_same_v<T, int64_t>) {  // an integer into int64 exactly, as fill_
+      v = value.is_integral() ? value.to_int64() : checked_cast<T>(value.to_double(), "set", true);
+    } else {
+      v = checked_cast<T>(value.to_double(), "set", /*fill=*/true);
+    }
+    static_cast<T*>(storage()->data())[off] = v;
   });
   storage()->bump_version();
 }

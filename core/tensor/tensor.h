@@ -108,7 +108,7 @@ class Tensor {
   }
   int64_t item_int64() const;
   double at(const std::vector<int64_t>& index) const;         // one element, any dtype, as double
-  void set(const std::vector<int64_t>& index, double value);  // raw write (no autograd)
+  void set(const std::vector<int64_t>& index, Scalar value);  // raw write (no autograd)
   // All elements in row-major order as float, double or int64_t (bool tensors: as int64_t).
   template <typename T>
   std::vector<T> to_vector() const;

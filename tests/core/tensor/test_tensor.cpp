@@ -208,6 +208,8 @@ TEST(TensorFactory, IntegerFillValuesAreExactInInt64) {
   Tensor u = arange(2);
   u.masked_fill_(mask, odd);
   EXPECT_THAT(u.to_vector<int64_t>(), ElementsAre(0, odd));
+  u.set({0}, kInt64Max);
+  EXPECT_THAT(u.to_vector<int64_t>(), ElementsAre(kInt64Max, odd));
   // A float value is truncated and checked as before: torch.full((1,), 2.5, dtype=torch.int64)
   // -> tensor([2]); 1e19 -> "value cannot be converted to type int64_t without overflow"
   EXPECT_THAT(full({1}, 2.5, DType::Int64).to_vector<int64_t>(), ElementsAre(2));
