@@ -156,9 +156,16 @@ class Formatter {
 template <typename V>
 class Printer {
  public:
-  Printer(const std::vector<int64_t>& shape, const std::vector<V>& values, bool summarize)
-      : shape_(shape), values_(values), summarize_(summarize), strides_(shape.size(), 1) {
-    for (std::size_t d = shape.size(); d-- > 1;) strides_[d - 1] = strides_[d] * shape[d];
+  // `values` are laid out row-major over `layout`: `shape` itself, or (summarized) the shown
+  // entries only, shown_shape(shape).
+  Printer(const std::vector<int64_t>& shape, const std::vector<int64_t>& layout,
+          const std::vector<V>& values, bool summarize)
+      : shape_(shape),
+        layout_(layout),
+        values_(values),
+        summarize_(summarize),
+        strides_(shape.size(), 1) {
+    for (std::size_t d = layout.size(); d-- > 1;) strides_[d - 1] = strides_[d] * layout[d];
   }
 
   // get_summarized_data: the values that will be shown, in order. Only these are given to
@@ -169,7 +176,7 @@ class Printer {
       return;
     }
     for (int64_t i : shown_indices(dim)) {
-      if (i >= 0) collect_shown(out, dim + 1, offset + i * strides_[dim]);
+      if (i >= 0) collect_shown(out, dim + 1, offset + position(dim, i) * strides_[dim]);
     }
   }
 
@@ -189,7 +196,8 @@ class Printer {
       if (i < 0) {
         slices.push_back("...");
       } else {
-        slices.push_back(tensor_str(f, dim + 1, offset + i * strides_[dim], indent + 1));
+        slices.push_back(
+            tensor_str(f, dim + 1, offset + position(dim, i) * strides_[dim], indent + 1));
       }
     }
     std::size_t sub_dims = shape_.size() - dim - 1;
@@ -215,6 +223,12 @@ class Printer {
     return idx;
   }
 
+  // Where index i of dimension `dim` sits in the values' layout: the last shown entries of a
+  // cut dimension follow its first ones.
+  int64_t position(std::size_t dim, int64_t i) const {
+    return i < kEdgeItems ? i : i - (shape_[dim] - layout_[dim]);
+  }
+
   // _vector_str: the elements of a 1-d run, as many per line as fit in the line width
   // (each counts its width plus ", "), later lines aligned under the first element.
   template <typename F>
@@ -224,11 +238,12 @@ class Printer {
     std::size_t per_line = static_cast<std::size_t>(std::max(1.0, fit));
 
     std::vector<std::string> data;
-    for (int64_t i : shown_indices(shape_.size() - 1)) {
+    const std::size_t last = shape_.size() - 1;
+    for (int64_t i : shown_indices(last)) {
       if (i < 0) {
         data.push_back(" ...");  // counts as an element when wrapping
       } else {
-        data.push_back(f.format(values_[static_cast<std::size_t>(offset + i)]));
+        data.push_back(f.format(values_[static_cast<std::size_t>(offset + position(last, i))]));
       }
     }
 
@@ -261,6 +276,7 @@ class Printer {
   }
 
   const std::vector<int64_t>& shape_;
+  const std::vector<int64_t>& layout_;
   const std::vector<V>& values_;
   bool summarize_;
   std::vector<int64_t> strides_;
@@ -301,6 +317,19 @@ std::string format_shape_tuple(const std::vector<int64_t>& shape) {
   return s + ")";
 }
 
+std::vector<int64_t> shown_shape(const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    check(d >= 0, "format_tensor: negative dimension in shape ", shape);
+    numel = mul_wrap(numel, d);
+  }
+  std::vector<int64_t> shown = shape;
+  if (numel > kThreshold) {
+    for (int64_t& d : shown) d = std::min(d, 2 * kEdgeItems);
+  }
+  return shown;
+}
+
 std::string format_size(const std::vector<int64_t>& shape) {
   return "torch.Size(" + shape_str(shape) + ")";
 }
@@ -314,8 +343,14 @@ std::string format_any(const std::vector<int64_t>& shape, const std::vector<V>& 
     check(d >= 0, "format_tensor: negative dimension in shape ", shape);
     numel = mul_wrap(numel, d);
   }
-  check(static_cast<int64_t>(values.size()) == numel, "format_tensor: shape ", shape, " needs ",
-        numel, " values, got ", values.size());
+  const bool summarize = numel > kThreshold;
+  const std::vector<int64_t> shown = shown_shape(shape);
+  int64_t shown_numel = 1;
+  for (int64_t d : shown) shown_numel *= d;
+  const auto given = static_cast<int64_t>(values.size());
+  check(given == numel || given == shown_numel, "format_tensor: shape ", shape, " needs ", numel,
+        " values (or the ", shown_numel, " shown ones), got ", values.size());
+  const std::vector<int64_t>& layout = given == numel ? shape : shown;
 
   // _str_intern for a plain strided CPU tensor.
   const std::string prefix = "tensor(";
@@ -334,8 +369,7 @@ std::string format_any(const std::vector<int64_t>& shape, const std::vector<V>& 
     if (is_floating(dtype) && dtype != get_default_dtype())
       all_suffixes.push_back("dtype=torch." + dtype_name(dtype));
 
-    bool summarize = numel > kThreshold;
-    Printer<V> printer(shape, values, summarize);
+    Printer<V> printer(shape, layout, values, summarize);
     std::vector<V> shown;
     printer.collect_shown(shown);
     if constexpr (std::is_same_v<V, int64_t>) {

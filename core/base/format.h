@@ -20,7 +20,8 @@ namespace ember {
 // The repr of a tensor, e.g. "tensor([1, 2])" or "tensor(0.9544, requires_grad=True)".
 //
 // values: the elements in row-major logical order, as doubles (float32 values converted
-//   exactly; int64 as integers; bool as 0/1). values.size() must be the product of shape.
+//   exactly; int64 as integers; bool as 0/1). values.size() must be the product of shape, or
+//   of shown_shape(shape) (the shown entries only).
 // suffixes: extra "key=value" parts in order, e.g. {"grad_fn=<MmBackward0>"} or
 //   {"requires_grad=True"}. The parts PyTorch derives from the data itself (size=(...) for
 //   empty tensors, dtype=torch.float64, ...) are added here and come first.
@@ -31,6 +32,11 @@ std::string format_tensor(const std::vector<int64_t>& shape, const std::vector<d
 std::string format_int_tensor(const std::vector<int64_t>& shape, const std::vector<int64_t>& values,
                               DType dtype, const std::vector<std::string>& suffixes = {});
 
+// The shape of the entries a print shows: a tensor of more than 1000 elements is summarized,
+// each dim longer than 6 cut to its first and last 3 entries; otherwise `shape` itself. The
+// values given to format_tensor may be these entries only (row-major over this shape), so a
+// huge tensor (an expanded view) is printed without reading every element, as PyTorch's.
+std::vector<int64_t> shown_shape(const std::vector<int64_t>& shape);
 // The repr of a shape: "torch.Size([2, 6, 3])", "torch.Size([])".
 std::string format_size(const std::vector<int64_t>& shape);
 

@@ -523,11 +523,18 @@ void dropout_noise(double* data, int64_t n, double p, Generator& g) {
 // random_from_to (uniform_int_from_to_distribution): the range is computed in uint64, a
 // 32-bit draw is used when it fits, and the sum wraps like PyTorch's uint64 arithmetic.
 int64_t randint(int64_t low, int64_t high, Generator& g) {
-  std::lock_guard<std::mutex> lock(g.mutex());
+  int64_t v = 0;
+  randint(&v, 1, low, high, g);
+  return v;
+}
+void randint(int64_t* data, int64_t n, int64_t low, int64_t high, Generator& g) {
   check(low < high, "randint: expects low < high, but got low=", low, ", high=", high);
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  const uint64_t r = range >= (uint64_t{1} << 32) ? g.random64() : uint64_t{g.random()};
-  return static_cast<int64_t>(r % range + static_cast<uint64_t>(low));
+  std::lock_guard<std::mutex> lock(g.mutex());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = range >= (uint64_t{1} << 32) ? g.random64() : uint64_t{g.random()};
+    data[i] = static_cast<int64_t>(r % range + static_cast<uint64_t>(low));
+  }
 }
 
 }  // namespace random_fill

@@ -119,6 +119,9 @@ void dropout_noise(double* data, int64_t n, double p, Generator& g);
 // (PyTorch's random_from_to): (r % (high - low)) + low, where r is random() when the range is
 // below 2^32 and random64() otherwise. Requires low < high. Fill elements in memory order.
 int64_t randint(int64_t low, int64_t high, Generator& g);
+// n elements of it into data, under one lock (the whole fill: threads sharing g get disjoint
+// blocks of its stream).
+void randint(int64_t* data, int64_t n, int64_t low, int64_t high, Generator& g);
 
 // The generator's vector code (generator_simd.cpp), written once over Highway and run on the
 // best target the CPU has (core/base/cpu.h), and the plain loops beside it (generator.cpp), which

@@ -231,9 +231,9 @@ struct Pow : OpFunction<Pow> {
           dtype_name(x.dtype()), ")");
     DType d = is_floating(x.dtype()) || !exponent_.is_integral() ? floating_type(x) : x.dtype();
     if (d == DType::Int64) {
-      // A whole exponent >= 0 (else d is floating): exact and wrapping, never through double.
-      const auto e = static_cast<uint64_t>(p);
-      check(p < 18446744073709551616.0, "pow: exponent ", p, " is too large for an int64 base");
+      // A whole exponent >= 0 (else d is floating): exact and wrapping, never through double
+      // (2^53 + 1 and 2^63 - 1 are odd; as doubles they are even).
+      const auto e = static_cast<uint64_t>(exponent_.to_int64());
       return unary_kernel(x, d, [e](auto v) { return wrapping_pow(static_cast<int64_t>(v), e); });
     }
     // PyTorch's special cases (pow_tensor_scalar_optimized_kernel): x^2 and x^3 are products in
@@ -304,7 +304,7 @@ Tensor ternary_kernel(const Tensor& a, const Tensor& b, const Tensor& c, DType d
 }
 
 DType floating_result(const Tensor& a, const Tensor& b, const Tensor& c, const char* op) {
-  DType d = promote(promote(a.dtype(), b.dtype()), c.dtype());
+  DType d = result_type({&a, &b, &c});
   check(is_floating(d), op, ": expected floating point tensors, got ", dtype_name(a.dtype()), ", ",
         dtype_name(b.dtype()), " and ", dtype_name(c.dtype()));
   return d;

@@ -67,9 +67,9 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 // t with value wherever mask (bool, broadcast to t) is true.
-Tensor masked_fill(const Tensor& t, const Tensor& mask, double value);
+Tensor masked_fill(const Tensor& t, const Tensor& mask, Scalar value);
 // In place; on a non-leaf it rebases the history (MaskedFillBackward0 becomes its grad_fn).
-Tensor& masked_fill_(Tensor& t, const Tensor& mask, double value);
+Tensor& masked_fill_(Tensor& t, const Tensor& mask, Scalar value);
 
 // Comparisons (not differentiable): bool tensors.
 Tensor eq(const Tensor& a, const Tensor& b);

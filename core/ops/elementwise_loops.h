@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <type_traits>
 
 #include "core/kernels/iterate.h"
@@ -25,6 +27,24 @@ inline DType result_type(const Tensor& a, const Tensor& b) {
     return small.dtype();
   }
   return promote(a.dtype(), b.dtype());
+}
+
+// The same rule for any number of operands (torch.result_type of a TensorIterator's inputs):
+// the promoted dtype of the operands with dims, raised by the promoted dtype of the 0-d ones
+// only when those are of a higher category (or the former are bool). addcmul(x, s, y) with x and
+// y float32 [n] and s a float64 0-d tensor is float32, as PyTorch's.
+inline DType result_type(std::initializer_list<const Tensor*> operands) {
+  std::optional<DType> dims, zero_dims;
+  for (const Tensor* t : operands) {
+    std::optional<DType>& group = t->dim() == 0 ? zero_dims : dims;
+    group = group ? promote(*group, t->dtype()) : t->dtype();
+  }
+  if (!dims) return *zero_dims;
+  if (!zero_dims) return *dims;
+  if (is_floating(*dims) || !is_floating(*zero_dims)) {
+    return *dims == DType::Bool ? promote(*dims, *zero_dims) : *dims;
+  }
+  return *zero_dims;
 }
 
 // int64 arithmetic wraps around on overflow as PyTorch's does (two's complement), computed in

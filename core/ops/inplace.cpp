@@ -86,7 +86,7 @@ Tensor& in_place(Tensor& self, const std::vector<Tensor>& inputs, const char* op
 
 }  // namespace
 
-Tensor& masked_fill_(Tensor& t, const Tensor& mask, double value) {
+Tensor& masked_fill_(Tensor& t, const Tensor& mask, Scalar value) {
   check(t.defined() && mask.defined(),
         "masked_fill_: expected defined tensors, got an undefined one");
   detail::check_inplace(t, "masked_fill_");
@@ -94,7 +94,7 @@ Tensor& masked_fill_(Tensor& t, const Tensor& mask, double value) {
   return write_in_place(t, masked_fill(t, mask, value), "masked_fill_");
 }
 
-Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
   return ember::masked_fill_(*this, mask, value);
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "core/base/grad_mode.h"
@@ -27,11 +28,14 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
         " >= to=", high);
   check(options.dtype() != DType::Bool || (low >= 0 && high <= 2),
         "randint: for a bool tensor, expected 0 <= low < high <= 2, got [", low, ", ", high, ")");
-  // A fresh contiguous tensor: memory order is row-major order.
-  std::vector<int64_t> values(static_cast<std::size_t>(numel_of(shape)));
-  Generator& g = generator_or_default(gen);
-  for (int64_t& v : values) v = random_fill::randint(low, high, g);
-  return from_vector(values, shape, options);
+  // A fresh contiguous tensor: memory order is row-major order. (Its size and allocation errors
+  // name randint.)
+  OpScope scope("randint");
+  Tensor drawn = empty(shape, DType::Int64);
+  random_fill::randint(drawn.data_ptr<int64_t>(), drawn.numel(), low, high,
+                       generator_or_default(gen));
+  if (options.dtype() == DType::Int64 && !options.requires_grad()) return drawn;
+  return from_vector(drawn.to_vector<int64_t>(), shape, options);
 }
 
 Tensor randint(int64_t high, const Shape& shape, const TensorOptions& options, Generator* gen) {
@@ -76,7 +80,11 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
     }
     // exponential_(1): -1 / lambda * log(1 - u) in double, then cast to the dtype.
     std::vector<double> q(v.size());
-    for (double& x : q) x = -1.0 / 1.0 * std::log(1.0 - uniform_double(g));
+    {
+      // One lock for all the draws, as every fill takes (core/base/generator.h).
+      std::lock_guard<std::mutex> lock(g.mutex());
+      for (double& x : q) x = -1.0 / 1.0 * std::log(1.0 - uniform_double(g));
+    }
     Tensor qt = from_vector(q, p.shape(), p.dtype());
     Tensor ratio = p / qt;
     if (num_samples == 1) return argmax(ratio, -1, /*keepdim=*/true);
@@ -89,6 +97,8 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   dispatch_floating(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
     Tensor contiguous = p.contiguous();
+    // One lock for all the draws, as every fill takes (core/base/generator.h).
+    std::lock_guard<std::mutex> lock(g.mutex());
     const T* data = contiguous.data_ptr<T>();
     std::vector<T> cum(static_cast<std::size_t>(n_categories));
     for (int64_t r = 0; r < n_dist; ++r) {

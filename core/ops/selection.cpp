@@ -3,6 +3,7 @@
 // selection goes to whichever input was selected.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "core/graph/function.h"
@@ -80,7 +81,7 @@ void check_mask(const Tensor& t, const Tensor& mask, const char* op) {
 struct MaskedFill : OpFunction<MaskedFill> {
   static constexpr const char* name = "MaskedFillBackward0";
   static constexpr const char* formula = "y = mask ? value : x:  dy/dx = !mask";
-  Tensor forward(const Tensor& x, const Tensor& mask, double value) {
+  Tensor forward(const Tensor& x, const Tensor& mask, Scalar value) {
     check_mask(x, mask, "masked_fill");
     save_for_backward({mask});
     return where_kernel(mask, scalar_tensor(value, x.dtype()), x, "masked_fill");
@@ -161,7 +162,11 @@ struct Clamp : OpFunction<Clamp> {
       using T = decltype(tag);
       const T l = lo ? static_cast<T>(*lo) : T(0), h = hi ? static_cast<T>(*hi) : T(0);
       const bool has_l = min.has_value(), has_h = max.has_value();
+      // Both bounds given and one of them NaN: every element is NaN (PyTorch's clamp fills the
+      // result with NaN); a single NaN bound leaves the elements as they are, as PyTorch's.
+      const bool nan_bound = has_l && has_h && (std::isnan(*lo) || std::isnan(*hi));
       return unary_kernel(x, d, [=](T v) {
+        if (nan_bound) return std::numeric_limits<T>::quiet_NaN();
         if (std::isnan(v)) return v;
         if (has_l) v = std::max(v, l);
         if (has_h) v = std::min(v, h);
@@ -215,7 +220,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return apply<Minimum>(a, b, f
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return apply<Where>(condition, a, b);
 }
-Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
+Tensor masked_fill(const Tensor& t, const Tensor& mask, Scalar value) {
   return apply<MaskedFill>(t, mask, value);
 }
 
@@ -235,7 +240,7 @@ Tensor le(const Tensor& a, Scalar b) { return le(a, wrap_scalar(b, a, "le")); }
 Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrap_scalar(b, a, "gt")); }
 Tensor ge(const Tensor& a, Scalar b) { return ge(a, wrap_scalar(b, a, "ge")); }
 
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
   return ember::masked_fill(*this, mask, value);
 }
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {

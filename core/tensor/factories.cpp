@@ -57,7 +57,7 @@ Tensor zeros(const Shape& shape, DType dtype) {
   return make_contiguous_tensor(shape, dtype, "zeros");
 }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor full(const Shape& shape, double value, DType dtype) {
+Tensor full(const Shape& shape, Scalar value, DType dtype) {
   Tensor t = make_contiguous_tensor(shape, dtype, "full");
   t.fill_(value);  // (a new tensor is no part of a graph: no grad mode needed)
   return t;
@@ -72,7 +72,7 @@ Tensor ones_like(const Tensor& t) {
   OpScope scope("ones_like");
   return ones(t.shape(), t.dtype());
 }
-Tensor full_like(const Tensor& t, double value) {
+Tensor full_like(const Tensor& t, Scalar value) {
   detail::check_defined(t, "full_like");
   OpScope scope("full_like");
   return full(t.shape(), value, t.dtype());
@@ -82,7 +82,7 @@ Tensor empty_like(const Tensor& t) {
   OpScope scope("empty_like");
   return empty(t.shape(), t.dtype());
 }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor scalar_tensor(Scalar value, DType dtype) { return full({}, value, dtype); }
 
 Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
@@ -116,9 +116,19 @@ Tensor arange(Scalar start_bound, Scalar end_bound, Scalar step_bound,
   const bool integral =
       start_bound.is_integral() && end_bound.is_integral() && step_bound.is_integral();
   const DType dtype = dtype_given.value_or(integral ? DType::Int64 : get_default_dtype());
-  if (integral && dtype == DType::Int64) {
-    return arange_int64(start_bound.to_int64(), end_bound.to_int64(), step_bound.to_int64());
+  if (dtype == DType::Int64) {
+    // As PyTorch's: each bound is converted to int64 first (a float truncated toward zero; nan,
+    // inf or a value out of range is an Error), then the count and the values are integers:
+    // arange(0.5, 6, 1.7, kInt64) is [0, 1, 2, 3, 4, 5], arange(0, 5, 0.5, kInt64) an Error.
+    auto whole = [](const Scalar& s) {
+      return s.is_integral() ? s.to_int64()
+                             : detail::checked_cast<int64_t>(s.to_double(), "arange");
+    };
+    return arange_int64(whole(start_bound), whole(end_bound), whole(step_bound));
   }
+  check(dtype != DType::Bool,
+        "arange: not implemented for bool tensors (\"arange_cpu\" not "
+        "implemented for 'Bool')");
   const double start = start_bound.to_double(), end = end_bound.to_double(),
                step = step_bound.to_double();
   check(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ",
@@ -137,6 +147,7 @@ Tensor arange(Scalar start_bound, Scalar end_bound, Scalar step_bound,
 }
 
 Tensor eye(int64_t n, DType dtype) {
+  OpScope scope("eye");  // size errors (a negative n, or n * n too large) name eye
   Tensor t = zeros({n, n}, dtype);
   for (int64_t i = 0; i < n; ++i) t.set({i, i}, 1.0);
   return t;
@@ -209,7 +220,7 @@ Tensor zeros(const Shape& shape, const TensorOptions& options) {
 Tensor ones(const Shape& shape, const TensorOptions& options) {
   return finish(ones(shape, options.dtype()), options, "ones");
 }
-Tensor full(const Shape& shape, double value, const TensorOptions& options) {
+Tensor full(const Shape& shape, Scalar value, const TensorOptions& options) {
   return finish(full(shape, value, options.dtype()), options, "full");
 }
 Tensor eye(int64_t n, const TensorOptions& options) {
@@ -235,9 +246,11 @@ requires(std::same_as<T, float> || std::same_as<T, int64_t>) Tensor
     return from_vector(std::vector<double>(values.begin(), values.end()), shape, options);
   } else {
     if (options.dtype() != DType::Int64) {
-      // Into a float or bool tensor, each value rounds as PyTorch's int64 -> dtype cast does.
-      std::vector<double> as_double(values.begin(), values.end());
-      return from_vector(as_double, shape, options);
+      // Into a float or bool tensor, each value rounds once, as PyTorch's int64 -> dtype cast
+      // does (through a double, a value beyond 2^53 could round twice).
+      return finish(
+          from_vector(values, shape, TensorOptions().dtype(DType::Int64)).to(options.dtype()),
+          options, "from_vector");
     }
     check(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector: ", values.size(),
           " values cannot fill shape ", shape);

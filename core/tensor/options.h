@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/base/args.h"
 #include "core/base/dtype.h"
 #include "core/base/shape.h"
 
@@ -57,7 +58,7 @@ class Generator;
 Tensor empty(const Shape& shape, const TensorOptions& options);
 Tensor zeros(const Shape& shape, const TensorOptions& options);
 Tensor ones(const Shape& shape, const TensorOptions& options);
-Tensor full(const Shape& shape, double value, const TensorOptions& options);
+Tensor full(const Shape& shape, Scalar value, const TensorOptions& options);
 Tensor eye(int64_t n, const TensorOptions& options);
 Tensor rand(const Shape& shape, const TensorOptions& options, Generator* gen = nullptr);
 Tensor randn(const Shape& shape, const TensorOptions& options, Generator* gen = nullptr);

@@ -92,13 +92,19 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return read_as_double(*this, element_offset(*this, index, "at"));
 }
 
-void Tensor::set(const std::vector<int64_t>& index, double value) {
+void Tensor::set(const std::vector<int64_t>& index, Scalar value) {
   detail::check_defined(*this, "set");
   int64_t off = element_offset(*this, index, "set");
   check_no_internal_overlap(shape(), strides(), "set");  // one write would change several elements
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    static_cast<T*>(storage()->data())[off] = checked_cast<T>(value, "set", /*fill=*/true);
+    T v;
+    if constexpr (std::is_same_v<T, int64_t>) {  // an integer into int64 exactly, as fill_
+      v = value.is_integral() ? value.to_int64() : checked_cast<T>(value.to_double(), "set", true);
+    } else {
+      v = checked_cast<T>(value.to_double(), "set", /*fill=*/true);
+    }
+    static_cast<T*>(storage()->data())[off] = v;
   });
   storage()->bump_version();
 }
@@ -132,7 +138,7 @@ Tensor Tensor::detach() const {
   return detail::make_view(*this, shape(), strides(), offset());
 }
 
-Tensor& Tensor::fill_(double value) {
+Tensor& Tensor::fill_(Scalar value) {
   // Every element gets the same value, so an expanded destination is fine (as in PyTorch).
   detail::check_inplace(*this, "fill_", /*allow_internal_overlap=*/true);
   numel_of(shape(), "fill_");  // an expanded view may count beyond int64
@@ -140,7 +146,14 @@ Tensor& Tensor::fill_(double value) {
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T fill_value = checked_cast<T>(value, "fill_", /*fill=*/true);
+    // An integer into int64 exactly (beyond 2^53 a double is not); else PyTorch's checks.
+    T fill_value;
+    if constexpr (std::is_same_v<T, int64_t>) {
+      fill_value = value.is_integral() ? value.to_int64()
+                                       : checked_cast<T>(value.to_double(), "fill_", true);
+    } else {
+      fill_value = checked_cast<T>(value.to_double(), "fill_", /*fill=*/true);
+    }
     T* base = static_cast<T*>(storage()->data());
     Shape out_strides = strides();
     kernels::for_each_row<1>(shape(), {&out_strides}, [&](auto off, int64_t n, auto step) {

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -92,18 +93,22 @@ class Tensor {
   // ---- values ----
   double item() const;  // one-element tensors only
   // item<int64_t>() (any integer type) reads the integer itself, never through double; from a
-  // float, nan, inf or a value out of int64's range is an Error.
+  // float, nan, inf or a value out of int64's range is an Error, and so is a value out of T's
+  // range (item<int32_t>() of 2^40, item<uint8_t>() of -1), as libtorch's checked item<T>().
   template <typename T>
   T item() const {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      return static_cast<T>(item_int64());
+      const int64_t v = item_int64();
+      check(std::in_range<T>(v), "item: value ", v, " cannot be converted to type ",
+            std::is_signed_v<T> ? "int" : "uint", sizeof(T) * 8, " without overflow");
+      return static_cast<T>(v);
     } else {
       return static_cast<T>(item());
     }
   }
   int64_t item_int64() const;
   double at(const std::vector<int64_t>& index) const;         // one element, any dtype, as double
-  void set(const std::vector<int64_t>& index, double value);  // raw write (no autograd)
+  void set(const std::vector<int64_t>& index, Scalar value);  // raw write (no autograd)
   // All elements in row-major order as float, double or int64_t (bool tensors: as int64_t).
   template <typename T>
   std::vector<T> to_vector() const;
@@ -114,7 +119,7 @@ class Tensor {
   Tensor clone() const;              // differentiable copy
   Tensor detach() const;             // same storage, out of the graph
   Tensor& copy_(const Tensor& src);  // in place, broadcasting src
-  Tensor& fill_(double value);
+  Tensor& fill_(Scalar value);       // an integer into int64 exactly
   Tensor& zero_() { return fill_(0.0); }
   Tensor to_bool() const { return to(DType::Bool); }  // PyTorch's t.bool()
 
@@ -183,8 +188,8 @@ class Tensor {
   Tensor dot(const Tensor& other) const;
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
-  Tensor masked_fill(const Tensor& mask, double value) const;
-  Tensor& masked_fill_(const Tensor& mask, double value);
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor& masked_fill_(const Tensor& mask, Scalar value);
   Tensor argmax(Dim dim, Bool keepdim = false) const;
 
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
@@ -258,12 +263,12 @@ struct TensorImpl {
 Tensor empty(const Shape& shape, DType dtype = get_default_dtype());
 Tensor zeros(const Shape& shape, DType dtype = get_default_dtype());
 Tensor ones(const Shape& shape, DType dtype = get_default_dtype());
-Tensor full(const Shape& shape, double value, DType dtype = get_default_dtype());
+Tensor full(const Shape& shape, Scalar value, DType dtype = get_default_dtype());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
+Tensor full_like(const Tensor& t, Scalar value);
 Tensor empty_like(const Tensor& t);
-Tensor scalar_tensor(double value, DType dtype = get_default_dtype());  // 0-d
+Tensor scalar_tensor(Scalar value, DType dtype = get_default_dtype());  // 0-d
 // arange(end), arange(start, end, step), as torch.arange: unless a dtype is given, int64 when
 // every bound is a C++ integer (arange(5)), the default dtype when one is floating (arange(5.0),
 // arange(0, 1, 0.25)).

@@ -129,6 +129,20 @@ TEST(Sampling, RandintMatchesPyTorch) {
               HasSubstr("expects 'from' to be less than 'to'"));
 }
 
+// randint's sizes are checked as every factory's, in its own name: a count or byte count
+// beyond int64 or memory, and a negative size, are ember::Errors.
+TEST(Sampling, RandintSizesAreCheckedAsAFactorys) {
+  EXPECT_THAT(error_of([] { (void)randint(0, 10, {int64_t{1} << 61}); }),
+              HasSubstr("randint: Storage size calculation overflowed with "
+                        "sizes=[2305843009213693952] and itemsize=8"));
+  EXPECT_THAT(error_of([] { (void)randint(0, 10, {int64_t{1} << 40}); }),
+              HasSubstr("randint: cannot allocate a tensor of shape [1099511627776]"));
+  EXPECT_THAT(error_of([] {
+                (void)randint(0, 10, {2, -1});
+              }),
+              HasSubstr("randint: Trying to create tensor with negative dimension -1"));
+}
+
 TEST(Sampling, MultinomialWithReplacementMatchesPyTorch) {
   manual_seed(2);
   Tensor p = rand({8});

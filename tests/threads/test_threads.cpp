@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <set>
 #include <thread>
@@ -49,6 +50,34 @@ TEST(Threads, SharedGeneratorHandsOutDisjointBlocks) {
   std::sort(all.begin(), all.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(all, expected);
+}
+
+// randint and multinomial (with and without replacement) take one lock for all their draws too:
+// each call's result is one call's result of the sequential stream.
+TEST(Threads, SharedGeneratorHandsOutDisjointBlocksToSampling) {
+  constexpr int kCalls = 400;  // enough draws for the threads to run side by side
+  const Tensor probs = arange(1.0, 65.0, 1.0), wide = arange(1.0, 1025.0, 1.0);
+  const std::vector<std::function<std::vector<int64_t>()>> samplers = {
+      [] { return randint(0, 1000, {256}).to_vector<int64_t>(); },
+      [&] { return multinomial(probs, 256, true).to_vector<int64_t>(); },
+      [&] { return multinomial(wide, 4).to_vector<int64_t>(); }};
+  for (std::size_t s = 0; s < samplers.size(); ++s) {
+    SCOPED_TRACE(s);
+    manual_seed(7);
+    std::vector<std::vector<int64_t>> expected;
+    for (int i = 0; i < kThreads * kCalls; ++i) expected.push_back(samplers[s]());
+
+    manual_seed(7);
+    std::vector<std::vector<std::vector<int64_t>>> got(kThreads);
+    run_threads([&](int t) {
+      for (int i = 0; i < kCalls; ++i) got[t].push_back(samplers[s]());
+    });
+    std::vector<std::vector<int64_t>> all;
+    for (auto& g : got) all.insert(all.end(), g.begin(), g.end());
+    std::sort(all.begin(), all.end());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(all, expected);
+  }
 }
 
 TEST(Threads, RandnAndBernoulliConcurrently) {

@@ -224,6 +224,33 @@ TEST(ElementwisePromotion, ResultTypeMatchesTorchResultType) {
   EXPECT_EQ(clamp(i, 0.0, None).dtype(), DType::Float32);
 }
 
+// Three operands follow the same rule as two: the 0-d ones raise the dtype of the others only
+// from a higher category.
+TEST(ElementwisePromotion, ThreeOperandsPromoteAsTorchResultType) {
+  const Tensor x = tensor({1.0, 2.0}), y = tensor({3.0, 4.0});
+  const Tensor s64 = scalar_tensor(0.1, DType::Float64);
+  // torch.addcmul(x, torch.tensor(0.1, dtype=torch.float64), y) -> float32
+  //   tensor([1.3000, 2.4000])
+  Tensor r = addcmul(x, s64, y);
+  EXPECT_EQ(r.dtype(), DType::Float32);
+  test::expect_values(r, {1.3, 2.4});
+  EXPECT_EQ(addcmul(x, y, s64).dtype(), DType::Float32);
+  EXPECT_EQ(addcmul(s64, x, y).dtype(), DType::Float32);
+  // With dims, float64 wins: torch.addcmul(x, y.double(), y).dtype -> torch.float64
+  EXPECT_EQ(addcmul(x, y.to(DType::Float64), y).dtype(), DType::Float64);
+  // All 0-d: torch.addcmul(torch.tensor(1.), torch.tensor(2., dtype=torch.float64),
+  //   torch.tensor(3.)).dtype -> torch.float64
+  EXPECT_EQ(
+      addcmul(scalar_tensor(1.0), scalar_tensor(2.0, DType::Float64), scalar_tensor(3.0)).dtype(),
+      DType::Float64);
+  // A 0-d float next to integer tensors gives its own dtype:
+  //   torch.addcmul(torch.arange(2), torch.tensor(0.5, dtype=torch.float64), torch.arange(2))
+  //   -> tensor([0.0000, 1.5000], dtype=torch.float64)
+  Tensor i = addcmul(arange(2), scalar_tensor(0.5, DType::Float64), arange(2));
+  EXPECT_EQ(i.dtype(), DType::Float64);
+  test::expect_values(i, {0.0, 1.5});
+}
+
 // Scalars: an integer and a floating point number are both accepted, and mean different things.
 static_assert(EMBER_COMPILES(x + 1));
 static_assert(EMBER_COMPILES(x + 1.5));
@@ -726,7 +753,47 @@ TEST(ElementwiseNan, MaximumMinimumWithNanMatchPyTorch) {
   }
 }
 
+// A NaN bound: with both bounds given every element is NaN, a single NaN bound is ignored, as
+// PyTorch's clamp; the gradient is 0 wherever a NaN bound takes part.
+TEST(ElementwiseNan, ClampWithANanBoundMatchesPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor({1.0, 2.0, 3.0});
+  // torch.clamp(torch.tensor([1., 2., 3.]), nan, 2.) -> tensor([nan, nan, nan])
+  test::expect_values(clamp(x, nan, 2.0), {nan, nan, nan});
+  // torch.clamp(torch.tensor([1., 2., 3.]), 1.5, nan) -> tensor([nan, nan, nan])
+  test::expect_values(clamp(x, 1.5, nan), {nan, nan, nan});
+  // torch.clamp(torch.arange(3), nan, 1) -> tensor([nan, nan, nan]) (float32)
+  Tensor i = clamp(arange(3), nan, 1);
+  EXPECT_EQ(i.dtype(), DType::Float32);
+  test::expect_values(i, {nan, nan, nan});
+  // torch.tensor([1., 2., 3.]).clamp_(0., nan) -> tensor([nan, nan, nan])
+  Tensor y = x.clone();
+  y.clamp_(0.0, nan);
+  test::expect_values(y, {nan, nan, nan});
+  // torch.clamp(x, min=nan), torch.clamp(x, max=nan) -> tensor([1., 2., 3.])
+  test::expect_values(clamp(x, nan), {1, 2, 3});
+  test::expect_values(clamp(x, None, nan), {1, 2, 3});
+  // x.requires_grad_(); torch.clamp(x, nan, 2.).sum().backward(); x.grad -> tensor([0., 0., 0.])
+  Tensor w = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  clamp(w, nan, 2.0).sum().backward();
+  test::expect_values(w.grad(), {0, 0, 0});
+}
+
 // ---- int64 ----
+
+// An int64 power takes the integer exponent exactly: 2^63 - 1 and 2^53 + 1 are odd (as doubles
+// they round to even numbers).
+TEST(ElementwiseInt64, PowWithAHugeOddExponentIsExact) {
+  const Tensor t = from_vector(std::vector<int64_t>{-1, 2, 3, -3}, {4});
+  // torch.tensor([-1, 2, 3, -3]).pow(2**63 - 1)
+  //   -> tensor([-1, 0, -6148914691236517205, 6148914691236517205])
+  EXPECT_THAT(t.pow(std::numeric_limits<int64_t>::max()).to_vector<int64_t>(),
+              ElementsAre(-1, 0, -6148914691236517205, 6148914691236517205));
+  // torch.tensor([-1, 2, 3, -3]).pow(2**53 + 1)
+  //   -> tensor([-1, 0, 6593269854470406147, -6593269854470406147])
+  EXPECT_THAT(t.pow((int64_t{1} << 53) + 1).to_vector<int64_t>(),
+              ElementsAre(-1, 0, 6593269854470406147, -6593269854470406147));
+}
 
 // int64 arithmetic is exact and wraps on overflow as PyTorch's does.
 TEST(ElementwiseInt64, Int64OverflowWrapsAsPyTorch) {

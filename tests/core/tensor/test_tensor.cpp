@@ -184,6 +184,39 @@ TEST(TensorFactory, ZerosOnesFullEmpty) {
   EXPECT_THAT(error_of([] { (void)zeros({2, -1}); }), HasSubstr("negative"));
 }
 
+// An integer value fills an int64 tensor exactly, beyond 2^53 and up to int64's ends, as
+// libtorch's Scalar: full, full_like, scalar_tensor, fill_, masked_fill and masked_fill_.
+TEST(TensorFactory, IntegerFillValuesAreExactInInt64) {
+  constexpr int64_t odd = (int64_t{1} << 53) + 1;  // no double holds it
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  // torch.full((2,), 2**53 + 1) -> tensor([9007199254740993, 9007199254740993])
+  EXPECT_THAT(full({2}, odd, DType::Int64).to_vector<int64_t>(), ElementsAre(odd, odd));
+  // torch.full((1,), 2**63 - 1), torch.full((1,), -2**63): the ends of int64
+  EXPECT_THAT(full({1}, kInt64Max, DType::Int64).to_vector<int64_t>(), ElementsAre(kInt64Max));
+  EXPECT_THAT(full({1}, kMin, DType::Int64).to_vector<int64_t>(), ElementsAre(kMin));
+  EXPECT_EQ(scalar_tensor(odd, DType::Int64).item<int64_t>(), odd);
+  EXPECT_THAT(full_like(arange(2), kInt64Max).to_vector<int64_t>(),
+              ElementsAre(kInt64Max, kInt64Max));
+  Tensor t = zeros({2}, DType::Int64);
+  t.fill_(odd);
+  EXPECT_THAT(t.to_vector<int64_t>(), ElementsAre(odd, odd));
+  // torch.arange(2).masked_fill(torch.tensor([False, True]), 2**63 - 1)
+  //   -> tensor([0, 9223372036854775807])
+  const Tensor mask = from_vector(std::vector<int64_t>{0, 1}, {2}).to(DType::Bool);
+  EXPECT_THAT(arange(2).masked_fill(mask, kInt64Max).to_vector<int64_t>(),
+              ElementsAre(0, kInt64Max));
+  Tensor u = arange(2);
+  u.masked_fill_(mask, odd);
+  EXPECT_THAT(u.to_vector<int64_t>(), ElementsAre(0, odd));
+  u.set({0}, kInt64Max);
+  EXPECT_THAT(u.to_vector<int64_t>(), ElementsAre(kInt64Max, odd));
+  // A float value is truncated and checked as before: torch.full((1,), 2.5, dtype=torch.int64)
+  // -> tensor([2]); 1e19 -> "value cannot be converted to type int64_t without overflow"
+  EXPECT_THAT(full({1}, 2.5, DType::Int64).to_vector<int64_t>(), ElementsAre(2));
+  expect_error([] { (void)full({1}, 1e19, DType::Int64); },
+               "fill_: value 1e+19 cannot be converted to type int64 without overflow");
+}
+
 TEST(TensorFactory, LikeFactoriesKeepShapeAndDType) {
   Tensor src = tensor({{1, 2, 3}}, DType::Float64);
   Tensor z = zeros_like(src);
@@ -255,12 +288,38 @@ TEST(TensorFactory, IntegerArangeIsExactBeyondTwoToThe53) {
   EXPECT_THAT(arange(0, 7, 3, DType::Float64).to_vector<double>(), ElementsAre(0.0, 3.0, 6.0));
 }
 
+// An int64 arange with floating bounds converts each bound to int64 first, as PyTorch's (the
+// count and the values are then integers); a bool arange is an Error.
+TEST(TensorFactory, Int64ArangeTruncatesFloatBoundsFirst) {
+  // torch.arange(0.5, 6, 1.7, dtype=torch.int64) -> tensor([0, 1, 2, 3, 4, 5])
+  EXPECT_THAT(arange(0.5, 6, 1.7, DType::Int64).to_vector<int64_t>(),
+              ElementsAre(0, 1, 2, 3, 4, 5));
+  // torch.arange(2.9, dtype=torch.int64) -> tensor([0, 1])
+  EXPECT_THAT(arange(2.9, DType::Int64).to_vector<int64_t>(), ElementsAre(0, 1));
+  // torch.arange(-2.5, 3, 2, dtype=torch.int64) -> tensor([-2, 0, 2])
+  EXPECT_THAT(arange(-2.5, 3, 2, DType::Int64).to_vector<int64_t>(), ElementsAre(-2, 0, 2));
+  // torch.arange(0, 5, 0.5, dtype=torch.int64) -> RuntimeError: step must be nonzero
+  expect_error([] { (void)arange(0, 5, 0.5, DType::Int64); }, "arange: step must be nonzero");
+  // torch.arange(nan, 3, 1, dtype=torch.int64), torch.arange(0, 1e19, 1, dtype=torch.int64)
+  //   -> RuntimeError: value cannot be converted to type int64_t without overflow
+  expect_error([] { (void)arange(NAN, 3, 1, DType::Int64); },
+               "arange: value nan cannot be converted to type int64 without overflow");
+  expect_error([] { (void)arange(0, 1e19, 1, DType::Int64); },
+               "arange: value 1e+19 cannot be converted to type int64 without overflow");
+  // torch.arange(0, 3, dtype=torch.bool) -> RuntimeError: "arange_cpu" not implemented for 'Bool'
+  expect_error([] { (void)arange(0, 3, 1, DType::Bool); }, "arange: not implemented for bool");
+  expect_error([] { (void)arange(0, 2.5, 1, DType::Bool); }, "arange: not implemented for bool");
+}
+
 TEST(TensorFactory, Eye) {
   // torch.eye(3)
   Tensor e = eye(3);
   EXPECT_EQ(e.shape(), (Shape{3, 3}));
   EXPECT_THAT(values(e), ElementsAre(1, 0, 0, 0, 1, 0, 0, 0, 1));
   EXPECT_EQ(eye(2, DType::Int64).dtype(), DType::Int64);
+  // Size errors name eye (torch.eye(-1): "n must be greater or equal to 0, got -1").
+  expect_error([] { (void)eye(-1); }, "eye: Trying to create tensor with negative dimension -1");
+  expect_error([] { (void)eye(int64_t{1} << 32); }, "eye: Storage size calculation overflowed");
 }
 
 TEST(TensorFactory, TriuAndTrilWithAnyDiagonal) {
@@ -312,6 +371,15 @@ TEST(TensorFactory, FromVector) {
   EXPECT_EQ(t.shape(), (Shape{3, 2}));
   EXPECT_EQ(t.at({2, 1}), 6);
   EXPECT_THAT(error_of([] { (void)from_vector({1, 2, 3}, {2, 2}); }), HasSubstr("[2, 2]"));
+  // int64 values into float32 round once, as .to(float32): 2^54 + 2^30 + 1 is above the midpoint
+  // of two floats, but through a double it is the midpoint and rounds to even.
+  //   torch.tensor([2**54 + 2**30 + 1]).float() -> 18014400656965632. (2^54 + 2^31)
+  const int64_t x = (int64_t{1} << 54) + (int64_t{1} << 30) + 1;
+  const Tensor f = from_vector(std::vector<int64_t>{x}, {1}, kFloat32);
+  EXPECT_EQ(f.dtype(), DType::Float32);
+  EXPECT_EQ(f.to_vector<double>()[0], 18014400656965632.0);
+  EXPECT_EQ(f.to_vector<double>()[0],
+            from_vector(std::vector<int64_t>{x}, {1}).to(kFloat32).item());
 }
 
 // Every element count and byte size is checked for overflow, and a buffer that cannot be had is
@@ -383,6 +451,26 @@ TEST(TensorAccess, ItemOnOneElementOnly) {
   EXPECT_THAT(msg, HasSubstr("item"));
   EXPECT_THAT(msg, HasSubstr("2 elements"));
   EXPECT_THAT(error_of([] { (void)zeros({0}).item(); }), HasSubstr("0 elements"));
+}
+
+// item<T>() for a narrower integer type T is exact or an Error, as libtorch's
+// t.item<int32_t>() ("value cannot be converted to type int32_t without overflow").
+TEST(TensorAccess, ItemIntoANarrowerIntegerTypeChecksItsRange) {
+  const Tensor big = from_vector(std::vector<int64_t>{kInt64Max}, {1});
+  EXPECT_EQ(big.item<int64_t>(), std::numeric_limits<int64_t>::max());
+  expect_error(
+      [&] { (void)big.item<int32_t>(); },
+      "item: value 9223372036854775807 cannot be converted to type int32 without overflow");
+  expect_error([] { (void)tensor({-1}, DType::Int64).item<uint8_t>(); },
+               "item: value -1 cannot be converted to type uint8 without overflow");
+  expect_error([] { (void)tensor({300.0}).item<uint8_t>(); },
+               "item: value 300 cannot be converted to type uint8 without overflow");
+  expect_error([] { (void)tensor({-1.5}).item<uint64_t>(); },
+               "item: value -1 cannot be converted to type uint64 without overflow");
+  // In range: the value itself (a float truncated toward zero, as int64 is).
+  EXPECT_EQ(tensor({-2147483648.0}, DType::Int64).item<int32_t>(), -2147483648);
+  EXPECT_EQ(tensor({255.9}).item<uint8_t>(), 255);
+  EXPECT_EQ(tensor({-7.5}).item<int16_t>(), -7);
 }
 
 TEST(TensorAccess, AtAndSetWithNegativeIndices) {
@@ -577,6 +665,26 @@ TEST(TensorPrint, ReprShowsGradFnAndRequiresGrad) {
   EXPECT_EQ(repr(Tensor()), "None");
   EXPECT_EQ(size_str({2, 6, 3}), "torch.Size([2, 6, 3])");
   EXPECT_EQ(repr(arange(3)), "tensor([0, 1, 2])");
+}
+
+// A tensor of more than 1000 elements prints its first and last 3 entries of each long dim, read
+// through its strides: an expanded view of 2^40 or 2^51 elements prints as PyTorch's does.
+TEST(TensorPrint, SummarizedTensorsReadOnlyTheShownEntries) {
+  // repr(torch.ones(1).expand(2**40))
+  EXPECT_EQ(repr(ones({1}).expand({int64_t{1} << 40})), "tensor([1., 1., 1.,  ..., 1., 1., 1.])");
+  // repr(torch.arange(2.).reshape(2, 1).expand(2, 2**50))
+  EXPECT_EQ(repr(arange(2.0).reshape({2, 1}).expand({2, int64_t{1} << 50})),
+            "tensor([[0., 0., 0.,  ..., 0., 0., 0.],\n"
+            "        [1., 1., 1.,  ..., 1., 1., 1.]])");
+  // repr(torch.arange(1050).reshape(150, 7).t()): a transposed view, a dim of 7 cut to 6
+  EXPECT_EQ(repr(arange(1050).reshape({150, 7}).t()),
+            "tensor([[   0,    7,   14,  ..., 1029, 1036, 1043],\n"
+            "        [   1,    8,   15,  ..., 1030, 1037, 1044],\n"
+            "        [   2,    9,   16,  ..., 1031, 1038, 1045],\n"
+            "        ...,\n"
+            "        [   4,   11,   18,  ..., 1033, 1040, 1047],\n"
+            "        [   5,   12,   19,  ..., 1034, 1041, 1048],\n"
+            "        [   6,   13,   20,  ..., 1035, 1042, 1049]])");
 }
 
 TEST(TensorMeta, SizeAndStrideAcceptNegativeDims) {
