@@ -346,7 +346,7 @@ std::string format_any(const std::vector<int64_t>& shape, const std::vector<V>& 
   const bool summarize = numel > kThreshold;
   const std::vector<int64_t> shown = shown_shape(shape);
   int64_t shown_numel = 1;
-  for (int64_t d : shown) shown_numel *= d;
+  for (int64_t d : shown) shown_numel = mul_wrap(shown_numel, d);
   const auto given = static_cast<int64_t>(values.size());
   check(given == numel || given == shown_numel, "format_tensor: shape ", shape, " needs ", numel,
         " values (or the ", shown_numel, " shown ones), got ", values.size());
