@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/base/args.h"
 #include "core/base/error.h"
 
 namespace ember::detail {
@@ -27,6 +28,16 @@ T checked_cast(double value, const char* op, bool fill = false) {
           op, ": value ", value, " cannot be converted to type float without overflow");
   }
   return static_cast<T>(value);
+}
+
+// A fill value (fill_, set, full, masked_fill) as element type T: an integer into int64 exactly
+// (beyond 2^53 a double is not), anything else through checked_cast's Scalar checks.
+template <typename T>
+T scalar_to_element(Scalar value, const char* op) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    if (value.is_integral()) return value.to_int64();
+  }
+  return checked_cast<T>(value.to_double(), op, /*fill=*/true);
 }
 
 // One element converted from S to D; a float that an int64 cannot hold is an Error.

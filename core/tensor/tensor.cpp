@@ -15,8 +15,8 @@
 
 namespace ember {
 
-using detail::checked_cast;
 using detail::convert_element;
+using detail::scalar_to_element;
 
 namespace {
 
@@ -98,13 +98,7 @@ void Tensor::set(const std::vector<int64_t>& index, Scalar value) {
   check_no_internal_overlap(shape(), strides(), "set");  // one write would change several elements
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T v;
-    if constexpr (std::is_same_v<T, int64_t>) {  // an integer into int64 exactly, as fill_
-      v = value.is_integral() ? value.to_int64() : checked_cast<T>(value.to_double(), "set", true);
-    } else {
-      v = checked_cast<T>(value.to_double(), "set", /*fill=*/true);
-    }
-    static_cast<T*>(storage()->data())[off] = v;
+    static_cast<T*>(storage()->data())[off] = scalar_to_element<T>(value, "set");
   });
   storage()->bump_version();
 }
@@ -146,14 +140,7 @@ Tensor& Tensor::fill_(Scalar value) {
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    // An integer into int64 exactly (beyond 2^53 a double is not); else PyTorch's checks.
-    T fill_value;
-    if constexpr (std::is_same_v<T, int64_t>) {
-      fill_value = value.is_integral() ? value.to_int64()
-                                       : checked_cast<T>(value.to_double(), "fill_", true);
-    } else {
-      fill_value = checked_cast<T>(value.to_double(), "fill_", /*fill=*/true);
-    }
+    const T fill_value = scalar_to_element<T>(value, "fill_");
     T* base = static_cast<T*>(storage()->data());
     Shape out_strides = strides();
     kernels::for_each_row<1>(shape(), {&out_strides}, [&](auto off, int64_t n, auto step) {
