@@ -72,6 +72,7 @@ HWY_AFTER_NAMESPACE();
 #include "core/base/error.h"
 #include "core/base/grad_mode.h"
 #include "core/kernels/parallel_for.h"
+#include "core/tensor/overlap.h"
 
 namespace ember::optim {
 
@@ -178,6 +179,13 @@ std::vector<Tensor> gradients(const std::vector<Tensor>& params, const char* op)
   return grads;
 }
 
+// Each gradient as an update that writes it, for updates_overlap.
+std::vector<UpdateTensors> one_update_each(const std::vector<Tensor>& grads) {
+  std::vector<UpdateTensors> updates(grads.size());
+  for (std::size_t t = 0; t < grads.size(); ++t) updates[t].written = {grads[t]};
+  return updates;
+}
+
 // torch.norm(torch.stack([torch.norm(g) for g in grads])) for p = 2, as PyTorch computes it:
 // each gradient's norm in its own type by pytorch_norm2 (one gradient per thread at a time), the
 // stacked norms in `dtype` (float64 if any gradient is: a float32 norm converts exactly), and
@@ -276,7 +284,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   NoGradGuard no_grad;
   bool strided = false;
   for (const Tensor& g : grads) strided = strided || !g.is_contiguous();
-  if (strided) {
+  // One gradient after another where they share memory (the same one listed twice is scaled
+  // twice, as PyTorch's loop does) or are strided; else one parallel pass over all of them.
+  if (strided || updates_overlap(one_update_each(grads))) {
     for (Tensor& g : grads) g.mul_(coef);
     return total;
   }
@@ -307,25 +317,32 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   const std::vector<Block> blocks = blocks_of(grads);
   int64_t elements = 0;
   for (const Tensor& g : grads) elements += g.numel();
-  kernels::parallel_ranges(
-      static_cast<int64_t>(blocks.size()), elements, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const Block& k = blocks[static_cast<std::size_t>(b)];
-          Tensor& g = grads[k.tensor];
-          dispatch_floating(g.dtype(), [&](auto tag) {
-            using T = decltype(tag);
-            T* d = g.data_ptr<T>();
-            const T lo = static_cast<T>(-clip_value), hi = static_cast<T>(clip_value);
-            // torch.clamp_: nan stays nan (std::max(nan, lo) is nan, then std::min(nan, hi)); a
-            // nan bound gives nan everywhere (std::max(d, nan) would keep d).
-            if (std::isnan(clip_value)) {
-              for (int64_t i = k.begin; i < k.end; ++i) d[i] = hi;
-              return;
-            }
-            for (int64_t i = k.begin; i < k.end; ++i) d[i] = std::min(std::max(d[i], lo), hi);
-          });
+  const auto clamp_blocks = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const Block& k = blocks[static_cast<std::size_t>(b)];
+      Tensor& g = grads[k.tensor];
+      dispatch_floating(g.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* d = g.data_ptr<T>();
+        const T lo = static_cast<T>(-clip_value), hi = static_cast<T>(clip_value);
+        // torch.clamp_: nan stays nan (std::max(nan, lo) is nan, then std::min(nan, hi)); a
+        // nan bound gives nan everywhere (std::max(d, nan) would keep d).
+        if (std::isnan(clip_value)) {
+          for (int64_t i = k.begin; i < k.end; ++i) d[i] = hi;
+          return;
         }
+        for (int64_t i = k.begin; i < k.end; ++i) d[i] = std::min(std::max(d[i], lo), hi);
       });
+    }
+  };
+  // Gradients that share memory (one listed twice) are clamped one after another, as PyTorch's
+  // loop; two threads would write one element at once.
+  const auto n_blocks = static_cast<int64_t>(blocks.size());
+  if (updates_overlap(one_update_each(grads))) {
+    clamp_blocks(0, n_blocks);
+  } else {
+    kernels::parallel_ranges(n_blocks, elements, clamp_blocks);
+  }
   for (std::size_t t = 0; t < grads.size(); ++t) {
     if (grads[t].is_same(targets[t])) {
       grads[t].storage()->bump_version();

@@ -20,6 +20,7 @@
 
 #include "core/base/error.h"
 #include "core/kernels/parallel_for.h"
+#include "core/tensor/overlap.h"
 #include "optim/update_kernels.h"
 
 namespace ember::optim {
@@ -258,15 +259,27 @@ void adam_step(
     for (int64_t b = 0; b < n; b += kAdamBlock)
       blocks.push_back({j, b, std::min(n, b + kAdamBlock)});
   }
-  kernels::parallel_ranges(
-      static_cast<int64_t>(blocks.size()), elements, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const Block& k = blocks[static_cast<std::size_t>(b)];
-          const AdamJob& job = jobs[k.job];
-          for_floating(job.param,
-                       [&](auto tag) { adam_range<decltype(tag)>(job, k.begin, k.end); });
-        }
-      });
+  const auto update_blocks = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const Block& k = blocks[static_cast<std::size_t>(b)];
+      const AdamJob& job = jobs[k.job];
+      for_floating(job.param, [&](auto tag) { adam_range<decltype(tag)>(job, k.begin, k.end); });
+    }
+  };
+  // Parameters that share memory (two leaves viewing one buffer, or one's gradient viewing
+  // another's values) are updated one after another, as PyTorch's loop: the later one reads what
+  // the earlier one wrote. Two threads would race on the shared elements.
+  std::vector<UpdateTensors> updates(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    updates[j].written = {jobs[j].param};
+    updates[j].read = {jobs[j].grad};
+  }
+  const auto n_blocks = static_cast<int64_t>(blocks.size());
+  if (updates_overlap(updates)) {
+    update_blocks(0, n_blocks);
+  } else {
+    kernels::parallel_ranges(n_blocks, elements, update_blocks);
+  }
 }
 
 }  // namespace

@@ -59,6 +59,32 @@ MemOverlap overlap_status(const Tensor& a, const Tensor& b) {
   return MemOverlap::TooHard;
 }
 
+bool updates_overlap(const std::vector<UpdateTensors>& updates) {
+  struct Entry {
+    const void* storage;
+    std::size_t update;
+    const Tensor* tensor;
+    bool written;
+  };
+  std::vector<Entry> entries;
+  for (std::size_t u = 0; u < updates.size(); ++u) {
+    for (const Tensor& t : updates[u].written) entries.push_back({t.storage().get(), u, &t, true});
+    for (const Tensor& t : updates[u].read) entries.push_back({t.storage().get(), u, &t, false});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::less<const void*>()(a.storage, b.storage);
+  });
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    for (std::size_t j = i + 1; j < entries.size() && entries[j].storage == entries[i].storage;
+         ++j) {
+      const Entry &a = entries[i], &b = entries[j];
+      if (a.update == b.update || !(a.written || b.written)) continue;
+      if (overlap_status(*a.tensor, *b.tensor) != MemOverlap::No) return true;
+    }
+  }
+  return false;
+}
+
 void assert_no_internal_overlap(const Tensor& t, const char* op) {
   check_no_internal_overlap(t.shape(), t.strides(), op);
 }

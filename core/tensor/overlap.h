@@ -7,6 +7,8 @@
 // views) Ember copies the source first, so the result is always the one of an out-of-place op.
 #pragma once
 
+#include <vector>
+
 #include "core/tensor/tensor.h"
 
 namespace ember {
@@ -23,6 +25,19 @@ bool has_internal_overlap(const Tensor& t);
 
 // How `a` and `b` share memory (PyTorch's get_overlap_status, exact about disjoint ranges).
 MemOverlap overlap_status(const Tensor& a, const Tensor& b);
+
+// One update's tensors in a loop that updates many (an optimizer's parameters, clip_grad's
+// gradients): those it writes and those it only reads.
+struct UpdateTensors {
+  std::vector<Tensor> written, read;
+};
+
+// True when a tensor of one update shares memory (any overlap but No) with a tensor of another,
+// at least one of them written: the updates then depend on their order (PyTorch runs them one
+// after another: the same gradient listed twice is scaled twice), so a parallel loop over the
+// elements of all of them must run them in order instead. Only tensors on one storage are
+// compared.
+bool updates_overlap(const std::vector<UpdateTensors>& updates);
 
 // Errors with PyTorch's messages, naming `op`.
 void assert_no_internal_overlap(const Tensor& t, const char* op);
