@@ -236,12 +236,21 @@ struct Pow : OpFunction<Pow> {
       const auto e = static_cast<uint64_t>(exponent_.to_int64());
       return unary_kernel(x, d, [e](auto v) { return wrapping_pow(static_cast<int64_t>(v), e); });
     }
-    // PyTorch's special cases (pow_tensor_scalar_optimized_kernel): x^2 and x^3 are products in
-    // the element type (the book's GELU cubes x), not std::pow in double, which could round
-    // x^3 differently (and is much slower).
+    // PyTorch's special cases (pow_tensor_scalar_kernel and its optimized kernel): x^2 and x^3
+    // are products in the element type (the book's GELU cubes x), x^-2 is 1 / (x x), x^0.5 is
+    // sqrt, x^-0.5 is rsqrt (1 / sqrt(x)) and x^-1 the reciprocal, each rounded in the element
+    // type, not std::pow in double, which rounds a float32 x^-0.5 or x^-2 differently in about
+    // a quarter of the inputs and differs at the edges: rsqrt(-0.0) = 1 / -0.0 = -inf and
+    // rsqrt(-inf) = nan (std::pow gives +inf and +0), a float32 x^-2 of 1e20 is 1 / inf = 0.
+    // The backward's x^(p-1) goes through the same cases (x^0.5's derivative at -0.0: -inf).
     if (p == 2.0) return unary_kernel(x, d, [](auto v) { return v * v; });
     if (p == 3.0) return unary_kernel(x, d, [](auto v) { return v * v * v; });
     if (p == 0.5) return unary_kernel(x, d, [](auto v) { return std::sqrt(v); });
+    if (p == -0.5) {
+      return unary_kernel(x, d, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+    }
+    if (p == -1.0) return unary_kernel(x, d, [](auto v) { return decltype(v)(1) / v; });
+    if (p == -2.0) return unary_kernel(x, d, [](auto v) { return decltype(v)(1) / (v * v); });
     return unary_kernel(x, d, [p](auto v) { return std::pow(v, p); });
   }
   std::vector<Tensor> backward(const Tensor& grad) {

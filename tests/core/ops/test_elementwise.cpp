@@ -779,6 +779,32 @@ TEST(ElementwiseNan, ClampWithANanBoundMatchesPyTorch) {
   test::expect_values(w.grad(), {0, 0, 0});
 }
 
+// pow's exponents -0.5, -1 and -2 are PyTorch's rsqrt, reciprocal and 1 / (x x) in the element
+// type, not std::pow: the edges (rsqrt(-0.0) = -inf, rsqrt(-inf) = nan, a float32 1e20^-2 = 0)
+// and the float32 rounding (6^-0.5 through double would be 0.408248305).
+TEST(ElementwiseEdges, PowOfMinusHalfOneAndTwoRoundAsPyTorch) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = tensor({-0.0, -INFINITY, 6.0, 1e20});
+  // x = torch.tensor([-0.0, -inf, 6.0, 1e20]); x.pow(-0.5)
+  //   -> tensor([-inf, nan, 0.408248276, 1.00000001e-10])
+  const std::vector<float> rs = x.pow(-0.5).to_vector<float>();
+  EXPECT_EQ(rs[0], -inf);
+  EXPECT_TRUE(std::isnan(rs[1]));
+  EXPECT_EQ(rs[2], 0.408248276f);
+  EXPECT_EQ(rs[3], 1.00000001e-10f);
+  // x.pow(-2) -> tensor([inf, 0., 0.027777778, 0.])
+  EXPECT_THAT(x.pow(-2.0).to_vector<float>(), ElementsAre(inf, 0.0f, 0.027777778f, 0.0f));
+  // x.pow(-1) -> tensor([-inf, -0., 0.166666672, 9.99999968e-21])
+  const std::vector<float> r = x.pow(-1.0).to_vector<float>();
+  EXPECT_THAT(r, ElementsAre(-inf, 0.0f, 0.166666672f, 9.99999968e-21f));
+  EXPECT_TRUE(std::signbit(r[1]));
+  // x = torch.tensor([-0.0, 0.0, 4.0], dtype=torch.float64, requires_grad=True)
+  // x.pow(0.5).sum().backward(); x.grad -> tensor([-inf, inf, 0.25])  (0.5 * rsqrt(x))
+  const Tensor xd = tensor({-0.0, 0.0, 4.0}, DType::Float64).requires_grad_();
+  xd.pow(0.5).sum().backward();
+  EXPECT_THAT(xd.grad().to_vector<double>(), ElementsAre(-INFINITY, INFINITY, 0.25));
+}
+
 // ---- int64 ----
 
 // An int64 power takes the integer exponent exactly: 2^63 - 1 and 2^53 + 1 are odd (as doubles
