@@ -87,6 +87,16 @@ struct Add : OpFunction<Add> {
   }
 };
 
+// PyTorch refuses a subtraction with a bool operand on either side (sub_check), whatever the
+// other operand's type: torch.tensor([1, 2]) - torch.tensor([True, False]) is an Error, as is
+// 1 - mask, not an int64 difference.
+void check_no_bool_operand(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.dtype() != DType::Bool && b.dtype() != DType::Bool, op,
+        ": subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+        "to invert a mask, use the `~` or `logical_not()` operator instead (got ",
+        dtype_name(a.dtype()), " ", a.shape(), " - ", dtype_name(b.dtype()), " ", b.shape(), ")");
+}
+
 // c = a - alpha b:  dc/da = 1, dc/db = -alpha  (PyTorch: a + (-alpha) b)
 struct Sub : OpFunction<Sub> {
   static constexpr const char* name = "SubBackward0";
@@ -95,9 +105,7 @@ struct Sub : OpFunction<Sub> {
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
     alpha = alpha_.to_double();
     DType t = result_type(a, b);
-    check(t != DType::Bool,
-          "sub: subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-          "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    check_no_bool_operand(a, b, "sub");
     check_alpha(t, alpha_, "sub");
     if (alpha == 1)
       return binary_kernel(a, b, t, "sub", [](auto x, auto y) { return wrapping_sub(x, y); });
@@ -158,6 +166,7 @@ struct RSub : OpFunction<RSub> {
   static constexpr const char* name = "RsubBackward1";
   static constexpr const char* formula = "c = s - t:  dc/dt = -1";
   Tensor forward(const Tensor& t, const Tensor& scalar) {
+    check_no_bool_operand(scalar, t, "rsub");
     DType d = result_type(t, scalar);
     return binary_kernel(scalar, t, d, "rsub", [](auto x, auto y) { return wrapping_sub(x, y); });
   }

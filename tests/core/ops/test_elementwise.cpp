@@ -653,7 +653,7 @@ TEST(ElementwiseInPlace, IntegralResultsIntoInt64AreFine) {
   EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{6, 8, 10}));
   t.clamp_(7, 9);
   EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
-  t.sub_(ones({3}, DType::Bool));
+  t.sub_(ones({3}, DType::Int64));
   EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{6, 7, 8}));
   EXPECT_EQ(t.dtype(), DType::Int64);
 }
@@ -681,8 +681,25 @@ TEST(ElementwiseInPlace, BoolDestinations) {
                "mul_: result type Float can't be cast to the desired output type Bool");
   b.mul_(tensor({1, 0, 1}).to_bool());  // bool * bool stays bool
   EXPECT_EQ(b.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 1}));
-  // torch.arange(3).sub_(torch.ones(3, dtype=torch.bool)) is fine for int64 (above); bool - bool:
+  // bool - bool:
   expect_error([&] { b.sub_(b.clone()); }, "with a bool tensor is not supported");
+}
+
+// A subtraction with a bool operand on either side is an Error, as PyTorch's sub_check, whatever
+// the other operand's type (the result type is not bool there).
+TEST(ElementwiseInPlace, SubtractionWithABoolOperandIsAnError) {
+  const Tensor mask = tensor({1, 0, 1}).to_bool();
+  // torch.arange(3).sub_(torch.ones(3, dtype=torch.bool)), torch.arange(3.) - mask, mask - 1,
+  // 1 - mask, mask - torch.arange(3)
+  //   -> Subtraction, the `-` operator, with a bool tensor is not supported. ...
+  Tensor t = ints();
+  expect_error([&] { t.sub_(mask); }, "sub: subtraction, the `-` operator, with a bool tensor");
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
+  expect_error([&] { (void)(arange(3.0) - mask); }, "sub: subtraction");
+  expect_error([&] { (void)(mask - 1); }, "sub: subtraction");
+  expect_error([&] { (void)(1 - mask); }, "rsub: subtraction");
+  expect_error([&] { (void)sub(mask, ints(), 2); }, "with a bool tensor is not supported");
+  expect_error([&] { (void)(mask - ints()); }, "(got bool [3] - int64 [3])");
 }
 
 TEST(ElementwiseGelu, RejectsUnknownApproximation) {
