@@ -234,11 +234,13 @@ struct Pow : OpFunction<Pow> {
     exponent = p;
     save_for_backward({x});
     // An integer tensor stays integer for an integer exponent (torch.arange(3) ** 2 is int64,
-    // ** 2.0 is float32); a negative integer power of integers is refused, as in PyTorch.
+    // ** 2.0 is float32), a bool one becomes int64; a negative integer power of integers or
+    // bools is refused, as in PyTorch.
     check(is_floating(x.dtype()) || !exponent_.is_integral() || p >= 0,
           "pow: Integers to negative integer powers are not allowed (exponent ", p, ", dtype ",
           dtype_name(x.dtype()), ")");
     DType d = is_floating(x.dtype()) || !exponent_.is_integral() ? floating_type(x) : x.dtype();
+    if (d == DType::Bool) d = DType::Int64;  // torch.tensor([True, False]).pow(2): int64 [1, 0]
     if (d == DType::Int64) {
       // A whole exponent >= 0 (else d is floating): exact and wrapping, never through double
       // (2^53 + 1 and 2^63 - 1 are odd; as doubles they are even).

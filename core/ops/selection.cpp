@@ -141,14 +141,16 @@ struct Clamp : OpFunction<Clamp> {
   Tensor forward(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
     check(min.has_value() || max.has_value(),
           "clamp: at least one of 'min' or 'max' must not be None (input shape ", x.shape(), ")");
-    check(x.dtype() != DType::Bool, "clamp: not implemented for bool tensors (input shape ",
-          x.shape(), ")");
     if (min) lo = min->to_double();
     if (max) hi = max->to_double();
     save_for_backward({x});
     auto whole = [](const std::optional<Scalar>& v) { return !v || v->is_integral(); };
+    // PyTorch's result type: a float bound makes an integer or bool tensor's result the default
+    // dtype; integer bounds keep an int64 tensor and make a bool one int64 (torch.tensor([True,
+    // False]).clamp(0, 1) -> tensor([1, 0]), int64; .clamp(max=0.5) -> float32).
     DType d =
         is_floating(x.dtype()) || (whole(min) && whole(max)) ? x.dtype() : get_default_dtype();
+    if (d == DType::Bool) d = DType::Int64;
     if (d == DType::Int64) {  // integer bounds, compared exactly
       const bool has_l = min.has_value(), has_h = max.has_value();
       const int64_t l = min ? min->to_int64() : 0, h = max ? max->to_int64() : 0;

@@ -822,6 +822,28 @@ TEST(ElementwiseEdges, PowOfMinusHalfOneAndTwoRoundAsPyTorch) {
   EXPECT_THAT(xd.grad().to_vector<double>(), ElementsAre(-INFINITY, INFINITY, 0.25));
 }
 
+// pow and clamp take bool tensors as PyTorch does: an integer exponent or integer bounds give an
+// int64 result, a float one the default dtype; a negative integer power is refused.
+TEST(ElementwiseBool, PowAndClampOfBoolTensorsFollowPyTorchsResultType) {
+  const Tensor b = tensor({1, 0}).to_bool();
+  // B = torch.tensor([True, False]); B.pow(2), B.pow(0) -> int64 [1, 0], [1, 1]
+  EXPECT_EQ(b.pow(2).dtype(), DType::Int64);
+  EXPECT_THAT(b.pow(2).to_vector<int64_t>(), ElementsAre(1, 0));
+  EXPECT_THAT(b.pow(0).to_vector<int64_t>(), ElementsAre(1, 1));
+  // B.pow(0.5) -> float32 [1., 0.]; B.pow(-1.0) -> float32 [1., inf]
+  EXPECT_EQ(b.pow(0.5).dtype(), DType::Float32);
+  EXPECT_THAT(b.pow(-1.0).to_vector<float>(),
+              ElementsAre(1.0f, std::numeric_limits<float>::infinity()));
+  // B.pow(-1) -> Integers to negative integer powers are not allowed.
+  expect_error([&] { (void)b.pow(-1); }, "Integers to negative integer powers are not allowed");
+  // B.clamp(0, 1) -> int64 [1, 0]; B.clamp(2) -> int64 [2, 2]; B.clamp(max=0.5) -> float32 [0.5, 0.]
+  EXPECT_EQ(clamp(b, 0, 1).dtype(), DType::Int64);
+  EXPECT_THAT(clamp(b, 0, 1).to_vector<int64_t>(), ElementsAre(1, 0));
+  EXPECT_THAT(clamp(b, 2).to_vector<int64_t>(), ElementsAre(2, 2));
+  EXPECT_EQ(clamp(b, std::nullopt, 0.5).dtype(), DType::Float32);
+  EXPECT_THAT(clamp(b, std::nullopt, 0.5).to_vector<float>(), ElementsAre(0.5f, 0.0f));
+}
+
 // ---- int64 ----
 
 // An int64 power takes the integer exponent exactly: 2^63 - 1 and 2^53 + 1 are odd (as doubles
