@@ -844,6 +844,36 @@ TEST(ElementwiseBool, PowAndClampOfBoolTensorsFollowPyTorchsResultType) {
   EXPECT_THAT(clamp(b, std::nullopt, 0.5).to_vector<float>(), ElementsAre(0.5f, 0.0f));
 }
 
+// A number divided by a tensor is PyTorch's Tensor.__rdiv__, x.reciprocal() * s, rounded twice,
+// with its nodes (MulBackward0 after ReciprocalBackward0) and their gradient -(y y) (g s).
+TEST(ElementwiseEdges, ScalarDividedByATensorIsTheReciprocalTimesTheScalar) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = tensor({1e-39, 3.0, 7.0, 0.0});
+  // x = torch.tensor([1e-39, 3.0, 7.0, 0.0]); 0.1 / x -> [inf, 0.0333333351, 0.0142857153, inf]
+  // (0.1 / 7 rounded once is 0.0142857144)
+  EXPECT_THAT((0.1 / x).to_vector<float>(), ElementsAre(inf, 0.0333333351f, 0.0142857153f, inf));
+  // 1e-10 / x -> [inf, 3.33333361e-11, 1.4285715e-11, inf] (1e-10 / 1e-39 is 1e29 rounded once)
+  EXPECT_THAT((1e-10 / x).to_vector<float>(),
+              ElementsAre(inf, 3.33333361e-11f, 1.4285715e-11f, inf));
+  // 0.0 / x -> [nan, 0., 0., nan]
+  const std::vector<float> z = (0.0 / x).to_vector<float>();
+  EXPECT_TRUE(std::isnan(z[0]));
+  EXPECT_EQ(z[1], 0.0f);
+  EXPECT_TRUE(std::isnan(z[3]));
+  // xd = torch.tensor([3.0, 7.0], dtype=torch.float64, requires_grad=True); y = 0.1 / xd
+  //   -> y.grad_fn MulBackward0, y [0.033333333333333333, 0.014285714285714285],
+  //      xd.grad after y.sum().backward() [-0.011111111111111112, -0.002040816326530612]
+  Tensor xd = tensor({3.0, 7.0}, DType::Float64).requires_grad_();
+  const Tensor y = 0.1 / xd;
+  EXPECT_EQ(y.grad_fn()->name(), "MulBackward0");
+  EXPECT_THAT(y.to_vector<double>(), ElementsAre(0.033333333333333333, 0.014285714285714285));
+  y.sum().backward();
+  EXPECT_THAT(xd.grad().to_vector<double>(),
+              ElementsAre(-0.011111111111111112, -0.002040816326530612));
+  // 2 / torch.tensor([3]) is float32, as the reciprocal of an integer tensor
+  EXPECT_EQ((2 / tensor({3}, DType::Int64)).dtype(), DType::Float32);
+}
+
 // ---- int64 ----
 
 // An int64 power takes the integer exponent exactly: 2^63 - 1 and 2^53 + 1 are odd (as doubles
