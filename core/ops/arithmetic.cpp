@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/base/convert.h"
 #include "core/graph/function.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/elementwise_loops.h"
@@ -76,8 +77,9 @@ struct Add : OpFunction<Add> {
       return binary_kernel(a, b, t, "add", [](auto x, auto y) { return wrapping_add(x, y); });
     return dispatch(t, [&](auto tag) {
       using T = decltype(tag);
-      const T al =
-          std::is_same_v<T, int64_t> ? static_cast<T>(alpha_.to_int64()) : static_cast<T>(alpha);
+      const T al = std::is_same_v<T, int64_t>
+                       ? static_cast<T>(alpha_.to_int64())
+                       : detail::checked_cast<T>(alpha, "add", /*fill=*/true);
       return binary_loops<T, T>(a, b, "add",
                                 [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
@@ -113,7 +115,7 @@ struct Sub : OpFunction<Sub> {
       using T = decltype(tag);
       const T al = std::is_same_v<T, int64_t>
                        ? static_cast<T>(wrapping_sub(int64_t{0}, alpha_.to_int64()))
-                       : static_cast<T>(-alpha);
+                       : detail::checked_cast<T>(-alpha, "sub", /*fill=*/true);
       return binary_loops<T, T>(a, b, "sub",
                                 [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
@@ -362,7 +364,7 @@ struct Addcmul : OpFunction<Addcmul> {
     const DType d = floating_result(self, t1, t2, "addcmul");
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      const T v = static_cast<T>(value);
+      const T v = detail::checked_cast<T>(value, "addcmul", /*fill=*/true);
       return ternary_kernel(self, t1, t2, d, "addcmul",
                             [v](T s, T a, T b) { return std::fma(v * a, b, s); });
     });
@@ -411,7 +413,7 @@ struct LerpScalar : OpFunction<LerpScalar> {
     const DType d = promote(self.dtype(), end.dtype());
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      const T w = static_cast<T>(weight);
+      const T w = detail::checked_cast<T>(weight, "lerp", /*fill=*/true);
       return ternary_kernel(self, end, scalar_tensor(0, d), d, "lerp",
                             [w](T s, T e, T) { return lerp_value(s, e, w); });
     });
@@ -476,6 +478,9 @@ Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
         "addcdiv: integer division with addcdiv is no longer supported, and in a future release "
         "addcdiv will perform a true division of tensor1 and tensor2 (got ",
         dtype_name(tensor1.dtype()), " and ", dtype_name(tensor2.dtype()), ")");
+  if (self.defined() && result_type({&self, &tensor1, &tensor2}) == DType::Float32) {
+    (void)detail::checked_cast<float>(value, "addcdiv", /*fill=*/true);  // PyTorch's Scalar check
+  }
   Tensor scaled = value == 1 ? tensor1 : mul(tensor1, value);
   return add(self, div(scaled, tensor2));
 }

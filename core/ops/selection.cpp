@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/base/convert.h"
 #include "core/graph/function.h"
 #include "core/kernels/iterate.h"
 #include "core/ops/elementwise.h"
@@ -162,7 +163,9 @@ struct Clamp : OpFunction<Clamp> {
     }
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      const T l = lo ? static_cast<T>(*lo) : T(0), h = hi ? static_cast<T>(*hi) : T(0);
+      // A finite bound beyond float32's range is an Error, as PyTorch's Scalar conversion.
+      const T l = lo ? detail::checked_cast<T>(*lo, "clamp", /*fill=*/true) : T(0);
+      const T h = hi ? detail::checked_cast<T>(*hi, "clamp", /*fill=*/true) : T(0);
       const bool has_l = min.has_value(), has_h = max.has_value();
       // Both bounds given and one of them NaN: every element is NaN (PyTorch's clamp fills the
       // result with NaN); a single NaN bound leaves the elements as they are, as PyTorch's.

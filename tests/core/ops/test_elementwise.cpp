@@ -874,6 +874,38 @@ TEST(ElementwiseEdges, ScalarDividedByATensorIsTheReciprocalTimesTheScalar) {
   EXPECT_EQ((2 / tensor({3}, DType::Int64)).dtype(), DType::Float32);
 }
 
+// A scalar argument (alpha, value, weight, a clamp bound) beyond float32's range is an Error for a
+// float32 computation, as PyTorch's Scalar conversion; inf and nan pass, and an operand such as
+// x * 1e39 is a number beside the tensor, not an argument (inf, as PyTorch's).
+TEST(ElementwiseEdges, ScalarArgumentsOutOfFloat32RangeAreErrors) {
+  const Tensor x = ones({2});
+  const char* overflow = "value 1e+39 cannot be converted to type float without overflow";
+  // torch.clamp(x, -1e39), torch.clamp(x, None, 1e39), torch.add(x, x, alpha=1e39),
+  // torch.sub(x, x, alpha=-1e39), torch.addcmul(x, x, x, value=1e39),
+  // torch.addcdiv(x, x, x, value=-1e39), torch.lerp(x, x, 1e39)
+  //   -> RuntimeError: value cannot be converted to type float without overflow
+  expect_error([&] { (void)clamp(x, -1e39); }, std::string("clamp: ") + "value -1e+39");
+  expect_error([&] { (void)clamp(x, std::nullopt, 1e39); }, std::string("clamp: ") + overflow);
+  expect_error([&] { (void)add(x, x, 1e39); }, std::string("add: ") + overflow);
+  expect_error([&] { (void)sub(x, x, -1e39); }, std::string("sub: ") + overflow);
+  expect_error([&] { (void)addcmul(x, x, x, 1e39); }, std::string("addcmul: ") + overflow);
+  expect_error([&] { (void)addcdiv(x, x, x, -1e39); }, "addcdiv: value -1e+39");
+  expect_error([&] { (void)lerp(x, x, 1e39); }, std::string("lerp: ") + overflow);
+  // torch.clamp(torch.tensor([1, 2]), 1e39): the float32 result type, the same Error
+  expect_error([&] { (void)clamp(tensor({1, 2}, DType::Int64), 1e39); }, "clamp: value 1e+39");
+  Tensor y = ones({2});
+  expect_error([&] { y.clamp_(1e39); }, "clamp: value 1e+39");
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(2, 1.0f));  // untouched
+  // torch.clamp(x, -inf, inf) -> [1., 1.]; torch.add(x, x, alpha=inf) -> [inf, inf];
+  // torch.clamp(x.double(), 1e39) -> [1e39, 1e39]; x * 1e39 -> [inf, inf]
+  EXPECT_EQ(clamp(x, -INFINITY, INFINITY).to_vector<float>(), std::vector<float>(2, 1.0f));
+  EXPECT_EQ(add(x, x, INFINITY).to_vector<float>(),
+            std::vector<float>(2, std::numeric_limits<float>::infinity()));
+  EXPECT_EQ(clamp(x.to(DType::Float64), 1e39).to_vector<double>(), std::vector<double>(2, 1e39));
+  EXPECT_EQ((x * 1e39).to_vector<float>(),
+            std::vector<float>(2, std::numeric_limits<float>::infinity()));
+}
+
 // ---- int64 ----
 
 // An int64 power takes the integer exponent exactly: 2^63 - 1 and 2^53 + 1 are odd (as doubles
