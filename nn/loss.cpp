@@ -105,12 +105,19 @@ std::vector<double> class_weights(const char* op, const Tensor& weight, const Te
 }
 
 // The per-position losses reduced: a tensor of loss_shape (none), their sum, or sum / denom.
+// A mean over a total weight of 0 (every position ignored or of weight 0) is nan, as PyTorch's
+// nll part 0 / 0 makes it even when label smoothing adds a nonzero sum. The total rounds to the
+// dtype (a float32 sum past 3.4e38 is inf, as PyTorch's), not through scalar_tensor, which
+// refuses a value out of the dtype's range.
 Tensor reduce_losses(const std::vector<double>& losses, double denom, Reduction reduction,
                      const Shape& loss_shape, DType dtype) {
   if (reduction == Reduction::None) return from_vector(losses, loss_shape, dtype);
   double total = 0;
   for (double v : losses) total += v;
-  return scalar_tensor(reduction == Reduction::Sum ? total : total / denom, dtype);
+  if (reduction == Reduction::Mean) {
+    total = denom == 0 ? std::numeric_limits<double>::quiet_NaN() : total / denom;
+  }
+  return from_vector({total}, {}, dtype);
 }
 
 // The upstream gradient of position i: g[i] (none), g (sum) or g / denom (mean).
@@ -249,6 +256,11 @@ struct ClassTargets {
   std::vector<int64_t> indices;  // class indices, one per position
   std::vector<double> weights;   // w_c (all 1 without a weight)
 
+  // Whether PyTorch's loss multiplies every class's log p_c by its coefficient, a zero one too
+  // (probabilities: -(log p y w).sum(); label smoothing: -(log p w).sum()), so that a -inf
+  // log p_c of coefficient 0 makes the loss nan; a class index alone picks log p_t only.
+  bool every_class() const { return probabilities || eps > 0; }
+
   // q_c of one position, for c in [0, C), from its probabilities y (stride apart) or its class
   // index; false when the position is ignored.
   template <typename T>
@@ -268,17 +280,25 @@ struct ClassTargets {
   }
 };
 
-// log sum_c exp(x_c) of one position's logits (stride apart), in double.
+// log sum_c exp(x_c) of one position's logits (stride apart), in double, as its two parts
+// m = max_c x_c and log_sum = log sum_c exp(x_c - m): -log p_c is log_sum - (x_c - m), as
+// PyTorch's log_softmax forms it. m + log_sum then - x_c would lose log_sum beside a huge m
+// (logits all -3e38 give log 3 each, not 0).
+struct LogSumExp {
+  double m = 0, log_sum = 0;
+  double minus_log_p(double x) const { return log_sum - (x - m); }
+};
+
 template <typename T>
-double log_sum_exp(const T* x, int64_t c, int64_t stride) {
+LogSumExp log_sum_exp(const T* x, int64_t c, int64_t stride) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t k = 0; k < c; ++k) m = std::max(m, static_cast<double>(x[k * stride]));
-  // All -inf: -inf (every lse - x_k is then nan, as PyTorch's x - max). A +inf logit: nan, as
-  // PyTorch's log_softmax (x - max is inf - inf there), whatever the target.
-  if (std::isinf(m)) return m < 0 ? m : std::numeric_limits<double>::quiet_NaN();
+  // All -inf or a +inf logit: nan for every class, as PyTorch's log_softmax (x - max is
+  // -inf - -inf or inf - inf there), whatever the target.
+  if (std::isinf(m)) return {m, std::numeric_limits<double>::quiet_NaN()};
   double sum = 0;
   for (int64_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - m);
-  return m + std::log(sum);
+  return {m, std::log(sum)};
 }
 
 // The loss of every position, sum_c q_c (lse - x_c), in double; y: the probabilities, or null.
@@ -296,10 +316,12 @@ std::vector<double> position_losses(const T* xs, const T* ys, const ClassLayout&
     const int64_t row = (i / l.s) * l.c * l.s + i % l.s;  // the offset of its class-0 logit
     std::vector<double>& q = scratch[static_cast<std::size_t>(thread)];
     if (!targets.coefficients(i, ys ? ys + row : xs, l.s, q)) return;
-    const double lse = log_sum_exp(xs + row, l.c, l.s);
+    const LogSumExp lse = log_sum_exp(xs + row, l.c, l.s);
     double loss = 0;
     for (int64_t k = 0; k < l.c; ++k) {
-      if (q[k] != 0) loss += q[k] * (lse - static_cast<double>(xs[row + k * l.s]));
+      if (q[k] != 0 || targets.every_class()) {
+        loss += q[k] * lse.minus_log_p(static_cast<double>(xs[row + k * l.s]));
+      }
     }
     losses[static_cast<std::size_t>(i)] = loss;
   });
@@ -447,9 +469,28 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     const Tensor x = saved(1), y = saved(2);
     const double eps = targets.eps;
     const int64_t cd = x.dim() == 1 ? 0 : 1;  // the class dim
-    const Tensor g = reduction == Reduction::None  ? (cd == 1 ? grad.unsqueeze(1) : grad)
-                     : reduction == Reduction::Sum ? grad
-                                                   : grad / denom;
+    Tensor g = reduction == Reduction::None  ? (cd == 1 ? grad.unsqueeze(1) : grad)
+               : reduction == Reduction::Sum ? grad
+                                             : grad / denom;
+    if (!targets.probabilities) {
+      // A mean over a total weight of 0 has PyTorch's nll gradient -w_t (g / 0) = 0 * inf: nan
+      // at every position not ignored. An ignored position's upstream gradient is 0 whatever g
+      // is (PyTorch's nll skips it, its smoothing term is masked_fill_'ed), so a g of inf or
+      // 1 / 0 reaches it as 0 (0 * (Q p - q) = 0, nan only where its p is nan, as PyTorch's).
+      if (reduction == Reduction::Mean && denom == 0)
+        g = g * std::numeric_limits<double>::quiet_NaN();
+      bool any_ignored = false;
+      std::vector<double> kept(targets.indices.size());
+      for (std::size_t i = 0; i < kept.size(); ++i) {
+        kept[i] = targets.indices[i] != targets.ignore_index;
+        any_ignored = any_ignored || kept[i] == 0;
+      }
+      if (any_ignored) {
+        Shape kept_shape = l.loss_shape;  // [N, d...] -> [N, 1, d...] as g's; [] for [C]
+        if (cd == 1) kept_shape.insert(kept_shape.begin() + 1, 1);
+        g = where(from_vector(kept, kept_shape, DType::Bool), g, scalar_tensor(0.0, x.dtype()));
+      }
+    }
     Shape class_shape(static_cast<std::size_t>(x.dim()), 1);  // [1, C, 1...]: w_c broadcast
     class_shape[static_cast<std::size_t>(cd)] = l.c;
     const Tensor w = from_vector(targets.weights, {l.c}, x.dtype()).reshape(class_shape);

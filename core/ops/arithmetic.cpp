@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/base/convert.h"
 #include "core/graph/function.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/elementwise_loops.h"
@@ -76,8 +77,9 @@ struct Add : OpFunction<Add> {
       return binary_kernel(a, b, t, "add", [](auto x, auto y) { return wrapping_add(x, y); });
     return dispatch(t, [&](auto tag) {
       using T = decltype(tag);
-      const T al =
-          std::is_same_v<T, int64_t> ? static_cast<T>(alpha_.to_int64()) : static_cast<T>(alpha);
+      const T al = std::is_same_v<T, int64_t>
+                       ? static_cast<T>(alpha_.to_int64())
+                       : detail::checked_cast<T>(alpha, "add", /*fill=*/true);
       return binary_loops<T, T>(a, b, "add",
                                 [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
@@ -87,6 +89,16 @@ struct Add : OpFunction<Add> {
   }
 };
 
+// PyTorch refuses a subtraction with a bool operand on either side (sub_check), whatever the
+// other operand's type: torch.tensor([1, 2]) - torch.tensor([True, False]) is an Error, as is
+// 1 - mask, not an int64 difference.
+void check_no_bool_operand(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.dtype() != DType::Bool && b.dtype() != DType::Bool, op,
+        ": subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+        "to invert a mask, use the `~` or `logical_not()` operator instead (got ",
+        dtype_name(a.dtype()), " ", a.shape(), " - ", dtype_name(b.dtype()), " ", b.shape(), ")");
+}
+
 // c = a - alpha b:  dc/da = 1, dc/db = -alpha  (PyTorch: a + (-alpha) b)
 struct Sub : OpFunction<Sub> {
   static constexpr const char* name = "SubBackward0";
@@ -95,9 +107,7 @@ struct Sub : OpFunction<Sub> {
   Tensor forward(const Tensor& a, const Tensor& b, Scalar alpha_) {
     alpha = alpha_.to_double();
     DType t = result_type(a, b);
-    check(t != DType::Bool,
-          "sub: subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-          "trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    check_no_bool_operand(a, b, "sub");
     check_alpha(t, alpha_, "sub");
     if (alpha == 1)
       return binary_kernel(a, b, t, "sub", [](auto x, auto y) { return wrapping_sub(x, y); });
@@ -105,7 +115,7 @@ struct Sub : OpFunction<Sub> {
       using T = decltype(tag);
       const T al = std::is_same_v<T, int64_t>
                        ? static_cast<T>(wrapping_sub(int64_t{0}, alpha_.to_int64()))
-                       : static_cast<T>(-alpha);
+                       : detail::checked_cast<T>(-alpha, "sub", /*fill=*/true);
       return binary_loops<T, T>(a, b, "sub",
                                 [al](auto x, auto y) { return add_scaled<T>(x, y, al); });
     });
@@ -158,6 +168,7 @@ struct RSub : OpFunction<RSub> {
   static constexpr const char* name = "RsubBackward1";
   static constexpr const char* formula = "c = s - t:  dc/dt = -1";
   Tensor forward(const Tensor& t, const Tensor& scalar) {
+    check_no_bool_operand(scalar, t, "rsub");
     DType d = result_type(t, scalar);
     return binary_kernel(scalar, t, d, "rsub", [](auto x, auto y) { return wrapping_sub(x, y); });
   }
@@ -214,6 +225,24 @@ struct Sqrt : OpFunction<Sqrt> {
   std::vector<Tensor> backward(const Tensor& grad) { return {grad / (2.0 * saved(0))}; }
 };
 
+// y = 1 / x:  dy/dx = -y^2 (PyTorch's reciprocal_backward, -(y y), from the saved result).
+// A number divided by a tensor is this times the number, as PyTorch's Tensor.__rdiv__
+// (x.reciprocal() * s): two roundings, so 0.1 / x differs from a correctly rounded quotient in
+// about a quarter of float32 inputs, and 1e-10 / 1e-39 is inf * 1e-10 = inf, 0 / 1e-39 is nan.
+struct Reciprocal : OpFunction<Reciprocal> {
+  static constexpr const char* name = "ReciprocalBackward0";
+  static constexpr const char* formula = "y = 1 / x:  dy/dx = -y^2";
+  Tensor forward(const Tensor& x) {
+    Tensor y = unary_kernel(x, floating_type(x), [](auto v) { return decltype(v)(1) / v; });
+    save_for_backward({y});
+    return y;
+  }
+  std::vector<Tensor> backward(const Tensor& grad) {
+    const Tensor y = saved(0);
+    return {grad * -(y * y)};
+  }
+};
+
 // y = x^p:  dy/dx = p x^(p-1)
 struct Pow : OpFunction<Pow> {
   static constexpr const char* name = "PowBackward0";
@@ -225,23 +254,34 @@ struct Pow : OpFunction<Pow> {
     exponent = p;
     save_for_backward({x});
     // An integer tensor stays integer for an integer exponent (torch.arange(3) ** 2 is int64,
-    // ** 2.0 is float32); a negative integer power of integers is refused, as in PyTorch.
+    // ** 2.0 is float32), a bool one becomes int64; a negative integer power of integers or
+    // bools is refused, as in PyTorch.
     check(is_floating(x.dtype()) || !exponent_.is_integral() || p >= 0,
           "pow: Integers to negative integer powers are not allowed (exponent ", p, ", dtype ",
           dtype_name(x.dtype()), ")");
     DType d = is_floating(x.dtype()) || !exponent_.is_integral() ? floating_type(x) : x.dtype();
+    if (d == DType::Bool) d = DType::Int64;  // torch.tensor([True, False]).pow(2): int64 [1, 0]
     if (d == DType::Int64) {
       // A whole exponent >= 0 (else d is floating): exact and wrapping, never through double
       // (2^53 + 1 and 2^63 - 1 are odd; as doubles they are even).
       const auto e = static_cast<uint64_t>(exponent_.to_int64());
       return unary_kernel(x, d, [e](auto v) { return wrapping_pow(static_cast<int64_t>(v), e); });
     }
-    // PyTorch's special cases (pow_tensor_scalar_optimized_kernel): x^2 and x^3 are products in
-    // the element type (the book's GELU cubes x), not std::pow in double, which could round
-    // x^3 differently (and is much slower).
+    // PyTorch's special cases (pow_tensor_scalar_kernel and its optimized kernel): x^2 and x^3
+    // are products in the element type (the book's GELU cubes x), x^-2 is 1 / (x x), x^0.5 is
+    // sqrt, x^-0.5 is rsqrt (1 / sqrt(x)) and x^-1 the reciprocal, each rounded in the element
+    // type, not std::pow in double, which rounds a float32 x^-0.5 or x^-2 differently in about
+    // a quarter of the inputs and differs at the edges: rsqrt(-0.0) = 1 / -0.0 = -inf and
+    // rsqrt(-inf) = nan (std::pow gives +inf and +0), a float32 x^-2 of 1e20 is 1 / inf = 0.
+    // The backward's x^(p-1) goes through the same cases (x^0.5's derivative at -0.0: -inf).
     if (p == 2.0) return unary_kernel(x, d, [](auto v) { return v * v; });
     if (p == 3.0) return unary_kernel(x, d, [](auto v) { return v * v * v; });
     if (p == 0.5) return unary_kernel(x, d, [](auto v) { return std::sqrt(v); });
+    if (p == -0.5) {
+      return unary_kernel(x, d, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+    }
+    if (p == -1.0) return unary_kernel(x, d, [](auto v) { return decltype(v)(1) / v; });
+    if (p == -2.0) return unary_kernel(x, d, [](auto v) { return decltype(v)(1) / (v * v); });
     return unary_kernel(x, d, [p](auto v) { return std::pow(v, p); });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -324,7 +364,7 @@ struct Addcmul : OpFunction<Addcmul> {
     const DType d = floating_result(self, t1, t2, "addcmul");
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      const T v = static_cast<T>(value);
+      const T v = detail::checked_cast<T>(value, "addcmul", /*fill=*/true);
       return ternary_kernel(self, t1, t2, d, "addcmul",
                             [v](T s, T a, T b) { return std::fma(v * a, b, s); });
     });
@@ -373,7 +413,7 @@ struct LerpScalar : OpFunction<LerpScalar> {
     const DType d = promote(self.dtype(), end.dtype());
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      const T w = static_cast<T>(weight);
+      const T w = detail::checked_cast<T>(weight, "lerp", /*fill=*/true);
       return ternary_kernel(self, end, scalar_tensor(0, d), d, "lerp",
                             [w](T s, T e, T) { return lerp_value(s, e, w); });
     });
@@ -416,7 +456,7 @@ Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
 Tensor operator-(Scalar a, const Tensor& b) { return apply<RSub>(b, wrap_scalar(a, b, "rsub")); }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(Scalar a, const Tensor& b) { return div(wrap_scalar(a, b, "div"), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return mul(apply<Reciprocal>(b), a); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 Tensor neg(const Tensor& t) { return apply<Neg>(t); }
@@ -438,6 +478,9 @@ Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
         "addcdiv: integer division with addcdiv is no longer supported, and in a future release "
         "addcdiv will perform a true division of tensor1 and tensor2 (got ",
         dtype_name(tensor1.dtype()), " and ", dtype_name(tensor2.dtype()), ")");
+  if (self.defined() && result_type({&self, &tensor1, &tensor2}) == DType::Float32) {
+    (void)detail::checked_cast<float>(value, "addcdiv", /*fill=*/true);  // PyTorch's Scalar check
+  }
   Tensor scaled = value == 1 ? tensor1 : mul(tensor1, value);
   return add(self, div(scaled, tensor2));
 }

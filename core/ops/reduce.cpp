@@ -475,11 +475,12 @@ struct Var : autograd::OpFunction<Var> {
   }
 };
 
-// std x = sqrt(var x):  d(std x)/dx_i = (x_i - mean) / ((n - correction) std x)
-// (the square root taken in double, as PyTorch's std kernel does).
+// std x = sqrt(var x):  d(std x)/dx_i = (x_i - mean) / ((n - correction) std x), 0 where
+// std x = 0 (the square root taken in double, as PyTorch's std kernel does).
 struct Std : autograd::OpFunction<Std> {
   static constexpr const char* name = "StdBackward0";
-  static constexpr const char* formula = "y = sqrt(var x):  dy/dx_i = (x_i - mean) / ((n - c) y)";
+  static constexpr const char* formula =
+      "y = sqrt(var x):  dy/dx_i = (x_i - mean) / ((n - c) y), 0 where y = 0";
   std::vector<bool> reduced;
   int64_t correction = 1;
   bool keepdim = false;
@@ -496,7 +497,10 @@ struct Std : autograd::OpFunction<Std> {
     const double dof = static_cast<double>(reduced_count(x.shape(), reduced)) -
                        static_cast<double>(correction);  // in double: no int64 overflow
     Tensor centered = x - mean(x, dim_list(reduced), /*keepdim=*/true);
-    return {expand_to_input(grad / result, reduced, keepdim, x.shape()) * centered / dof};
+    // PyTorch 1.13's std_backward: var's backward of grad / (2 std), with 0 where std is 0 (a
+    // constant row's gradient is 0, not 0 / 0), in its order of roundings.
+    const Tensor grad_var = masked_fill(grad / (result * 2.0), eq(result, 0.0), 0.0);
+    return {((2.0 / dof) * expand_to_input(grad_var, reduced, keepdim, x.shape())) * centered};
   }
 };
 

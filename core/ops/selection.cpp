@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/base/convert.h"
 #include "core/graph/function.h"
 #include "core/kernels/iterate.h"
 #include "core/ops/elementwise.h"
@@ -141,14 +142,16 @@ struct Clamp : OpFunction<Clamp> {
   Tensor forward(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
     check(min.has_value() || max.has_value(),
           "clamp: at least one of 'min' or 'max' must not be None (input shape ", x.shape(), ")");
-    check(x.dtype() != DType::Bool, "clamp: not implemented for bool tensors (input shape ",
-          x.shape(), ")");
     if (min) lo = min->to_double();
     if (max) hi = max->to_double();
     save_for_backward({x});
     auto whole = [](const std::optional<Scalar>& v) { return !v || v->is_integral(); };
+    // PyTorch's result type: a float bound makes an integer or bool tensor's result the default
+    // dtype; integer bounds keep an int64 tensor and make a bool one int64 (torch.tensor([True,
+    // False]).clamp(0, 1) -> tensor([1, 0]), int64; .clamp(max=0.5) -> float32).
     DType d =
         is_floating(x.dtype()) || (whole(min) && whole(max)) ? x.dtype() : get_default_dtype();
+    if (d == DType::Bool) d = DType::Int64;
     if (d == DType::Int64) {  // integer bounds, compared exactly
       const bool has_l = min.has_value(), has_h = max.has_value();
       const int64_t l = min ? min->to_int64() : 0, h = max ? max->to_int64() : 0;
@@ -160,7 +163,9 @@ struct Clamp : OpFunction<Clamp> {
     }
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      const T l = lo ? static_cast<T>(*lo) : T(0), h = hi ? static_cast<T>(*hi) : T(0);
+      // A finite bound beyond float32's range is an Error, as PyTorch's Scalar conversion.
+      const T l = lo ? detail::checked_cast<T>(*lo, "clamp", /*fill=*/true) : T(0);
+      const T h = hi ? detail::checked_cast<T>(*hi, "clamp", /*fill=*/true) : T(0);
       const bool has_l = min.has_value(), has_h = max.has_value();
       // Both bounds given and one of them NaN: every element is NaN (PyTorch's clamp fills the
       // result with NaN); a single NaN bound leaves the elements as they are, as PyTorch's.

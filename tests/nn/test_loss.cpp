@@ -478,5 +478,93 @@ TEST(Loss, CrossEntropyOfInfiniteLogitsAndNoClasses) {
   EXPECT_TRUE(std::isnan(F::cross_entropy(zeros({2, 0}), zeros({2, 0})).item()));
 }
 
+// Label smoothing and class-probability targets take -log p_c as log sum exp(x - m) - (x_c - m),
+// as PyTorch's log_softmax: a row of equal huge logits loses nothing (m + log 3 - x_c would
+// round log 3 away beside 3e38).
+TEST(Loss, CrossEntropySmoothingOfHugeLogitsKeepsTheLogOfTheSum) {
+  const auto none = F::CrossEntropyFuncOptions().reduction(nn::Reduction::None);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    // x = torch.tensor([[-3e38, -3e38, -3e38], [1e30, 1e30, 0.]], dtype=dtype)
+    // F.cross_entropy(x, torch.tensor([0, 2]), label_smoothing=0.2, reduction='none')
+    //   -> [1.0986123, 8.6666667e+29] (float32 and float64); the same on x.unsqueeze(2)
+    const Tensor x = tensor({{-3e38, -3e38, -3e38}, {1e30, 1e30, 0.0}}, dtype);
+    const Tensor t = from_vector(std::vector<int64_t>{0, 2}, {2});
+    for (const Tensor& loss :
+         {F::cross_entropy(x, t, F::CrossEntropyFuncOptions(none).label_smoothing(0.2)),
+          F::cross_entropy(x.unsqueeze(2), t.unsqueeze(1),
+                           F::CrossEntropyFuncOptions(none).label_smoothing(0.2))}) {
+      const std::vector<double> v = loss.to_vector<double>();
+      EXPECT_NEAR(v[0], 1.0986122886681098, 1e-6) << dtype_name(dtype);
+      EXPECT_NEAR(v[1], 8.666666666666667e+29, 1e23) << dtype_name(dtype);
+    }
+    // Probabilities: -(log_softmax(x) * y).sum(1) -> [1.0986123, 1e+30]
+    const Tensor y = tensor({{1.0, 0.0, 0.0}, {0.0, 0.0, 1.0}}, dtype);
+    const std::vector<double> v = F::cross_entropy(x, y, none).to_vector<double>();
+    EXPECT_NEAR(v[0], 1.0986122886681098, 1e-6) << dtype_name(dtype);
+    EXPECT_NEAR(v[1], 1e30, 1e23) << dtype_name(dtype);
+  }
+}
+
+// PyTorch multiplies every class's log p_c by its coefficient when the target is probabilities or
+// smoothed (-(log p * y * w).sum(), -(log p * w).sum()): a -inf logit of coefficient 0 makes the
+// loss nan. Its mean over a total weight of 0 is nan (the nll part's 0 / 0), with a nan gradient
+// at every position not ignored; an ignored position's gradient is 0 whatever the upstream one.
+TEST(Loss, CrossEntropyZeroCoefficientsAndZeroTotalWeightAsPyTorch) {
+  const Tensor w = tensor({1.0, 0.0, 2.0}, DType::Float64);
+  // x = torch.tensor([[0., -inf, 1.]], dtype=torch.float64)
+  // F.cross_entropy(x, torch.tensor([[1., 0, 0]], dtype=torch.float64)) -> nan
+  // F.cross_entropy(x, torch.tensor([0]), weight=w, label_smoothing=0.1) -> nan
+  const Tensor x = tensor({{0.0, -kInf, 1.0}}, DType::Float64);
+  EXPECT_TRUE(std::isnan(F::cross_entropy(x, tensor({{1.0, 0.0, 0.0}}, DType::Float64)).item()));
+  EXPECT_TRUE(
+      std::isnan(F::cross_entropy(x, zeros({1}, DType::Int64),
+                                  F::CrossEntropyFuncOptions().weight(w).label_smoothing(0.1))
+                     .item()));
+  // x = torch.tensor([[0., 0, 1], [0., 1, 2]], dtype=torch.float64, requires_grad=True)
+  // l = F.cross_entropy(x, torch.tensor([1, 1]), weight=torch.tensor([1., 0, 2]),
+  //                     label_smoothing=0.1); l.backward() -> l nan, x.grad all nan
+  const Tensor x2 = tensor({{0.0, 0.0, 1.0}, {0.0, 1.0, 2.0}}, DType::Float64);
+  Tensor xg = x2.detach().requires_grad_();
+  Tensor l = F::cross_entropy(xg, from_vector(std::vector<int64_t>{1, 1}, {2}),
+                              F::CrossEntropyFuncOptions().weight(w).label_smoothing(0.1));
+  EXPECT_TRUE(std::isnan(l.item()));
+  l.backward();
+  for (double g : xg.grad().to_vector<double>()) EXPECT_TRUE(std::isnan(g));
+  // l = F.cross_entropy(x, torch.tensor([-100, -100]), label_smoothing=0.2); l.backward()
+  //   -> l nan, x.grad all 0
+  xg = x2.detach().requires_grad_();
+  l = F::cross_entropy(xg, from_vector(std::vector<int64_t>{-100, -100}, {2}),
+                       F::CrossEntropyFuncOptions().label_smoothing(0.2));
+  EXPECT_TRUE(std::isnan(l.item()));
+  l.backward();
+  for (double g : xg.grad().to_vector<double>()) EXPECT_EQ(g, 0.0);
+  // l = F.cross_entropy(x, torch.tensor([-100, 2]), label_smoothing=0.2, reduction='sum')
+  // l.backward(torch.tensor(inf)) -> x.grad[0] == [0, 0, 0] (the ignored row)
+  xg = x2.detach().requires_grad_();
+  l = F::cross_entropy(
+      xg, from_vector(std::vector<int64_t>{-100, 2}, {2}),
+      F::CrossEntropyFuncOptions().label_smoothing(0.2).reduction(nn::Reduction::Sum));
+  l.backward(scalar_tensor(kInf, DType::Float64));
+  const std::vector<double> g = xg.grad().to_vector<double>();
+  EXPECT_EQ(g[0], 0.0);
+  EXPECT_EQ(g[1], 0.0);
+  EXPECT_EQ(g[2], 0.0);
+}
+
+// A float32 sum past the largest float is inf, as PyTorch's, not an Error from converting it.
+TEST(Loss, CrossEntropyFloat32SumOverflowsToInf) {
+  // F.cross_entropy(torch.tensor([[3e38, 0, 1], [3e38, 3e38, -3e38]]), torch.tensor([1, 0]),
+  //                 weight=torch.tensor([1., 3., 2.]), label_smoothing=0.3, reduction='sum')
+  //   -> tensor(inf)
+  const Tensor x = tensor({{3e38, 0.0, 1.0}, {3e38, 3e38, -3e38}});
+  const Tensor loss = F::cross_entropy(x, from_vector(std::vector<int64_t>{1, 0}, {2}),
+                                       F::CrossEntropyFuncOptions()
+                                           .weight(tensor({1.0, 3.0, 2.0}))
+                                           .label_smoothing(0.3)
+                                           .reduction(nn::Reduction::Sum));
+  EXPECT_EQ(loss.dtype(), DType::Float32);
+  EXPECT_EQ(loss.item(), kInf);
+}
+
 }  // namespace
 }  // namespace ember

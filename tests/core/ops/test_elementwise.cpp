@@ -653,7 +653,7 @@ TEST(ElementwiseInPlace, IntegralResultsIntoInt64AreFine) {
   EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{6, 8, 10}));
   t.clamp_(7, 9);
   EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
-  t.sub_(ones({3}, DType::Bool));
+  t.sub_(ones({3}, DType::Int64));
   EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{6, 7, 8}));
   EXPECT_EQ(t.dtype(), DType::Int64);
 }
@@ -681,8 +681,25 @@ TEST(ElementwiseInPlace, BoolDestinations) {
                "mul_: result type Float can't be cast to the desired output type Bool");
   b.mul_(tensor({1, 0, 1}).to_bool());  // bool * bool stays bool
   EXPECT_EQ(b.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 1}));
-  // torch.arange(3).sub_(torch.ones(3, dtype=torch.bool)) is fine for int64 (above); bool - bool:
+  // bool - bool:
   expect_error([&] { b.sub_(b.clone()); }, "with a bool tensor is not supported");
+}
+
+// A subtraction with a bool operand on either side is an Error, as PyTorch's sub_check, whatever
+// the other operand's type (the result type is not bool there).
+TEST(ElementwiseInPlace, SubtractionWithABoolOperandIsAnError) {
+  const Tensor mask = tensor({1, 0, 1}).to_bool();
+  // torch.arange(3).sub_(torch.ones(3, dtype=torch.bool)), torch.arange(3.) - mask, mask - 1,
+  // 1 - mask, mask - torch.arange(3)
+  //   -> Subtraction, the `-` operator, with a bool tensor is not supported. ...
+  Tensor t = ints();
+  expect_error([&] { t.sub_(mask); }, "sub: subtraction, the `-` operator, with a bool tensor");
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
+  expect_error([&] { (void)(arange(3.0) - mask); }, "sub: subtraction");
+  expect_error([&] { (void)(mask - 1); }, "sub: subtraction");
+  expect_error([&] { (void)(1 - mask); }, "rsub: subtraction");
+  expect_error([&] { (void)sub(mask, ints(), 2); }, "with a bool tensor is not supported");
+  expect_error([&] { (void)(mask - ints()); }, "(got bool [3] - int64 [3])");
 }
 
 TEST(ElementwiseGelu, RejectsUnknownApproximation) {
@@ -777,6 +794,116 @@ TEST(ElementwiseNan, ClampWithANanBoundMatchesPyTorch) {
   Tensor w = tensor({1.0, 2.0, 3.0}).requires_grad_();
   clamp(w, nan, 2.0).sum().backward();
   test::expect_values(w.grad(), {0, 0, 0});
+}
+
+// pow's exponents -0.5, -1 and -2 are PyTorch's rsqrt, reciprocal and 1 / (x x) in the element
+// type, not std::pow: the edges (rsqrt(-0.0) = -inf, rsqrt(-inf) = nan, a float32 1e20^-2 = 0)
+// and the float32 rounding (6^-0.5 through double would be 0.408248305).
+TEST(ElementwiseEdges, PowOfMinusHalfOneAndTwoRoundAsPyTorch) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = tensor({-0.0, -INFINITY, 6.0, 1e20});
+  // x = torch.tensor([-0.0, -inf, 6.0, 1e20]); x.pow(-0.5)
+  //   -> tensor([-inf, nan, 0.408248276, 1.00000001e-10])
+  const std::vector<float> rs = x.pow(-0.5).to_vector<float>();
+  EXPECT_EQ(rs[0], -inf);
+  EXPECT_TRUE(std::isnan(rs[1]));
+  EXPECT_EQ(rs[2], 0.408248276f);
+  EXPECT_EQ(rs[3], 1.00000001e-10f);
+  // x.pow(-2) -> tensor([inf, 0., 0.027777778, 0.])
+  EXPECT_THAT(x.pow(-2.0).to_vector<float>(), ElementsAre(inf, 0.0f, 0.027777778f, 0.0f));
+  // x.pow(-1) -> tensor([-inf, -0., 0.166666672, 9.99999968e-21])
+  const std::vector<float> r = x.pow(-1.0).to_vector<float>();
+  EXPECT_THAT(r, ElementsAre(-inf, 0.0f, 0.166666672f, 9.99999968e-21f));
+  EXPECT_TRUE(std::signbit(r[1]));
+  // x = torch.tensor([-0.0, 0.0, 4.0], dtype=torch.float64, requires_grad=True)
+  // x.pow(0.5).sum().backward(); x.grad -> tensor([-inf, inf, 0.25])  (0.5 * rsqrt(x))
+  const Tensor xd = tensor({-0.0, 0.0, 4.0}, DType::Float64).requires_grad_();
+  xd.pow(0.5).sum().backward();
+  EXPECT_THAT(xd.grad().to_vector<double>(), ElementsAre(-INFINITY, INFINITY, 0.25));
+}
+
+// pow and clamp take bool tensors as PyTorch does: an integer exponent or integer bounds give an
+// int64 result, a float one the default dtype; a negative integer power is refused.
+TEST(ElementwiseBool, PowAndClampOfBoolTensorsFollowPyTorchsResultType) {
+  const Tensor b = tensor({1, 0}).to_bool();
+  // B = torch.tensor([True, False]); B.pow(2), B.pow(0) -> int64 [1, 0], [1, 1]
+  EXPECT_EQ(b.pow(2).dtype(), DType::Int64);
+  EXPECT_THAT(b.pow(2).to_vector<int64_t>(), ElementsAre(1, 0));
+  EXPECT_THAT(b.pow(0).to_vector<int64_t>(), ElementsAre(1, 1));
+  // B.pow(0.5) -> float32 [1., 0.]; B.pow(-1.0) -> float32 [1., inf]
+  EXPECT_EQ(b.pow(0.5).dtype(), DType::Float32);
+  EXPECT_THAT(b.pow(-1.0).to_vector<float>(),
+              ElementsAre(1.0f, std::numeric_limits<float>::infinity()));
+  // B.pow(-1) -> Integers to negative integer powers are not allowed.
+  expect_error([&] { (void)b.pow(-1); }, "Integers to negative integer powers are not allowed");
+  // B.clamp(0, 1) -> int64 [1, 0]; B.clamp(2) -> int64 [2, 2]; B.clamp(max=0.5) -> float32 [0.5, 0.]
+  EXPECT_EQ(clamp(b, 0, 1).dtype(), DType::Int64);
+  EXPECT_THAT(clamp(b, 0, 1).to_vector<int64_t>(), ElementsAre(1, 0));
+  EXPECT_THAT(clamp(b, 2).to_vector<int64_t>(), ElementsAre(2, 2));
+  EXPECT_EQ(clamp(b, std::nullopt, 0.5).dtype(), DType::Float32);
+  EXPECT_THAT(clamp(b, std::nullopt, 0.5).to_vector<float>(), ElementsAre(0.5f, 0.0f));
+}
+
+// A number divided by a tensor is PyTorch's Tensor.__rdiv__, x.reciprocal() * s, rounded twice,
+// with its nodes (MulBackward0 after ReciprocalBackward0) and their gradient -(y y) (g s).
+TEST(ElementwiseEdges, ScalarDividedByATensorIsTheReciprocalTimesTheScalar) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = tensor({1e-39, 3.0, 7.0, 0.0});
+  // x = torch.tensor([1e-39, 3.0, 7.0, 0.0]); 0.1 / x -> [inf, 0.0333333351, 0.0142857153, inf]
+  // (0.1 / 7 rounded once is 0.0142857144)
+  EXPECT_THAT((0.1 / x).to_vector<float>(), ElementsAre(inf, 0.0333333351f, 0.0142857153f, inf));
+  // 1e-10 / x -> [inf, 3.33333361e-11, 1.4285715e-11, inf] (1e-10 / 1e-39 is 1e29 rounded once)
+  EXPECT_THAT((1e-10 / x).to_vector<float>(),
+              ElementsAre(inf, 3.33333361e-11f, 1.4285715e-11f, inf));
+  // 0.0 / x -> [nan, 0., 0., nan]
+  const std::vector<float> z = (0.0 / x).to_vector<float>();
+  EXPECT_TRUE(std::isnan(z[0]));
+  EXPECT_EQ(z[1], 0.0f);
+  EXPECT_TRUE(std::isnan(z[3]));
+  // xd = torch.tensor([3.0, 7.0], dtype=torch.float64, requires_grad=True); y = 0.1 / xd
+  //   -> y.grad_fn MulBackward0, y [0.033333333333333333, 0.014285714285714285],
+  //      xd.grad after y.sum().backward() [-0.011111111111111112, -0.002040816326530612]
+  Tensor xd = tensor({3.0, 7.0}, DType::Float64).requires_grad_();
+  const Tensor y = 0.1 / xd;
+  EXPECT_EQ(y.grad_fn()->name(), "MulBackward0");
+  EXPECT_THAT(y.to_vector<double>(), ElementsAre(0.033333333333333333, 0.014285714285714285));
+  y.sum().backward();
+  EXPECT_THAT(xd.grad().to_vector<double>(),
+              ElementsAre(-0.011111111111111112, -0.002040816326530612));
+  // 2 / torch.tensor([3]) is float32, as the reciprocal of an integer tensor
+  EXPECT_EQ((2 / tensor({3}, DType::Int64)).dtype(), DType::Float32);
+}
+
+// A scalar argument (alpha, value, weight, a clamp bound) beyond float32's range is an Error for a
+// float32 computation, as PyTorch's Scalar conversion; inf and nan pass, and an operand such as
+// x * 1e39 is a number beside the tensor, not an argument (inf, as PyTorch's).
+TEST(ElementwiseEdges, ScalarArgumentsOutOfFloat32RangeAreErrors) {
+  const Tensor x = ones({2});
+  const char* overflow = "value 1e+39 cannot be converted to type float without overflow";
+  // torch.clamp(x, -1e39), torch.clamp(x, None, 1e39), torch.add(x, x, alpha=1e39),
+  // torch.sub(x, x, alpha=-1e39), torch.addcmul(x, x, x, value=1e39),
+  // torch.addcdiv(x, x, x, value=-1e39), torch.lerp(x, x, 1e39)
+  //   -> RuntimeError: value cannot be converted to type float without overflow
+  expect_error([&] { (void)clamp(x, -1e39); }, std::string("clamp: ") + "value -1e+39");
+  expect_error([&] { (void)clamp(x, std::nullopt, 1e39); }, std::string("clamp: ") + overflow);
+  expect_error([&] { (void)add(x, x, 1e39); }, std::string("add: ") + overflow);
+  expect_error([&] { (void)sub(x, x, -1e39); }, std::string("sub: ") + overflow);
+  expect_error([&] { (void)addcmul(x, x, x, 1e39); }, std::string("addcmul: ") + overflow);
+  expect_error([&] { (void)addcdiv(x, x, x, -1e39); }, "addcdiv: value -1e+39");
+  expect_error([&] { (void)lerp(x, x, 1e39); }, std::string("lerp: ") + overflow);
+  // torch.clamp(torch.tensor([1, 2]), 1e39): the float32 result type, the same Error
+  expect_error([&] { (void)clamp(tensor({1, 2}, DType::Int64), 1e39); }, "clamp: value 1e+39");
+  Tensor y = ones({2});
+  expect_error([&] { y.clamp_(1e39); }, "clamp: value 1e+39");
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(2, 1.0f));  // untouched
+  // torch.clamp(x, -inf, inf) -> [1., 1.]; torch.add(x, x, alpha=inf) -> [inf, inf];
+  // torch.clamp(x.double(), 1e39) -> [1e39, 1e39]; x * 1e39 -> [inf, inf]
+  EXPECT_EQ(clamp(x, -INFINITY, INFINITY).to_vector<float>(), std::vector<float>(2, 1.0f));
+  EXPECT_EQ(add(x, x, INFINITY).to_vector<float>(),
+            std::vector<float>(2, std::numeric_limits<float>::infinity()));
+  EXPECT_EQ(clamp(x.to(DType::Float64), 1e39).to_vector<double>(), std::vector<double>(2, 1e39));
+  EXPECT_EQ((x * 1e39).to_vector<float>(),
+            std::vector<float>(2, std::numeric_limits<float>::infinity()));
 }
 
 // ---- int64 ----

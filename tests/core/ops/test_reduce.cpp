@@ -580,6 +580,28 @@ TEST(ReduceVar, StdOverloads) {
 
 // ---- argmax ----
 
+// std's gradient where std is 0 is 0, as PyTorch 1.13's std_backward (grad / (2 std) masked to 0
+// where std == 0), not (x - mean) / 0 = nan; a single element under correction 1 stays nan.
+TEST(ReduceVar, StdGradientOfAConstantRowIsZero) {
+  // x = torch.tensor([[1., 1], [1, 3]], dtype=torch.float64, requires_grad=True)
+  // x.std(1).sum().backward() -> [[0., 0.], [-0.7071067811865475, 0.7071067811865475]]
+  Tensor x = tensor({{1.0, 1.0}, {1.0, 3.0}}, DType::Float64).requires_grad_();
+  x.std(1).sum().backward();
+  const std::vector<double> gx = x.grad().to_vector<double>();
+  EXPECT_EQ(gx[0], 0.0);
+  EXPECT_EQ(gx[1], 0.0);
+  EXPECT_NEAR(gx[2], -0.7071067811865475, 1e-15);
+  EXPECT_NEAR(gx[3], 0.7071067811865475, 1e-15);
+  // torch.tensor([2., 2, 2], dtype=torch.float64).std(unbiased=False) -> grad [0., 0., 0.]
+  Tensor y = tensor({2.0, 2.0, 2.0}, DType::Float64).requires_grad_();
+  ember::std(y, false).backward();
+  EXPECT_EQ(y.grad().to_vector<double>(), std::vector<double>(3, 0.0));
+  // torch.std(torch.tensor([5.], dtype=torch.float64), dim=0) -> grad [nan]
+  Tensor z = tensor({5.0}, DType::Float64).requires_grad_();
+  ember::std(z, 0).backward();
+  EXPECT_TRUE(std::isnan(z.grad().item()));
+}
+
 TEST(ReduceArgmax, Values) {
   Tensor a = sample_3x4();
   // a.argmax() -> tensor(2); a.argmax(0) -> tensor([1, 2, 0, 1])
