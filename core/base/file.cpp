@@ -72,9 +72,16 @@ detail::AtomicFile::AtomicFile(const std::string& path, const char* op)
   temp_ = special_ ? path
                    : target_ + ".tmp-" + std::to_string(::getpid()) + "-" +
                          std::to_string(counter.fetch_add(1));
-  fd_ = special_ ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
+  // A FIFO is opened without waiting for a reader: one that has none is an error (ENXIO), not
+  // a wait without end; the writes then block as usual.
+  const bool fifo = special_ && S_ISFIFO(st.st_mode);
+  fd_ = special_ ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0))
                  : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0 && fifo && errno == ENXIO) {
+    fail(op, ": cannot write '", path, "': it is a FIFO that no program reads");
+  }
   if (fd_ < 0) fail(op, ": cannot open '", temp_, "' for writing: ", errno_text(errno));
+  if (fifo) ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   // The file it replaces keeps its permissions (a private file stays private): the new file
   // gets the old one's read, write and execute bits, not the umask's.
   struct stat old {};

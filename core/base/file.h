@@ -13,7 +13,8 @@ namespace ember::detail {
 // to the disk (fsync), renames the temporary file over `path` and flushes the directory, so that
 // the new name survives a crash. Every failure is an ember::Error starting with `op` and leaves a
 // file that was at `path` as it was; a file not committed (an exception on the way) is removed by
-// the destructor. An existing device or pipe (/dev/null) is written in place.
+// the destructor. An existing device or pipe (/dev/null) is written in place;
+// a FIFO that no program reads is an error, not a wait for a reader.
 class AtomicFile {
  public:
   AtomicFile(const std::string& path, const char* op);

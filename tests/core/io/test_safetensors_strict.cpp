@@ -336,5 +336,21 @@ TEST(SafetensorsStrict, ReadsFromAPipe) {
   test::expect_values(file.tensors.at(0).second, {2, 2, 2});
 }
 
+// A FIFO that no program opens at its other end: a save is refused (no reader) and a load reads
+// it as empty (no writer), each an error naming the file, never a wait without end.
+TEST(SafetensorsStrict, AFifoWithNoProgramAtItsOtherEndIsAnErrorNotAWait) {
+  const std::string path = temp_path("strict_lonely.fifo");
+  std::filesystem::remove(path);
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  expect_error(
+      [&] {
+        save_safetensors({{"a", ones({1})}}, path);
+      },
+      "save_safetensors: cannot write '" + path + "': it is a FIFO that no program reads");
+  expect_error([&] { load_safetensors(path); },
+               "file of 0 bytes is too short for the 8-byte header size (file '" + path + "')");
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace ember
