@@ -3,6 +3,7 @@
 #include "core/base/file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -45,6 +46,12 @@ std::optional<uint64_t> detail::free_bytes(const std::string& path) {
   if (::statvfs(path.c_str(), &fs) != 0 || fs.f_frsize == 0 || fs.f_blocks == 0) return {};
   const uint64_t blocks = fs.f_bavail;
   return blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
+}
+
+std::optional<uint64_t> detail::file_size_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return {};
+  return static_cast<uint64_t>(limit.rlim_cur);
 }
 
 std::string detail::gigabytes(uint64_t bytes) {
@@ -117,6 +124,16 @@ void detail::AtomicFile::reserve(uint64_t bytes) {
     fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
          "); its file system has ", *free, " bytes free (", gigabytes(*free),
          ") (the file was not replaced)");
+  }
+  // The process's file size limit (ulimit -f, RLIMIT_FSIZE): a write past it would end the
+  // process with SIGXFSZ (or fail with EFBIG where the signal is ignored), half-way through.
+  if (const auto limit = file_size_limit(); limit && bytes > *limit) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(temp_.c_str());
+    fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
+         "); the process's file size limit (ulimit -f) is ", *limit,
+         " bytes (the file was not replaced)");
   }
 #ifdef __linux__
   // The blocks themselves, claimed without changing the file's size (the writes fill them): the

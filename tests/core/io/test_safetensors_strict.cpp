@@ -185,7 +185,9 @@ TEST(SafetensorsStrict, WritingToAFullDeviceIsAnError) {
 }
 
 TEST(SafetensorsStrict, AFailedWriteLeavesTheOldFile) {
-  // A file size limit makes write() fail part-way (EFBIG) the way a full disk does (ENOSPC).
+  // A file size limit (ulimit -f) too small for the file: the save is refused before its first
+  // byte, as one too big for the disk is (without the check, a write would fail part-way with
+  // EFBIG, or SIGXFSZ would end the process).
   const std::string dir = temp_path("strict_failed_write");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -208,7 +210,9 @@ TEST(SafetensorsStrict, AFailedWriteLeavesTheOldFile) {
   setrlimit(RLIMIT_FSIZE, &limit);
   sigaction(SIGXFSZ, &old, nullptr);
 
-  EXPECT_NE(error.find("save_safetensors: writing '" + path + "' failed: File too large"),
+  EXPECT_NE(error.find("save_safetensors: writing '" + path + "' needs 400"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("; the process's file size limit (ulimit -f) is 4096 bytes"),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("the file was not replaced"), std::string::npos) << error;
