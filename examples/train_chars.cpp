@@ -151,10 +151,11 @@ struct Settings : examples::TrainingFlags {
   }
 
   void add_to(ember::examples::Flags& app) {
-    app.add_option("text", text_file, "a text file (default: a corpus the program writes)");
+    examples::text_option(app, "text", text_file,
+                          "a text file (default: a corpus the program writes)");
     TrainingFlags::add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
                           "directory for loss.svg and the checkpoint");
-    app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
+    examples::text_option(app, "--resume", resume, "continue from this checkpoint (same settings)");
     examples::positive_option(app, "--stop-at", stop_at,
                               "stop (and save) after this step, as if interrupted",
                               examples::kMaxSteps);

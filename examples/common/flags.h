@@ -140,6 +140,19 @@ Flag option(Flags& app, const std::string& name, T& value, const std::string& he
   return o;
 }
 
+// An option holding a file or directory name, or another text that must not be empty (a
+// prompt): `--resume ''` is refused ("--resume: expected a file name, got ''"), not taken for the
+// flag's absence (a run from scratch where a resume was asked for). `what` names what is
+// expected ("a file name", "a prompt").
+inline Flag text_option(Flags& app, const std::string& name, std::string& value,
+                        const std::string& help, const std::string& what = "a file name") {
+  Flag o = app.add_option(name, value, help);
+  o.check([what](const std::string& text) {
+    return text.empty() ? "expected " + what + ", got ''" : std::string();
+  });
+  return o;
+}
+
 // An option for a number in [lo, hi].
 template <class T, class Bound>
 Flag range_option(Flags& app, const std::string& name, T& value, Bound lo, Bound hi,

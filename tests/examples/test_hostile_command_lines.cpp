@@ -7,6 +7,7 @@
 // seconds per program, also under ASan + UBSan.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,11 +127,15 @@ void run_table(const fs::path& dir, const std::string& binary, const std::string
   }
 }
 
-// The files every program is handed: an empty file, a directory, garbage and hostile safetensors.
+// The files every program is handed: an empty file, a directory, a FIFO that no program writes
+// to, a sparse file of 100 GB, garbage and hostile safetensors.
 struct HostileFiles {
   explicit HostileFiles(const fs::path& dir) : dir(dir) {
     write(dir / "empty.txt", "");
     fs::create_directories(dir / "a_directory");
+    EXPECT_EQ(::mkfifo((dir / "a_fifo").c_str(), 0600), 0);
+    write(dir / "sparse.txt", "x");
+    fs::resize_file(dir / "sparse.txt", uintmax_t{100} << 30);
     write(dir / "garbage.safetensors", "this is not a safetensors file at all");
     // A header length of 2^64 - 1.
     write(dir / "huge_header.safetensors", std::string(8, '\xff') + "{}");
@@ -142,6 +147,8 @@ struct HostileFiles {
     write(dir / "past_the_end.safetensors", length + header + "abcd");
     write(dir / "a_file", "x");
     fs::create_directories(dir / "out_svg" / "loss.svg");
+    fs::create_directories(dir / "out_fifo");
+    EXPECT_EQ(::mkfifo((dir / "out_fifo" / "loss.svg").c_str(), 0600), 0);
     fs::create_directories(dir / "out_checkpoint" / "checkpoint.safetensors");
     fs::create_directories(dir / "out_model" / "model.safetensors");
   }
@@ -216,6 +223,8 @@ std::vector<Case> shared_flag_cases(const fs::path& dir) {
       {"--out ''", 2, "--out"},
       // An output file that is a directory: refused before the training, not at its end.
       {"--out out_svg", 2, "--out: 'out_svg/loss.svg' is a directory"},
+      // One that is a FIFO: no wait at the run's end for a reader that may never come.
+      {"--out out_fifo", 2, "--out: 'out_fifo/loss.svg' is a FIFO; the run writes its loss.svg"},
   };
 }
 
@@ -281,6 +290,10 @@ TEST(HostileCommandLines, TrainChars) {
       {"empty.txt", 2, "the text has 0 characters"},
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
+      {"sparse.txt", 2, "text: 'sparse.txt' is larger than 64 MiB"},
+      {"a_fifo", 2, "text: 'a_fifo' is a FIFO that gave no bytes (no program writes to it)"},
+      // An empty name is refused, not taken for the flag's absence (the default corpus).
+      {"''", 2, "text: expected a file name, got ''"},
       {"t50.txt", 2, "the text has 50 characters; at least 51 are needed for --context 4"},
       {"t51.txt --top-k 1", 0, "train_chars: steps 1-2"},
       {"ab.txt", 2, "--top-k: expected at most the text's 2 distinct characters, got 10"},
@@ -291,6 +304,9 @@ TEST(HostileCommandLines, TrainChars) {
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume: 'a_directory' is not a regular file"},
       {"--resume /dev/zero", 2, "--resume"},
+      {"--resume a_fifo", 2, "--resume: 'a_fifo' is not a regular file"},
+      // An empty name is refused, not taken for the flag's absence (a run from scratch).
+      {"--resume ''", 2, "--resume: expected a file name, got ''"},
       {"--resume empty.txt", 2, "safetensors"},
       {"--resume garbage.safetensors", 2, "safetensors"},
       {"--resume huge_header.safetensors", 2, "safetensors"},
@@ -447,6 +463,15 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--weights no_such.safetensors", 2, "--weights: cannot read"},
       {"--weights garbage.safetensors", 2, "safetensors"},
       {"--weights a_directory", 2, "--weights"},
+      // An empty name or prompt is refused, not taken for the flag's absence (a training run
+      // where a sample of GPT-2 was asked for, or the default prompt).
+      {"--weights ''", 2, "--weights: expected a file name, got ''"},
+      {"--generate ''", 2, "--generate: expected a prompt, got ''"},
+      {"--resume ''", 2, "--resume: expected a file name, got ''"},
+      {"''", 2, "text: expected a file name, got ''"},
+      // --model names the weights' model: checked, and not ignored without --weights.
+      {"--model 999M", 2, "--model: expected 124M, 355M, 774M or 1558M"},
+      {"--model 355M", 2, "--model: needs --weights"},
       {"--weights garbage.safetensors --resume garbage.safetensors", 2,
        "--resume excludes --weights"},
       // Texts.
@@ -454,6 +479,8 @@ TEST(HostileCommandLines, TrainGpt) {
       {"empty.txt", 2, "not enough text"},
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
+      {"sparse.txt", 2, "text: 'sparse.txt' is larger than 64 MiB"},
+      {"a_fifo", 2, "text: 'a_fifo' is a FIFO that gave no bytes (no program writes to it)"},
       {"invalid.txt", 2, "text is not valid UTF-8"},
       {"--out out_checkpoint", 2, "--out: 'out_checkpoint/checkpoint.safetensors' is a directory"},
       {"--out out_checkpoint --no-save", 0, "no checkpoint (--no-save)"},
@@ -680,6 +707,7 @@ TEST(HostileCommandLines, BenchGenerate) {
       {"--weights no_such.safetensors", 2, "--weights: cannot read 'no_such.safetensors'"},
       {"--weights a_directory", 2, "--weights: 'a_directory' is not a regular file"},
       {"--weights", 2, "--weights"},
+      {"--weights ''", 2, "--weights: expected a file name, got ''"},
       {"--no-uncached 1", 2, "1"},
   };
   table.insert(table.end(), own.begin(), own.end());
@@ -746,6 +774,9 @@ TEST(HostileCommandLines, BenchTrain) {
       {"--config ch5 --layers 1024", 2, "these sizes need"},
       {"--reference no_such.json", 2, "--reference: cannot read 'no_such.json'"},
       {"--reference a_directory", 2, "--reference: 'a_directory' is a directory"},
+      {"--reference ''", 2, "--reference: expected a file name, got ''"},
+      {"--reference a_fifo", 2, "--reference: 'a_fifo' is a FIFO that gave no bytes"},
+      {"--reference sparse.txt", 2, "--reference: 'sparse.txt' is larger than 1 MiB"},
       {"--reference /dev/zero", 2, "--reference: '/dev/zero' is larger than 1 MiB"},
       {"--reference empty.txt", 2, "--reference: 'empty.txt' holds no \"losses\""},
       {"--reference no_losses.json", 2, "--reference: 'no_losses.json' holds no \"losses\""},
