@@ -383,6 +383,15 @@ int run(int argc, char** argv) {
   std::vector<std::string> outputs{"checkpoint.safetensors", "loss.svg"};
   if (s.html) outputs.emplace_back("report.html");
   examples::check_output_files(s.out, outputs);
+  // The checkpoint holds the model's state dict and AdamW's two moments of every parameter: a
+  // disk (or a file size limit) without room for it is said now, not after the training.
+  uint64_t checkpoint_bytes = 0;
+  for (const auto& [name, t] : model.state_dict()) {
+    checkpoint_bytes += static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+  }
+  checkpoint_bytes += 2 * sizeof(float) * static_cast<uint64_t>(numel);
+  examples::check_free_space(s.out, checkpoint_bytes, "train_chars: the checkpoint",
+                             "free some space or choose another --out");
 
   // The report's (--html) watched example: the first window of the held-out text.
   const std::vector<int64_t> window(data.ids.begin() + data.split,

@@ -45,6 +45,9 @@ int run_main(const char* program, Body&& body) noexcept {
     std::fprintf(stderr, "%s%s\n", prefix.c_str(), line.c_str());
     return 2;
   };
+  // A write past the file size limit (ulimit -f) fails with EFBIG, an error the program reports,
+  // instead of ending it with SIGXFSZ half-way through a file.
+  ::signal(SIGXFSZ, SIG_IGN);
   try {
     return body();
   } catch (const std::bad_alloc&) {
@@ -142,7 +145,8 @@ inline void check_output_files(const std::string& dir, const std::vector<std::st
 
 // Refuses, before any work, a run whose output could not be written at its end: the file system
 // of `dir` must have `bytes` free (detail::free_bytes; one that cannot say is not checked, and the
-// save itself claims its space first: core/base/file.cpp). `what` names the file and `instead`
+// save itself claims its space first: core/base/file.cpp), and the process's file size limit
+// (ulimit -f) must allow them. `what` names the file and `instead`
 // what the user can do.
 inline void check_free_space(const std::string& dir, uint64_t bytes, const std::string& what,
                              const std::string& instead) {
@@ -150,6 +154,9 @@ inline void check_free_space(const std::string& dir, uint64_t bytes, const std::
   check(!free || bytes <= *free, what, " needs ", detail::gigabytes(bytes), " (", bytes,
         " bytes) in '", dir, "' and its file system has ", detail::gigabytes(free.value_or(0)),
         " free: ", instead);
+  const auto limit = detail::file_size_limit();
+  check(!limit || bytes <= *limit, what, " needs ", detail::gigabytes(bytes), " (", bytes,
+        " bytes) and the file size limit (ulimit -f) is ", *limit, " bytes: raise the limit");
 }
 
 // A file the user names as input (--resume, --weights): it must exist and be a regular file.

@@ -578,6 +578,39 @@ TEST(HostileCommandLines, SecondOrder) {
              {"a_directory", 0, "caught"}});
 }
 
+// A file size limit (ulimit -f) too small for the checkpoint: refused before the training, as a
+// disk without room is, not ended by SIGXFSZ at the save with a temporary file left behind.
+TEST(HostileCommandLines, AFileSizeLimitTooSmallForTheCheckpointIsRefusedBeforeTraining) {
+  TempDir tmp("ember_hostile_ulimit");
+  const fs::path dir = tmp.path();
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Every effort moves you forward, step by step. ";
+  write(dir / "text.txt", text);
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"train_chars", std::string("'") + EMBER_TRAIN_CHARS_BINARY +
+                          "' --context 4 --batch 2 --steps 2 --sample-every 2 --out out"},
+      {"train_gpt", std::string("'") + EMBER_TRAIN_GPT_BINARY +
+                        "' text.txt --emb-dim 8 --layers 1 --heads 2 --context 8 --batch 2 "
+                        "--eval-freq 4 --eval-iter 1 --skip-initial --epochs 1 --out out "
+                        "--max-new-tokens 2"}};
+  for (const auto& [program, command] : runs) {
+    // 100 blocks (of 512 bytes in dash, 1024 in bash): less than either checkpoint.
+    const Outcome r = run(dir, "/bin/sh", "-c \"ulimit -f 100; exec " + command + "\"");
+    const std::string what = program + " under ulimit -f 100";
+    ASSERT_EQ(r.exit_code, 2) << what << "\n" << r.out << r.err;
+    expect_clean(r, what);
+    EXPECT_EQ(r.err.rfind(program + ": the checkpoint needs ", 0), 0u) << what << "\n" << r.err;
+    EXPECT_NE(r.err.find("bytes) and the file size limit (ulimit -f) is "),
+              std::string::npos)
+        << what << "\n"
+        << r.err;
+    EXPECT_FALSE(started_training(r.out)) << what << "\n" << r.out;
+    for (const auto& entry : fs::directory_iterator(dir / "out")) {
+      ADD_FAILURE() << what << ": left " << entry.path();
+    }
+  }
+}
+
 // The benchmark programs (examples/bench), built with EMBER_BUILD_BENCH: every class of bad
 // value of their flags (not a number, negative, zero, too large, not an integer's worth, a bad
 // list item, an unknown flag, a flag without its value) is refused before any benchmark starts;
