@@ -26,8 +26,10 @@
 #include "core/io/safetensors.h"
 #include "tests/examples/run_program.h"
 
-#if !defined(EMBER_TRAIN_CHARS_BINARY) || !defined(EMBER_TRAIN_GPT_BINARY) || \
-    !defined(EMBER_TRAIN_TOY_BINARY) || !defined(EMBER_SECOND_ORDER_BINARY)
+#if !defined(EMBER_TRAIN_CHARS_BINARY) || !defined(EMBER_TRAIN_GPT_BINARY) ||  \
+    !defined(EMBER_TRAIN_TOY_BINARY) || !defined(EMBER_SECOND_ORDER_BINARY) || \
+    !defined(EMBER_CH03_BINARY) || !defined(EMBER_BACKPROP_BINARY) ||          \
+    !defined(EMBER_CORE_TOUR_BINARY)
 #error "the EMBER_*_BINARY paths of the example programs must be defined"
 #endif
 
@@ -575,6 +577,9 @@ TEST(HostileCommandLines, SecondOrder) {
   run_table(dir, EMBER_SECOND_ORDER_BINARY, "second_order",
             {{"a_file", 2, "is not a directory"},
              {"no_such_dir", 2, "is not a directory"},
+             {"''", 2, "dir: expected a directory name, got ''"},
+             {"a_directory another", 2, "another"},
+             {"--no-such-flag", 2, "no-such-flag"},
              {"a_directory", 0, "caught"}});
 }
 
@@ -608,6 +613,21 @@ TEST(HostileCommandLines, AFileSizeLimitTooSmallForTheCheckpointIsRefusedBeforeT
     for (const auto& entry : fs::directory_iterator(dir / "out")) {
       ADD_FAILURE() << what << ": left " << entry.path();
     }
+  }
+}
+
+// The programs that take no flags (the chapter-3 walkthrough, the backprop study, the core tour)
+// refuse any argument, before their work, and --help says what they do.
+TEST(HostileCommandLines, ProgramsWithoutFlagsRefuseArguments) {
+  TempDir tmp("ember_hostile_no_flags");
+  for (auto [binary, program] : {std::pair{EMBER_CH03_BINARY, "ch03_attention"},
+                                 std::pair{EMBER_BACKPROP_BINARY, "attention_backprop"},
+                                 std::pair{EMBER_CORE_TOUR_BINARY, "core_tour"}}) {
+    run_table(tmp.path(), binary, program,
+              {{"--no-such-flag", 2, "no-such-flag"},
+               {"stray", 2, "stray"},
+               {"--help", 0, std::string(program) + ": "}});
+    EXPECT_FALSE(fs::exists(tmp.path() / "core_tour.html")) << program;
   }
 }
 
