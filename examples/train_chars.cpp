@@ -166,8 +166,7 @@ struct Settings : examples::TrainingFlags {
     examples::range_option(app, "--context", context, 4, 256, "characters per sequence");
     examples::positive_option(app, "--sample-every", sample_every, "steps between samples");
     add_print_every(app);
-    examples::non_negative_option(app, "--temperature", temperature,
-                                  "sampling temperature (0: greedy)");
+    examples::temperature_option(app, temperature, "sampling temperature (0: greedy)");
     examples::positive_option(app, "--top-k", top_k, "sample among the k likeliest characters");
     app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
                  "sample with the model's KV cache (the same text, faster; default on)");

@@ -572,8 +572,7 @@ struct Settings {
     positive_option(app, "--threads", threads, "threads for the kernels", examples::kMaxThreads);
     option(app, "--out", out, "directory for loss.svg and checkpoint.safetensors");
     examples::print_every_option(app, print_every);
-    non_negative_option(app, "--temperature", temperature,
-                        "the final sample's temperature (0: greedy)");
+    examples::temperature_option(app, temperature, "the final sample's temperature (0: greedy)");
     non_negative_option(app, "--top-k", top_k, "the final sample's top-k (0: all tokens)",
                         int64_t{50257});
     positive_option(app, "--max-new-tokens", max_new_tokens,

@@ -239,6 +239,26 @@ Flag number_list_option(Flags& app, const std::string& name, std::vector<T>& val
       expected.str(), default_text.str(), help);
 }
 
+// --temperature of a program that samples: 0 (greedy) or a number in [1e-6, 1e6]. The logits are
+// float32 and divided by it: a temperature that float32 holds as 0, as a subnormal or as inf, or
+// one so small that the quotients overflow, turns the probabilities into NaN, and the run would
+// stop at its first sample (after training) with multinomial's error instead of the flag's.
+inline constexpr double kMinTemperature = 1e-6, kMaxTemperature = 1e6;
+inline Flag temperature_option(Flags& app, double& temperature, const std::string& help) {
+  Flag o = app.add_option("--temperature", temperature, help);
+  o.capture_default_str().check([](const std::string& text) {
+    double t = 0;
+    if (parse_number(text, t) && (t == 0 || (t >= kMinTemperature && t <= kMaxTemperature))) {
+      return std::string();
+    }
+    std::ostringstream expected;
+    expected << "expected a finite number, 0 (greedy) or in [" << kMinTemperature << ", "
+             << kMaxTemperature << "], got '" << text << "'";
+    return expected.str();
+  });
+  return o;
+}
+
 // Upper bounds of the training programs' counts: large enough for any run, small enough that
 // nothing computed from them overflows (steps x batch x context tokens, epochs x batches).
 inline constexpr int64_t kMaxSteps = 1000000000;

@@ -282,6 +282,13 @@ TEST(HostileCommandLines, TrainChars) {
       {"--context 100000", 2, "--context"},
       {"--temperature nan", 2, "--temperature: expected a finite number"},
       {"--temperature -1", 2, "--temperature"},
+      // Temperatures that float32 logits cannot be divided by (0 in float32, subnormal, inf, or
+      // quotients that overflow): refused at the flag, not at the first sample after training.
+      {"--temperature 1e-300", 2,
+       "--temperature: expected a finite number, 0 (greedy) or in [1e-06, 1e+06], got '1e-300'"},
+      {"--temperature 1e-40", 2, "--temperature"},
+      {"--temperature 1e300", 2, "--temperature"},
+      {"--temperature 1e-6 --top-k 1", 0, "train_chars: steps 1-2"},
       {"--top-k 0", 2, "--top-k"},
       {"--top-k 300", 2, "--top-k: expected at most the text's"},
       {"--stop-at 0", 2, "--stop-at"},
@@ -454,6 +461,8 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--drop-rate 1", 2, "--drop-rate"},
       {"--weight-decay -1", 2, "--weight-decay"},
       {"--temperature nan", 2, "--temperature: expected a finite number"},
+      {"--temperature 1e300", 2, "--temperature: expected a finite number, 0 (greedy) or in"},
+      {"--temperature 1e-45", 2, "--temperature"},
       {"--top-k 50258", 2, "--top-k: expected an integer in [0, 50257]"},
       {"--max-new-tokens 0", 2, "--max-new-tokens"},
       {"--heads 3", 2, "must be divisible by n_heads"},
