@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -614,8 +615,7 @@ TEST(HostileCommandLines, AFileSizeLimitTooSmallForTheCheckpointIsRefusedBeforeT
     ASSERT_EQ(r.exit_code, 2) << what << "\n" << r.out << r.err;
     expect_clean(r, what);
     EXPECT_EQ(r.err.rfind(program + ": the checkpoint needs ", 0), 0u) << what << "\n" << r.err;
-    EXPECT_NE(r.err.find("bytes) and the file size limit (ulimit -f) is "),
-              std::string::npos)
+    EXPECT_NE(r.err.find("bytes) and the file size limit (ulimit -f) is "), std::string::npos)
         << what << "\n"
         << r.err;
     EXPECT_FALSE(started_training(r.out)) << what << "\n" << r.out;
@@ -623,6 +623,27 @@ TEST(HostileCommandLines, AFileSizeLimitTooSmallForTheCheckpointIsRefusedBeforeT
       ADD_FAILURE() << what << ": left " << entry.path();
     }
   }
+}
+
+// A model that fits in memory but whose training does not (its gradients and AdamW's two moments
+// take three times its weights): refused before any model is built, naming the flags, not ended
+// by the OOM killer once the moments are written. The model is sized from this machine's memory:
+// its weights take about a third of it.
+TEST(HostileCommandLines, TrainGptRefusesATrainingLargerThanMemoryBeforeBuildingTheModel) {
+  TempDir tmp("ember_hostile_gpt_memory");
+  const fs::path dir = tmp.path();
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Every effort moves you forward, step by step. ";
+  write(dir / "text.txt", text);
+  const double physical = ember::detail::physical_memory_bytes();
+  const double E = 8192, per_layer = 4 * 12 * E * E;  // bytes of a block's weights
+  const auto layers = std::max<int64_t>(2, std::llround(physical / 3 / per_layer));
+  const std::string args = "text.txt --emb-dim 8192 --heads 8 --layers " + std::to_string(layers) +
+                           " --context 8 --batch 2 --skip-initial --epochs 1 --out out";
+  run_table(dir, EMBER_TRAIN_GPT_BINARY, "train_gpt",
+            {{args, 2,
+              "train_gpt: --emb-dim, --layers, --context, --batch: training this model needs at "
+              "least "}});
 }
 
 // The programs that take no flags (the chapter-3 walkthrough, the backprop study, the core tour)
