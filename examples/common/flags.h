@@ -29,10 +29,19 @@ namespace ember::examples {
 
 // `text` read as a T the way CLI11 reads it (strtoll / strtoull / strtod), but refusing what CLI11
 // would let through: an integer out of T's range (strtoll clamps it, strtoull wraps "-1"), NaN
-// and infinities.
+// and infinities, and an integer that is not plain decimal digits: CLI11 reads "010" as octal 8
+// and "0x10" as 16, where a user (and Python's int()) means 10.
 template <class T>
 bool parse_number(const std::string& text, T& value) {
   if (text.empty()) return false;
+  if constexpr (std::is_integral_v<T>) {
+    const std::size_t first = text[0] == '+' || text[0] == '-' ? 1 : 0;
+    const std::string digits = text.substr(first);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        (digits.size() > 1 && digits[0] == '0')) {
+      return false;
+    }
+  }
   char* end = nullptr;
   errno = 0;
   if constexpr (std::is_floating_point_v<T>) {
@@ -41,11 +50,11 @@ bool parse_number(const std::string& text, T& value) {
     value = static_cast<T>(v);
   } else if constexpr (std::is_unsigned_v<T>) {
     if (text.find('-') != std::string::npos) return false;
-    const unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
     if (v > std::numeric_limits<T>::max()) return false;
     value = static_cast<T>(v);
   } else {
-    const long long v = std::strtoll(text.c_str(), &end, 0);
+    const long long v = std::strtoll(text.c_str(), &end, 10);
     if (v < std::numeric_limits<T>::lowest() || v > std::numeric_limits<T>::max()) return false;
     value = static_cast<T>(v);
   }
@@ -124,7 +133,9 @@ Check number_in(T lo, T hi, bool above_lo = false) {
   return [lo, hi, above_lo, expected = expected.str()](const std::string& text) {
     T v{};
     if (parse_number(text, v) && (above_lo ? v > lo : v >= lo) && v <= hi) return std::string();
-    return expected + ", got '" + text + "'";
+    const bool leading_zero = std::is_integral_v<T> && text.size() > 1 && text[0] == '0';
+    return expected + ", got '" + text + "'" +
+           (leading_zero ? " (in decimal digits, without a leading 0)" : "");
   };
 }
 

@@ -209,6 +209,9 @@ std::vector<Case> shared_flag_cases(const fs::path& dir) {
       {"--steps abc", 2, "--steps"},
       {"--steps 9223372036854775807", 2, "--steps: expected an integer"},
       {"--steps 99999999999999999999", 2, "--steps"},
+      // Not read as octal (8) or hexadecimal: refused, not a run of another length.
+      {"--steps 010", 2, "--steps: expected an integer in (0, "},
+      {"--seed 0x10", 2, "--seed: expected an integer"},
       {"--seed 18446744073709551616", 2, "--seed: expected an integer in [0, "},
       {"--seed -1", 2, "--seed"},
       {"--lr nan", 2, "--lr: expected a finite number"},
