@@ -30,8 +30,10 @@
 namespace ember::examples {
 
 // Runs `body` (main's work, returning the exit code); an ember::Error or any standard exception
-// (a flag the command line refused, a filesystem_error, std::out_of_range...) that escapes it is printed as
-// one line "<program>: <what>" on stderr, and the exit code is 2.
+// (a flag the command line refused, a filesystem_error, std::out_of_range...) that escapes it is
+// printed as one line "<program>: <what>" on stderr, and the exit code is 2. So is a standard
+// output that could not be written (a full disk, /dev/full, a closed descriptor): a run whose
+// printed results are lost does not end with 0.
 template <class Body>
 int run_main(const char* program, Body&& body) noexcept {
   auto report = [program](const char* what) {
@@ -49,7 +51,14 @@ int run_main(const char* program, Body&& body) noexcept {
   // instead of ending it with SIGXFSZ half-way through a file.
   ::signal(SIGXFSZ, SIG_IGN);
   try {
-    return body();
+    const int code = body();
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const std::string why = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
+      report(("writing the standard output failed" + why).c_str());
+      return code == 0 ? 2 : code;
+    }
+    return code;
   } catch (const std::bad_alloc&) {
     return report("out of memory (the settings ask for more than this machine has)");
   } catch (const std::exception& e) {

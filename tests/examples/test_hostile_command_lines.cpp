@@ -649,6 +649,25 @@ TEST(HostileCommandLines, TrainGptRefusesATrainingLargerThanMemoryBeforeBuilding
               "least "}});
 }
 
+// A standard output that cannot be written (a full disk: /dev/full): the run's printed results
+// are lost, which its exit code says (2, one line on stderr), not 0.
+TEST(HostileCommandLines, AStandardOutputThatCannotBeWrittenIsAnError) {
+  TempDir tmp("ember_hostile_stdout");
+  for (const auto& [program, command] : std::vector<std::pair<std::string, std::string>>{
+           {"ch03_attention", std::string("'") + EMBER_CH03_BINARY + "'"},
+           {"train_chars", std::string("'") + EMBER_TRAIN_CHARS_BINARY +
+                               "' --context 4 --batch 2 --steps 2 --sample-every 2 --out out"},
+           {"train_toy", std::string("'") + EMBER_TRAIN_TOY_BINARY + "' --help"}}) {
+    const Outcome r = run(tmp.path(), "/bin/sh", "-c \"" + command + " >/dev/full\"");
+    const std::string what = program + " >/dev/full";
+    EXPECT_EQ(r.exit_code, 2) << what << "\n" << r.err;
+    expect_clean(r, what);
+    // (The reason is known when the last write fails, not when an earlier one did.)
+    EXPECT_EQ(r.err.rfind(program + ": writing the standard output failed", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 // The programs that take no flags (the chapter-3 walkthrough, the backprop study, the core tour)
 // refuse any argument, before their work, and --help says what they do.
 TEST(HostileCommandLines, ProgramsWithoutFlagsRefuseArguments) {
