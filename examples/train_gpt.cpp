@@ -621,26 +621,6 @@ struct Settings {
   }
 };
 
-// Training holds, beside the model's weights, their gradients and AdamW's two moments (16 bytes a
-// float32 parameter), the causal masks, and for each step at least the logits and their gradient
-// ([batch x context, vocabulary] floats each): a run whose settings need more than the machine's
-// memory is refused before any model is built, naming the flags (it would otherwise be ended by
-// the kernel's OOM killer, with no message, once the weights or the moments are written).
-void check_training_fits(const nn::GPTConfig& cfg, int64_t batch) {
-  const double E = static_cast<double>(cfg.emb_dim), V = static_cast<double>(cfg.vocab_size),
-               C = static_cast<double>(cfg.context_length), L = static_cast<double>(cfg.n_layers);
-  const double parameters = 2 * V * E + C * E + L * (12 * E * E + 13 * E) + 2 * E;
-  const double bytes = 16 * parameters + 4 * L * C * C + 2 * 4 * static_cast<double>(batch) * C * V;
-  const double physical = detail::physical_memory_bytes();
-  check(bytes <= physical,
-        "--emb-dim, --layers, --context, --batch: training this model needs at "
-        "least ",
-        std::ceil(bytes / (1 << 20)),
-        " MiB (weights, gradients, AdamW's two moments, "
-        "the masks and a step's logits), more than the ",
-        static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
-}
-
 // The training text (examples::read_text_file: at most 64 MiB); an ember::Error when it cannot
 // be read.
 std::string read_text(const std::string& path) {
@@ -718,7 +698,7 @@ int run(int argc, char** argv) {
                              /*shuffle=*/false, /*drop_last=*/false, "validation");
     check(train_loader.size() > 0, "--batch: the training text has fewer than ", s.batch,
           " windows of --context ", s.context, " tokens (the loader drops a partial batch)");
-    check_training_fits(cfg, s.batch);
+    examples::check_training_memory(cfg, s.batch, "--emb-dim, --layers, --context, --batch");
     examples::make_output_directory(s.out);
     examples::check_output_files(
         s.out, s.save ? std::vector<std::string>{"checkpoint.safetensors", "loss.svg"}

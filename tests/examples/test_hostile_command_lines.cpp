@@ -298,6 +298,11 @@ TEST(HostileCommandLines, TrainChars) {
       {"--stop-at 0", 2, "--stop-at"},
       {"--sample-every 0", 2, "--sample-every"},
       {"--batch 100000", 2, "--batch: expected at most the"},
+      // A step that needs more memory than the machine has (50000 windows of 256 characters):
+      // refused before the model is built, not ended by the OOM killer.
+      {"--batch 50000 --context 256", 2,
+       "--batch, --context: training this model (context 256, emb 64, 4 heads, 2 layers, "
+       "vocabulary 31) on batches of 50000 needs at least "},
       // Files as the text.
       {"no_such_file.txt", 2, "text: cannot read 'no_such_file.txt'"},
       {"empty.txt", 2, "the text has 0 characters"},
@@ -578,6 +583,11 @@ TEST(HostileCommandLines, TrainToy) {
   table.push_back({"--digits 17", 2, "--digits"});
   table.push_back({"--eval-every 0", 2, "--eval-every"});
   table.push_back({"--out out_model", 2, "--out: 'out_model/model.safetensors' is a directory"});
+  // A batch whose step needs more memory than the machine has: refused before the model is built,
+  // not ended by the OOM killer (a million sequences of 32 tokens: hundreds of GB of activations).
+  table.push_back({"--batch 1048576 --digits 16", 2,
+                   "--batch, --digits: training this model (context 32, emb 48, 2 heads, 2 layers, "
+                   "vocabulary "});
   table.push_back({"--steps 2 --digits 2 --batch 2 --eval-every 1", 0, "train_toy: 2 steps"});
   for (Case& c : table) c.args = with_defaults(c.args, {"--out out"});
   run_table(dir, EMBER_TRAIN_TOY_BINARY, "train_toy", table);
@@ -645,8 +655,8 @@ TEST(HostileCommandLines, TrainGptRefusesATrainingLargerThanMemoryBeforeBuilding
                            " --context 8 --batch 2 --skip-initial --epochs 1 --out out";
   run_table(dir, EMBER_TRAIN_GPT_BINARY, "train_gpt",
             {{args, 2,
-              "train_gpt: --emb-dim, --layers, --context, --batch: training this model needs at "
-              "least "}});
+              "train_gpt: --emb-dim, --layers, --context, --batch: training this model (context "
+              "8, emb 8192, 8 heads, "}});
 }
 
 // A standard output that cannot be written (a full disk: /dev/full): the run's printed results
