@@ -29,6 +29,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/ember.h"
+#include "examples/common/flags.h"
 #include "examples/common/program.h"
 #include "examples/common/svg.h"
 #include "nn/attention.h"
@@ -184,7 +185,11 @@ void check_module(const std::string& name, std::shared_ptr<M> module,
 }  // namespace
 
 // main's work; main (at the end) turns an error into one line and exit code 2.
-int run() {
+int run(int argc, char** argv) {
+  ember::examples::Flags app{
+      "attention_backprop: the backward pass through the chapter-3 attention modules, and a "
+      "gradcheck of each (no flags)"};
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
   study(/*d_out=*/2, /*num_heads=*/2, "head_dim1");
   study(/*d_out=*/4, /*num_heads=*/2, "head_dim2");
 
@@ -209,6 +214,6 @@ int run() {
   return 0;
 }
 
-int main() {
-  return ember::examples::run_main("attention_backprop", [&] { return run(); });
+int main(int argc, char** argv) {
+  return ember::examples::run_main("attention_backprop", [&] { return run(argc, argv); });
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ember.h"
+#include "examples/common/flags.h"
 #include "examples/common/program.h"
 #include "nn/attention.h"
 
@@ -22,7 +23,10 @@ void heading(const std::string& title) { std::cout << "\n## " << title << "\n\n"
 }  // namespace
 
 // main's work; main (at the end) turns an error into one line and exit code 2.
-int run() {
+int run(int argc, char** argv) {
+  ember::examples::Flags app{
+      "ch03_attention: chapter 3 of the book, cell by cell: every tensor it prints (no flags)"};
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
   // cell [24]: the six tokens of "Your journey starts with one step", embedded in 3-d.
   Tensor inputs = tensor({{0.43, 0.15, 0.89},    // Your     (x^1)
                           {0.55, 0.87, 0.66},    // journey  (x^2)
@@ -266,6 +270,6 @@ int run() {
   return 0;
 }
 
-int main() {
-  return ember::examples::run_main("ch03_attention", [&] { return run(); });
+int main(int argc, char** argv) {
+  return ember::examples::run_main("ch03_attention", [&] { return run(argc, argv); });
 }

@@ -8,12 +8,17 @@
 #include <iostream>
 
 #include "core/ember.h"
+#include "examples/common/flags.h"
 #include "examples/common/program.h"
 
 using namespace ember;
 
 // main's work; main (at the end) turns an error into one line and exit code 2.
-int run() {
+int run(int argc, char** argv) {
+  ember::examples::Flags app{
+      "core_tour: a first expression, its backward pass and core_tour.html, the page that explains "
+      "its graph (no flags)"};
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
   Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}).requires_grad_();
   Tensor w = tensor({0.5, -1.0, 2.0}).requires_grad_();
 
@@ -51,6 +56,6 @@ int run() {
   return 0;
 }
 
-int main() {
-  return ember::examples::run_main("core_tour", [&] { return run(); });
+int main(int argc, char** argv) {
+  return ember::examples::run_main("core_tour", [&] { return run(argc, argv); });
 }

@@ -31,6 +31,7 @@
 #include "core/autograd/anomaly.h"
 #include "core/autograd/functional.h"
 #include "core/ember.h"
+#include "examples/common/flags.h"
 #include "examples/common/program.h"
 #include "examples/common/svg.h"
 #include "nn/attention.h"
@@ -268,7 +269,13 @@ void anomaly() {
 
 // main's work; main (at the end) turns an error into one line and exit code 2.
 int run(int argc, char** argv) {
-  const std::string out_dir = argc > 1 ? argv[1] : ".";
+  std::string out_dir = ".";
+  ember::examples::Flags app{
+      "second_order: Hessians, Newton's step, a gradient penalty and anomaly mode, on the "
+      "chapter-3 attention"};
+  ember::examples::text_option(app, "dir", out_dir, "where hessian_wq.svg goes", "a directory name")
+      .capture_default_str();
+  if (auto code = ember::examples::parse(app, argc, argv)) return *code;
   check(std::filesystem::is_directory(out_dir), "'", out_dir,
         "' is not a directory (the argument: where hessian_wq.svg goes)");
   int failed = 0;

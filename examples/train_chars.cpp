@@ -151,10 +151,11 @@ struct Settings : examples::TrainingFlags {
   }
 
   void add_to(ember::examples::Flags& app) {
-    app.add_option("text", text_file, "a text file (default: a corpus the program writes)");
+    examples::text_option(app, "text", text_file,
+                          "a text file (default: a corpus the program writes)");
     TrainingFlags::add_to(app, "random seed (weights, batches, dropout)", "train up to this step",
                           "directory for loss.svg and the checkpoint");
-    app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
+    examples::text_option(app, "--resume", resume, "continue from this checkpoint (same settings)");
     examples::positive_option(app, "--stop-at", stop_at,
                               "stop (and save) after this step, as if interrupted",
                               examples::kMaxSteps);
@@ -165,8 +166,7 @@ struct Settings : examples::TrainingFlags {
     examples::range_option(app, "--context", context, 4, 256, "characters per sequence");
     examples::positive_option(app, "--sample-every", sample_every, "steps between samples");
     add_print_every(app);
-    examples::non_negative_option(app, "--temperature", temperature,
-                                  "sampling temperature (0: greedy)");
+    examples::temperature_option(app, temperature, "sampling temperature (0: greedy)");
     examples::positive_option(app, "--top-k", top_k, "sample among the k likeliest characters");
     app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
                  "sample with the model's KV cache (the same text, faster; default on)");
@@ -353,6 +353,7 @@ int run(int argc, char** argv) {
                           .n_layers = 2,
                           .drop_rate = 0.1,
                           .qkv_bias = false};
+  examples::check_training_memory(cfg, s.batch, "--batch, --context");
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
   const int64_t numel = examples::parameter_count(model);
@@ -382,6 +383,15 @@ int run(int argc, char** argv) {
   std::vector<std::string> outputs{"checkpoint.safetensors", "loss.svg"};
   if (s.html) outputs.emplace_back("report.html");
   examples::check_output_files(s.out, outputs);
+  // The checkpoint holds the model's state dict and AdamW's two moments of every parameter: a
+  // disk (or a file size limit) without room for it is said now, not after the training.
+  uint64_t checkpoint_bytes = 0;
+  for (const auto& [name, t] : model.state_dict()) {
+    checkpoint_bytes += static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+  }
+  checkpoint_bytes += 2 * sizeof(float) * static_cast<uint64_t>(numel);
+  examples::check_free_space(s.out, checkpoint_bytes, "train_chars: the checkpoint",
+                             "free some space or choose another --out");
 
   // The report's (--html) watched example: the first window of the held-out text.
   const std::vector<int64_t> window(data.ids.begin() + data.split,

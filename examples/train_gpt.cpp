@@ -534,7 +534,7 @@ struct Settings {
   void add_to(ember::examples::Flags& app) {
     using examples::option, examples::positive_option, examples::non_negative_option,
         examples::range_option;
-    option(app, "text", text_file, "the training text");
+    examples::text_option(app, "text", text_file, "the training text").capture_default_str();
     option(app, "--seed", seed, "torch.manual_seed");
     positive_option(app, "--epochs", epochs, "num_epochs", kMaxEpochs);
     positive_option(app, "--batch", batch, "batch_size", examples::kMaxBatch);
@@ -562,8 +562,8 @@ struct Settings {
                  "write no checkpoint (a run to watch, or a disk without room for the model and "
                  "its optimizer state)")
         .excludes(every);
-    const ember::examples::Flag resume_flag =
-        app.add_option("--resume", resume, "continue from this checkpoint (same settings)");
+    const ember::examples::Flag resume_flag = examples::text_option(
+        app, "--resume", resume, "continue from this checkpoint (same settings)");
     app.add_flag(
         "--print-losses", print_losses,
         "print every step's loss and every evaluation's losses in full (for comparing runs)");
@@ -572,17 +572,26 @@ struct Settings {
     positive_option(app, "--threads", threads, "threads for the kernels", examples::kMaxThreads);
     option(app, "--out", out, "directory for loss.svg and checkpoint.safetensors");
     examples::print_every_option(app, print_every);
-    non_negative_option(app, "--temperature", temperature,
-                        "the final sample's temperature (0: greedy)");
+    examples::temperature_option(app, temperature, "the final sample's temperature (0: greedy)");
     non_negative_option(app, "--top-k", top_k, "the final sample's top-k (0: all tokens)",
                         int64_t{50257});
     positive_option(app, "--max-new-tokens", max_new_tokens,
                     "tokens the final sample (or --generate) adds", int64_t{1} << 20);
-    app.add_option("--weights", weights,
-                   "OpenAI's GPT-2 weights (model.safetensors): generate, no training")
+    examples::text_option(app, "--weights", weights,
+                          "OpenAI's GPT-2 weights (model.safetensors): generate, no training")
         .excludes(resume_flag);
-    option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M");
-    app.add_option("--generate", generate, "with --weights: the prompt");
+    option(app, "--model", model_name, "which GPT-2 --weights holds: 124M, 355M, 774M, 1558M")
+        .check([](const std::string& name) {
+          try {
+            nn::gpt2_config(name);
+            return std::string();
+          } catch (const Error&) {
+            return "expected 124M, 355M, 774M or 1558M (or gpt2-small (124M), gpt2-medium "
+                   "(355M), gpt2-large (774M), gpt2-xl (1558M)), got '" +
+                   name + "'";
+          }
+        });
+    examples::text_option(app, "--generate", generate, "with --weights: the prompt", "a prompt");
     app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
                  "generate with the model's KV cache (the same tokens, faster; default on)");
   }
@@ -663,6 +672,8 @@ int run(int argc, char** argv) {
     examples::Stopwatch job_clock;  // the whole job, for the final line
     examples::set_threads(s.threads);
     check(s.generate.empty() || !s.weights.empty(), "--generate: needs --weights");
+    check(s.model_name == Settings().model_name || !s.weights.empty(),
+          "--model: needs --weights (the GPT-2 model whose weights it names)");
     const nn::GPT2Tokenizer tokenizer;
     if (!s.weights.empty()) {
       examples::check_input_file(s.weights, "--weights");
@@ -687,6 +698,7 @@ int run(int argc, char** argv) {
                              /*shuffle=*/false, /*drop_last=*/false, "validation");
     check(train_loader.size() > 0, "--batch: the training text has fewer than ", s.batch,
           " windows of --context ", s.context, " tokens (the loader drops a partial batch)");
+    examples::check_training_memory(cfg, s.batch, "--emb-dim, --layers, --context, --batch");
     examples::make_output_directory(s.out);
     examples::check_output_files(
         s.out, s.save ? std::vector<std::string>{"checkpoint.safetensors", "loss.svg"}

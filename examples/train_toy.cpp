@@ -171,6 +171,7 @@ int run(int argc, char** argv) {
                           .n_layers = 2,
                           .drop_rate = 0.0,
                           .qkv_bias = false};
+  examples::check_training_memory(cfg, s.batch, "--batch, --digits");
   manual_seed(s.seed);
   nn::GPTModel model(cfg);
   const int64_t numel = examples::parameter_count(model);

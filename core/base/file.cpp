@@ -3,6 +3,7 @@
 #include "core/base/file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -47,6 +48,12 @@ std::optional<uint64_t> detail::free_bytes(const std::string& path) {
   return blocks > UINT64_MAX / fs.f_frsize ? UINT64_MAX : blocks * fs.f_frsize;
 }
 
+std::optional<uint64_t> detail::file_size_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return {};
+  return static_cast<uint64_t>(limit.rlim_cur);
+}
+
 std::string detail::gigabytes(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f GB", static_cast<double>(bytes) / 1e9);
@@ -72,9 +79,16 @@ detail::AtomicFile::AtomicFile(const std::string& path, const char* op)
   temp_ = special_ ? path
                    : target_ + ".tmp-" + std::to_string(::getpid()) + "-" +
                          std::to_string(counter.fetch_add(1));
-  fd_ = special_ ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
+  // A FIFO is opened without waiting for a reader: one that has none is an error (ENXIO), not
+  // a wait without end; the writes then block as usual.
+  const bool fifo = special_ && S_ISFIFO(st.st_mode);
+  fd_ = special_ ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0))
                  : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0 && fifo && errno == ENXIO) {
+    fail(op, ": cannot write '", path, "': it is a FIFO that no program reads");
+  }
   if (fd_ < 0) fail(op, ": cannot open '", temp_, "' for writing: ", errno_text(errno));
+  if (fifo) ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   // The file it replaces keeps its permissions (a private file stays private): the new file
   // gets the old one's read, write and execute bits, not the umask's.
   struct stat old {};
@@ -110,6 +124,16 @@ void detail::AtomicFile::reserve(uint64_t bytes) {
     fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
          "); its file system has ", *free, " bytes free (", gigabytes(*free),
          ") (the file was not replaced)");
+  }
+  // The process's file size limit (ulimit -f, RLIMIT_FSIZE): a write past it would end the
+  // process with SIGXFSZ (or fail with EFBIG where the signal is ignored), half-way through.
+  if (const auto limit = file_size_limit(); limit && bytes > *limit) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(temp_.c_str());
+    fail(op_, ": writing '", path_, "' needs ", bytes, " bytes (", gigabytes(bytes),
+         "); the process's file size limit (ulimit -f) is ", *limit,
+         " bytes (the file was not replaced)");
   }
 #ifdef __linux__
   // The blocks themselves, claimed without changing the file's size (the writes fill them): the

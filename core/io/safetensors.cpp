@@ -497,9 +497,12 @@ void save_safetensors(const NamedTensorList& tensors, const std::string& path,
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const char* op = "load_safetensors";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without waiting for a FIFO's writer (a FIFO that no program writes to reads as
+  // empty, an error below, not a wait without end); the reads then block as usual.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   check(fd >= 0, op, ": cannot open '", path, "': ", errno_text(errno));
   FdCloser closer{fd};
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   struct stat st {};
   check(::fstat(fd, &st) == 0, op, ": cannot stat '", path, "': ", errno_text(errno));
   check(!S_ISDIR(st.st_mode), op, ": '", path, "' is a directory, not a safetensors file");

@@ -124,8 +124,8 @@ struct Settings {
                     int64_t{1} << 20);
     positive_option(app, "--reps", reps, "timed runs with the KV cache (the median is reported)",
                     1000);
-    app.add_option("--weights", weights,
-                   "OpenAI's GPT-2 124M weights (model.safetensors) instead of random ones")
+    text_option(app, "--weights", weights,
+                "OpenAI's GPT-2 124M weights (model.safetensors) instead of random ones")
         .type_name("FILE");
     app.add_flag("!--no-uncached", uncached,
                  "skip the run without the KV cache (minutes at 200 tokens)");

@@ -206,9 +206,9 @@ struct Settings {
     range_option(app, "--steps", steps, 3, kMaxSteps,
                  "training steps: two warm-up steps, then the timed ones (at least one)");
     positive_option(app, "--threads", threads, "threads for the kernels", kMaxThreads);
-    app.add_option("--reference", reference,
-                   "the JSON line of torch_train_bench.py: adds the largest relative difference "
-                   "of the losses")
+    text_option(app, "--reference", reference,
+                "the JSON line of torch_train_bench.py: adds the largest relative difference "
+                "of the losses")
         .type_name("FILE");
     app.add_flag("--profile", profile,
                  "one more step under autograd::profiler, its table on stderr");

@@ -29,10 +29,19 @@ namespace ember::examples {
 
 // `text` read as a T the way CLI11 reads it (strtoll / strtoull / strtod), but refusing what CLI11
 // would let through: an integer out of T's range (strtoll clamps it, strtoull wraps "-1"), NaN
-// and infinities.
+// and infinities, and an integer that is not plain decimal digits: CLI11 reads "010" as octal 8
+// and "0x10" as 16, where a user (and Python's int()) means 10.
 template <class T>
 bool parse_number(const std::string& text, T& value) {
   if (text.empty()) return false;
+  if constexpr (std::is_integral_v<T>) {
+    const std::size_t first = text[0] == '+' || text[0] == '-' ? 1 : 0;
+    const std::string digits = text.substr(first);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        (digits.size() > 1 && digits[0] == '0')) {
+      return false;
+    }
+  }
   char* end = nullptr;
   errno = 0;
   if constexpr (std::is_floating_point_v<T>) {
@@ -41,11 +50,11 @@ bool parse_number(const std::string& text, T& value) {
     value = static_cast<T>(v);
   } else if constexpr (std::is_unsigned_v<T>) {
     if (text.find('-') != std::string::npos) return false;
-    const unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
     if (v > std::numeric_limits<T>::max()) return false;
     value = static_cast<T>(v);
   } else {
-    const long long v = std::strtoll(text.c_str(), &end, 0);
+    const long long v = std::strtoll(text.c_str(), &end, 10);
     if (v < std::numeric_limits<T>::lowest() || v > std::numeric_limits<T>::max()) return false;
     value = static_cast<T>(v);
   }
@@ -124,7 +133,9 @@ Check number_in(T lo, T hi, bool above_lo = false) {
   return [lo, hi, above_lo, expected = expected.str()](const std::string& text) {
     T v{};
     if (parse_number(text, v) && (above_lo ? v > lo : v >= lo) && v <= hi) return std::string();
-    return expected + ", got '" + text + "'";
+    const bool leading_zero = std::is_integral_v<T> && text.size() > 1 && text[0] == '0';
+    return expected + ", got '" + text + "'" +
+           (leading_zero ? " (in decimal digits, without a leading 0)" : "");
   };
 }
 
@@ -137,6 +148,19 @@ Flag option(Flags& app, const std::string& name, T& value, const std::string& he
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     o.check(number_in<T>(std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max()));
   }
+  return o;
+}
+
+// An option holding a file or directory name, or another text that must not be empty (a
+// prompt): `--resume ''` is refused ("--resume: expected a file name, got ''"), not taken for the
+// flag's absence (a run from scratch where a resume was asked for). `what` names what is
+// expected ("a file name", "a prompt").
+inline Flag text_option(Flags& app, const std::string& name, std::string& value,
+                        const std::string& help, const std::string& what = "a file name") {
+  Flag o = app.add_option(name, value, help);
+  o.check([what](const std::string& text) {
+    return text.empty() ? "expected " + what + ", got ''" : std::string();
+  });
   return o;
 }
 
@@ -224,6 +248,26 @@ Flag number_list_option(Flags& app, const std::string& name, std::vector<T>& val
         return parse_number(item, value) && value >= low && value <= high;
       },
       expected.str(), default_text.str(), help);
+}
+
+// --temperature of a program that samples: 0 (greedy) or a number in [1e-6, 1e6]. The logits are
+// float32 and divided by it: a temperature that float32 holds as 0, as a subnormal or as inf, or
+// one so small that the quotients overflow, turns the probabilities into NaN, and the run would
+// stop at its first sample (after training) with multinomial's error instead of the flag's.
+inline constexpr double kMinTemperature = 1e-6, kMaxTemperature = 1e6;
+inline Flag temperature_option(Flags& app, double& temperature, const std::string& help) {
+  Flag o = app.add_option("--temperature", temperature, help);
+  o.capture_default_str().check([](const std::string& text) {
+    double t = 0;
+    if (parse_number(text, t) && (t == 0 || (t >= kMinTemperature && t <= kMaxTemperature))) {
+      return std::string();
+    }
+    std::ostringstream expected;
+    expected << "expected a finite number, 0 (greedy) or in [" << kMinTemperature << ", "
+             << kMaxTemperature << "], got '" << text << "'";
+    return expected.str();
+  });
+  return o;
 }
 
 // Upper bounds of the training programs' counts: large enough for any run, small enough that

@@ -30,8 +30,10 @@
 namespace ember::examples {
 
 // Runs `body` (main's work, returning the exit code); an ember::Error or any standard exception
-// (a flag the command line refused, a filesystem_error, std::out_of_range...) that escapes it is printed as
-// one line "<program>: <what>" on stderr, and the exit code is 2.
+// (a flag the command line refused, a filesystem_error, std::out_of_range...) that escapes it is
+// printed as one line "<program>: <what>" on stderr, and the exit code is 2. So is a standard
+// output that could not be written (a full disk, /dev/full, a closed descriptor): a run whose
+// printed results are lost does not end with 0.
 template <class Body>
 int run_main(const char* program, Body&& body) noexcept {
   auto report = [program](const char* what) {
@@ -45,8 +47,18 @@ int run_main(const char* program, Body&& body) noexcept {
     std::fprintf(stderr, "%s%s\n", prefix.c_str(), line.c_str());
     return 2;
   };
+  // A write past the file size limit (ulimit -f) fails with EFBIG, an error the program reports,
+  // instead of ending it with SIGXFSZ half-way through a file.
+  ::signal(SIGXFSZ, SIG_IGN);
   try {
-    return body();
+    const int code = body();
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const std::string why = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
+      report(("writing the standard output failed" + why).c_str());
+      return code == 0 ? 2 : code;
+    }
+    return code;
   } catch (const std::bad_alloc&) {
     return report("out of memory (the settings ask for more than this machine has)");
   } catch (const std::exception& e) {
@@ -64,25 +76,48 @@ inline constexpr int kMaxThreads = 256;
 inline constexpr std::uintmax_t kMaxTextBytes = 64u << 20;
 
 // The whole file at `path` for the flag (or argument) `what`; a missing file, a directory, a file
-// that cannot be read or one over `max_bytes` (a device is read up to the cap, never forever) is
-// an ember::Error naming it.
+// that cannot be read or one over `max_bytes` is an ember::Error naming it. A regular file's size
+// is checked before any byte is read (a sparse file of 100 GB is refused at once); a device is
+// read up to the cap, never forever; a FIFO is opened without waiting for a writer, and one that
+// has none is refused, not waited for.
 inline std::string read_text_file(const std::string& path, const std::string& what,
                                   std::uintmax_t max_bytes = kMaxTextBytes) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  check(!ec && std::filesystem::exists(status), what, ": cannot read '", path, "': no such file");
+  // (A name too long, or under a file or a directory it may not search, is said as such.)
+  check(!ec || ec == std::errc::no_such_file_or_directory, what, ": cannot read '", path,
+        "': ", ec.message());
+  check(std::filesystem::exists(status), what, ": cannot read '", path, "': no such file");
   check(!std::filesystem::is_directory(status), what, ": '", path,
         "' is a directory, expected a text file");
-  std::ifstream in(path, std::ios::binary);
-  check(static_cast<bool>(in), what, ": cannot read '", path, "': ", std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  check(fd >= 0, what, ": cannot read '", path, "': ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  check(::fstat(fd, &st) == 0, what, ": cannot read '", path, "': ", std::strerror(errno));
+  check(!S_ISDIR(st.st_mode), what, ": '", path, "' is a directory, expected a text file");
+  const auto too_large = [&] {
+    fail(what, ": '", path, "' is larger than ", max_bytes >> 20,
+         " MiB (the most this program reads)");
+  };
+  if (S_ISREG(st.st_mode) && static_cast<std::uintmax_t>(st.st_size) > max_bytes) too_large();
+  // Reads block again (a pipe waits for its writer's bytes), once the open has not waited.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string text;
   char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<std::size_t>(in.gcount()));
-    check(text.size() <= max_bytes, what, ": '", path, "' is larger than ", max_bytes >> 20,
-          " MiB (the most this program reads)");
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    check(got >= 0, what, ": reading '", path, "' failed: ", std::strerror(errno));
+    if (got == 0) break;
+    text.append(buf, static_cast<std::size_t>(got));
+    if (text.size() > max_bytes) too_large();
   }
-  check(in.eof(), what, ": reading '", path, "' failed");
+  check(!text.empty() || !S_ISFIFO(st.st_mode), what, ": '", path,
+        "' is a FIFO that gave no bytes (no program writes to it), expected a text file");
   return text;
 }
 
@@ -100,21 +135,27 @@ inline void make_output_directory(const std::string& path, const std::string& fl
 }
 
 // The files a run writes in its output directory `dir` (--out), by name: one that is a directory
-// could not be written at the run's end, after the training; refused before any work, an
-// ember::Error naming the flag. (A missing file, a regular file or a device is written.)
+// could not be written at the run's end, after the training, and a FIFO or a socket would hold
+// the run's end until a reader comes (or refuse it); refused before any work, an ember::Error
+// naming the flag. (A missing file, a regular file or a device such as /dev/null is written.)
 inline void check_output_files(const std::string& dir, const std::vector<std::string>& names,
                                const std::string& flag = "--out") {
   for (const std::string& name : names) {
     const std::string path = dir + "/" + name;
     std::error_code ec;
-    check(!std::filesystem::is_directory(path, ec), flag, ": '", path,
+    const auto status = std::filesystem::status(path, ec);
+    check(!std::filesystem::is_directory(status), flag, ": '", path,
           "' is a directory; the run writes its ", name, " there");
+    check(!std::filesystem::is_fifo(status) && !std::filesystem::is_socket(status), flag, ": '",
+          path, "' is a ", std::filesystem::is_fifo(status) ? "FIFO" : "socket",
+          "; the run writes its ", name, " there, expected a regular file (or none)");
   }
 }
 
 // Refuses, before any work, a run whose output could not be written at its end: the file system
 // of `dir` must have `bytes` free (detail::free_bytes; one that cannot say is not checked, and the
-// save itself claims its space first: core/base/file.cpp). `what` names the file and `instead`
+// save itself claims its space first: core/base/file.cpp), and the process's file size limit
+// (ulimit -f) must allow them. `what` names the file and `instead`
 // what the user can do.
 inline void check_free_space(const std::string& dir, uint64_t bytes, const std::string& what,
                              const std::string& instead) {
@@ -122,13 +163,19 @@ inline void check_free_space(const std::string& dir, uint64_t bytes, const std::
   check(!free || bytes <= *free, what, " needs ", detail::gigabytes(bytes), " (", bytes,
         " bytes) in '", dir, "' and its file system has ", detail::gigabytes(free.value_or(0)),
         " free: ", instead);
+  const auto limit = detail::file_size_limit();
+  check(!limit || bytes <= *limit, what, " needs ", detail::gigabytes(bytes), " (", bytes,
+        " bytes) and the file size limit (ulimit -f) is ", *limit, " bytes: raise the limit");
 }
 
 // A file the user names as input (--resume, --weights): it must exist and be a regular file.
 inline void check_input_file(const std::string& path, const std::string& flag) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  check(!ec && std::filesystem::exists(status), flag, ": cannot read '", path, "': no such file");
+  // (A name too long, or under a file or a directory it may not search, is said as such.)
+  check(!ec || ec == std::errc::no_such_file_or_directory, flag, ": cannot read '", path,
+        "': ", ec.message());
+  check(std::filesystem::exists(status), flag, ": cannot read '", path, "': no such file");
   check(std::filesystem::is_regular_file(status), flag, ": '", path,
         "' is not a regular file, expected a safetensors file");
 }

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/allocator.h"
+#include "core/base/error.h"
 #include "core/tensor/tensor.h"
 #include "examples/common/step_profiler.h"
 #include "examples/common/svg.h"
@@ -29,6 +31,30 @@ namespace ember::examples {
 inline std::string config_text(const nn::GPTConfig& cfg) {
   return "context " + std::to_string(cfg.context_length) + ", emb " + std::to_string(cfg.emb_dim) +
          ", " + std::to_string(cfg.n_heads) + " heads, " + std::to_string(cfg.n_layers) + " layers";
+}
+
+// Refuses, before any model is built, a training of a GPTModel of `cfg` on batches of `batch`
+// sequences of its context_length that needs more memory than the machine has; `flags` names the
+// flags that size it. The estimate is a lower bound, in float32: the weights, their gradients and
+// AdamW's two moments (16 bytes a parameter), the causal masks, and what a step's forward keeps
+// for its backward, per token: in each block the two norms' outputs, the query, key and value,
+// the context, the projection, the feed-forward's hidden layer before and after GELU and its
+// output, the residuals (16 emb_dim floats), and the attention's scores and weights (2 n_heads
+// context floats); then the logits and their gradient (2 vocab_size). A run over it would be
+// ended by the kernel's OOM killer, with no message, once the tensors are written.
+inline void check_training_memory(const nn::GPTConfig& cfg, int64_t batch,
+                                  const std::string& flags) {
+  const double E = static_cast<double>(cfg.emb_dim), V = static_cast<double>(cfg.vocab_size),
+               C = static_cast<double>(cfg.context_length), L = static_cast<double>(cfg.n_layers),
+               H = static_cast<double>(cfg.n_heads), B = static_cast<double>(batch);
+  const double parameters = 2 * V * E + C * E + L * (12 * E * E + 13 * E) + 2 * E;
+  const double per_token = L * (16 * E + 2 * H * C) + 2 * V;
+  const double bytes = 16 * parameters + 4 * L * C * C + 4 * B * C * per_token;
+  const double physical = ember::detail::physical_memory_bytes();
+  check(bytes <= physical, flags, ": training this model (", config_text(cfg), ", vocabulary ",
+        cfg.vocab_size, ") on batches of ", batch, " needs at least ", std::ceil(bytes / (1 << 20)),
+        " MiB (weights, gradients, AdamW's two moments, a step's activations), more than the ",
+        static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
 }
 
 // The number of elements of a model's parameters.

@@ -59,6 +59,49 @@ TEST(ExampleFlags, AListOptionRefusesAnyBadItemAndNamesIt) {
   EXPECT_NE(parse_threads({"--threads", "1", "2"}, threads), "");
 }
 
+// A number flag's value is what its digits say in decimal: CLI11 alone reads "010" as octal 8 and
+// "0x10" as 16 (a run of 8 steps for --steps 010); such texts are refused, the value kept.
+TEST(ExampleFlags, AnIntegerIsPlainDecimalDigits) {
+  auto parse_steps = [](const std::string& text, int64_t& steps) {
+    ember::examples::Flags app{"test"};
+    ember::examples::positive_option(app, "--steps", steps, "steps", int64_t{1000});
+    std::string flag = "--steps", value = text;
+    std::vector<char*> argv = {const_cast<char*>("test"), flag.data(), value.data()};
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string expected = "--steps: expected an integer in (0, 1000], got ";
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"010", expected + "'010' (in decimal digits, without a leading 0)"},
+           {"0x10", expected + "'0x10' (in decimal digits, without a leading 0)"},
+           {"007", expected + "'007' (in decimal digits, without a leading 0)"},
+           {" 3", expected + "' 3'"},
+           {"1e2", expected + "'1e2'"},
+       }) {
+    int64_t steps = 5;
+    EXPECT_EQ(parse_steps(text, steps), message) << text;
+    EXPECT_EQ(steps, 5) << text;
+  }
+  for (const auto& [text, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"10", 10}, {"+10", 10}, {"1000", 1000}, {"1", 1}}) {
+    int64_t steps = 5;
+    EXPECT_EQ(parse_steps(text, steps), "") << text;
+    EXPECT_EQ(steps, value) << text;
+  }
+  int64_t value = -1;
+  EXPECT_TRUE(ember::examples::parse_number("0", value));
+  EXPECT_EQ(value, 0);
+  EXPECT_FALSE(ember::examples::parse_number("-010", value));
+  uint64_t seed = 0;
+  EXPECT_FALSE(ember::examples::parse_number("0777", seed));
+  EXPECT_TRUE(ember::examples::parse_number("777", seed));
+  EXPECT_EQ(seed, 777u);
+}
+
 TEST(ExampleFlags, HelpShowsTheDefaultList) {
   ember::examples::Flags app{"test"};
   std::vector<int> threads = {1, 2};

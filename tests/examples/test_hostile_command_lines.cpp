@@ -7,9 +7,11 @@
 // seconds per program, also under ASan + UBSan.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -25,8 +27,10 @@
 #include "core/io/safetensors.h"
 #include "tests/examples/run_program.h"
 
-#if !defined(EMBER_TRAIN_CHARS_BINARY) || !defined(EMBER_TRAIN_GPT_BINARY) || \
-    !defined(EMBER_TRAIN_TOY_BINARY) || !defined(EMBER_SECOND_ORDER_BINARY)
+#if !defined(EMBER_TRAIN_CHARS_BINARY) || !defined(EMBER_TRAIN_GPT_BINARY) ||  \
+    !defined(EMBER_TRAIN_TOY_BINARY) || !defined(EMBER_SECOND_ORDER_BINARY) || \
+    !defined(EMBER_CH03_BINARY) || !defined(EMBER_BACKPROP_BINARY) ||          \
+    !defined(EMBER_CORE_TOUR_BINARY)
 #error "the EMBER_*_BINARY paths of the example programs must be defined"
 #endif
 
@@ -126,11 +130,15 @@ void run_table(const fs::path& dir, const std::string& binary, const std::string
   }
 }
 
-// The files every program is handed: an empty file, a directory, garbage and hostile safetensors.
+// The files every program is handed: an empty file, a directory, a FIFO that no program writes
+// to, a sparse file of 100 GB, garbage and hostile safetensors.
 struct HostileFiles {
   explicit HostileFiles(const fs::path& dir) : dir(dir) {
     write(dir / "empty.txt", "");
     fs::create_directories(dir / "a_directory");
+    EXPECT_EQ(::mkfifo((dir / "a_fifo").c_str(), 0600), 0);
+    write(dir / "sparse.txt", "x");
+    fs::resize_file(dir / "sparse.txt", uintmax_t{100} << 30);
     write(dir / "garbage.safetensors", "this is not a safetensors file at all");
     // A header length of 2^64 - 1.
     write(dir / "huge_header.safetensors", std::string(8, '\xff') + "{}");
@@ -142,6 +150,8 @@ struct HostileFiles {
     write(dir / "past_the_end.safetensors", length + header + "abcd");
     write(dir / "a_file", "x");
     fs::create_directories(dir / "out_svg" / "loss.svg");
+    fs::create_directories(dir / "out_fifo");
+    EXPECT_EQ(::mkfifo((dir / "out_fifo" / "loss.svg").c_str(), 0600), 0);
     fs::create_directories(dir / "out_checkpoint" / "checkpoint.safetensors");
     fs::create_directories(dir / "out_model" / "model.safetensors");
   }
@@ -199,6 +209,9 @@ std::vector<Case> shared_flag_cases(const fs::path& dir) {
       {"--steps abc", 2, "--steps"},
       {"--steps 9223372036854775807", 2, "--steps: expected an integer"},
       {"--steps 99999999999999999999", 2, "--steps"},
+      // Not read as octal (8) or hexadecimal: refused, not a run of another length.
+      {"--steps 010", 2, "--steps: expected an integer in (0, "},
+      {"--seed 0x10", 2, "--seed: expected an integer"},
       {"--seed 18446744073709551616", 2, "--seed: expected an integer in [0, "},
       {"--seed -1", 2, "--seed"},
       {"--lr nan", 2, "--lr: expected a finite number"},
@@ -216,6 +229,8 @@ std::vector<Case> shared_flag_cases(const fs::path& dir) {
       {"--out ''", 2, "--out"},
       // An output file that is a directory: refused before the training, not at its end.
       {"--out out_svg", 2, "--out: 'out_svg/loss.svg' is a directory"},
+      // One that is a FIFO: no wait at the run's end for a reader that may never come.
+      {"--out out_fifo", 2, "--out: 'out_fifo/loss.svg' is a FIFO; the run writes its loss.svg"},
   };
 }
 
@@ -271,16 +286,32 @@ TEST(HostileCommandLines, TrainChars) {
       {"--context 100000", 2, "--context"},
       {"--temperature nan", 2, "--temperature: expected a finite number"},
       {"--temperature -1", 2, "--temperature"},
+      // Temperatures that float32 logits cannot be divided by (0 in float32, subnormal, inf, or
+      // quotients that overflow): refused at the flag, not at the first sample after training.
+      {"--temperature 1e-300", 2,
+       "--temperature: expected a finite number, 0 (greedy) or in [1e-06, 1e+06], got '1e-300'"},
+      {"--temperature 1e-40", 2, "--temperature"},
+      {"--temperature 1e300", 2, "--temperature"},
+      {"--temperature 1e-6 --top-k 1", 0, "train_chars: steps 1-2"},
       {"--top-k 0", 2, "--top-k"},
       {"--top-k 300", 2, "--top-k: expected at most the text's"},
       {"--stop-at 0", 2, "--stop-at"},
       {"--sample-every 0", 2, "--sample-every"},
       {"--batch 100000", 2, "--batch: expected at most the"},
+      // A step that needs more memory than the machine has (50000 windows of 256 characters):
+      // refused before the model is built, not ended by the OOM killer.
+      {"--batch 50000 --context 256", 2,
+       "--batch, --context: training this model (context 256, emb 64, 4 heads, 2 layers, "
+       "vocabulary 31) on batches of 50000 needs at least "},
       // Files as the text.
       {"no_such_file.txt", 2, "text: cannot read 'no_such_file.txt'"},
       {"empty.txt", 2, "the text has 0 characters"},
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
+      {"sparse.txt", 2, "text: 'sparse.txt' is larger than 64 MiB"},
+      {"a_fifo", 2, "text: 'a_fifo' is a FIFO that gave no bytes (no program writes to it)"},
+      // An empty name is refused, not taken for the flag's absence (the default corpus).
+      {"''", 2, "text: expected a file name, got ''"},
       {"t50.txt", 2, "the text has 50 characters; at least 51 are needed for --context 4"},
       {"t51.txt --top-k 1", 0, "train_chars: steps 1-2"},
       {"ab.txt", 2, "--top-k: expected at most the text's 2 distinct characters, got 10"},
@@ -291,6 +322,9 @@ TEST(HostileCommandLines, TrainChars) {
       {"--resume no_such.safetensors", 2, "--resume: cannot read"},
       {"--resume a_directory", 2, "--resume: 'a_directory' is not a regular file"},
       {"--resume /dev/zero", 2, "--resume"},
+      {"--resume a_fifo", 2, "--resume: 'a_fifo' is not a regular file"},
+      // An empty name is refused, not taken for the flag's absence (a run from scratch).
+      {"--resume ''", 2, "--resume: expected a file name, got ''"},
       {"--resume empty.txt", 2, "safetensors"},
       {"--resume garbage.safetensors", 2, "safetensors"},
       {"--resume huge_header.safetensors", 2, "safetensors"},
@@ -436,6 +470,8 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--drop-rate 1", 2, "--drop-rate"},
       {"--weight-decay -1", 2, "--weight-decay"},
       {"--temperature nan", 2, "--temperature: expected a finite number"},
+      {"--temperature 1e300", 2, "--temperature: expected a finite number, 0 (greedy) or in"},
+      {"--temperature 1e-45", 2, "--temperature"},
       {"--top-k 50258", 2, "--top-k: expected an integer in [0, 50257]"},
       {"--max-new-tokens 0", 2, "--max-new-tokens"},
       {"--heads 3", 2, "must be divisible by n_heads"},
@@ -447,6 +483,15 @@ TEST(HostileCommandLines, TrainGpt) {
       {"--weights no_such.safetensors", 2, "--weights: cannot read"},
       {"--weights garbage.safetensors", 2, "safetensors"},
       {"--weights a_directory", 2, "--weights"},
+      // An empty name or prompt is refused, not taken for the flag's absence (a training run
+      // where a sample of GPT-2 was asked for, or the default prompt).
+      {"--weights ''", 2, "--weights: expected a file name, got ''"},
+      {"--generate ''", 2, "--generate: expected a prompt, got ''"},
+      {"--resume ''", 2, "--resume: expected a file name, got ''"},
+      {"''", 2, "text: expected a file name, got ''"},
+      // --model names the weights' model: checked, and not ignored without --weights.
+      {"--model 999M", 2, "--model: expected 124M, 355M, 774M or 1558M"},
+      {"--model 355M", 2, "--model: needs --weights"},
       {"--weights garbage.safetensors --resume garbage.safetensors", 2,
        "--resume excludes --weights"},
       // Texts.
@@ -454,6 +499,8 @@ TEST(HostileCommandLines, TrainGpt) {
       {"empty.txt", 2, "not enough text"},
       {"a_directory", 2, "is a directory"},
       {"/dev/zero", 2, "is larger than 64 MiB"},
+      {"sparse.txt", 2, "text: 'sparse.txt' is larger than 64 MiB"},
+      {"a_fifo", 2, "text: 'a_fifo' is a FIFO that gave no bytes (no program writes to it)"},
       {"invalid.txt", 2, "text is not valid UTF-8"},
       {"--out out_checkpoint", 2, "--out: 'out_checkpoint/checkpoint.safetensors' is a directory"},
       {"--out out_checkpoint --no-save", 0, "no checkpoint (--no-save)"},
@@ -536,6 +583,11 @@ TEST(HostileCommandLines, TrainToy) {
   table.push_back({"--digits 17", 2, "--digits"});
   table.push_back({"--eval-every 0", 2, "--eval-every"});
   table.push_back({"--out out_model", 2, "--out: 'out_model/model.safetensors' is a directory"});
+  // A batch whose step needs more memory than the machine has: refused before the model is built,
+  // not ended by the OOM killer (a million sequences of 32 tokens: hundreds of GB of activations).
+  table.push_back({"--batch 1048576 --digits 16", 2,
+                   "--batch, --digits: training this model (context 32, emb 48, 2 heads, 2 layers, "
+                   "vocabulary "});
   table.push_back({"--steps 2 --digits 2 --batch 2 --eval-every 1", 0, "train_toy: 2 steps"});
   for (Case& c : table) c.args = with_defaults(c.args, {"--out out"});
   run_table(dir, EMBER_TRAIN_TOY_BINARY, "train_toy", table);
@@ -548,7 +600,97 @@ TEST(HostileCommandLines, SecondOrder) {
   run_table(dir, EMBER_SECOND_ORDER_BINARY, "second_order",
             {{"a_file", 2, "is not a directory"},
              {"no_such_dir", 2, "is not a directory"},
+             {"''", 2, "dir: expected a directory name, got ''"},
+             {"a_directory another", 2, "another"},
+             {"--no-such-flag", 2, "no-such-flag"},
              {"a_directory", 0, "caught"}});
+}
+
+// A file size limit (ulimit -f) too small for the checkpoint: refused before the training, as a
+// disk without room is, not ended by SIGXFSZ at the save with a temporary file left behind.
+TEST(HostileCommandLines, AFileSizeLimitTooSmallForTheCheckpointIsRefusedBeforeTraining) {
+  TempDir tmp("ember_hostile_ulimit");
+  const fs::path dir = tmp.path();
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Every effort moves you forward, step by step. ";
+  write(dir / "text.txt", text);
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"train_chars", std::string("'") + EMBER_TRAIN_CHARS_BINARY +
+                          "' --context 4 --batch 2 --steps 2 --sample-every 2 --out out"},
+      {"train_gpt", std::string("'") + EMBER_TRAIN_GPT_BINARY +
+                        "' text.txt --emb-dim 8 --layers 1 --heads 2 --context 8 --batch 2 "
+                        "--eval-freq 4 --eval-iter 1 --skip-initial --epochs 1 --out out "
+                        "--max-new-tokens 2"}};
+  for (const auto& [program, command] : runs) {
+    // 100 blocks (of 512 bytes in dash, 1024 in bash): less than either checkpoint.
+    const Outcome r = run(dir, "/bin/sh", "-c \"ulimit -f 100; exec " + command + "\"");
+    const std::string what = program + " under ulimit -f 100";
+    ASSERT_EQ(r.exit_code, 2) << what << "\n" << r.out << r.err;
+    expect_clean(r, what);
+    EXPECT_EQ(r.err.rfind(program + ": the checkpoint needs ", 0), 0u) << what << "\n" << r.err;
+    EXPECT_NE(r.err.find("bytes) and the file size limit (ulimit -f) is "), std::string::npos)
+        << what << "\n"
+        << r.err;
+    EXPECT_FALSE(started_training(r.out)) << what << "\n" << r.out;
+    for (const auto& entry : fs::directory_iterator(dir / "out")) {
+      ADD_FAILURE() << what << ": left " << entry.path();
+    }
+  }
+}
+
+// A model that fits in memory but whose training does not (its gradients and AdamW's two moments
+// take three times its weights): refused before any model is built, naming the flags, not ended
+// by the OOM killer once the moments are written. The model is sized from this machine's memory:
+// its weights take about a third of it.
+TEST(HostileCommandLines, TrainGptRefusesATrainingLargerThanMemoryBeforeBuildingTheModel) {
+  TempDir tmp("ember_hostile_gpt_memory");
+  const fs::path dir = tmp.path();
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Every effort moves you forward, step by step. ";
+  write(dir / "text.txt", text);
+  const double physical = ember::detail::physical_memory_bytes();
+  const double E = 8192, per_layer = 4 * 12 * E * E;  // bytes of a block's weights
+  const auto layers = std::max<int64_t>(2, std::llround(physical / 3 / per_layer));
+  const std::string args = "text.txt --emb-dim 8192 --heads 8 --layers " + std::to_string(layers) +
+                           " --context 8 --batch 2 --skip-initial --epochs 1 --out out";
+  run_table(dir, EMBER_TRAIN_GPT_BINARY, "train_gpt",
+            {{args, 2,
+              "train_gpt: --emb-dim, --layers, --context, --batch: training this model (context "
+              "8, emb 8192, 8 heads, "}});
+}
+
+// A standard output that cannot be written (a full disk: /dev/full): the run's printed results
+// are lost, which its exit code says (2, one line on stderr), not 0.
+TEST(HostileCommandLines, AStandardOutputThatCannotBeWrittenIsAnError) {
+  TempDir tmp("ember_hostile_stdout");
+  for (const auto& [program, command] : std::vector<std::pair<std::string, std::string>>{
+           {"ch03_attention", std::string("'") + EMBER_CH03_BINARY + "'"},
+           {"train_chars", std::string("'") + EMBER_TRAIN_CHARS_BINARY +
+                               "' --context 4 --batch 2 --steps 2 --sample-every 2 --out out"},
+           {"train_toy", std::string("'") + EMBER_TRAIN_TOY_BINARY + "' --help"}}) {
+    const Outcome r = run(tmp.path(), "/bin/sh", "-c \"" + command + " >/dev/full\"");
+    const std::string what = program + " >/dev/full";
+    EXPECT_EQ(r.exit_code, 2) << what << "\n" << r.err;
+    expect_clean(r, what);
+    // (The reason is known when the last write fails, not when an earlier one did.)
+    EXPECT_EQ(r.err.rfind(program + ": writing the standard output failed", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// The programs that take no flags (the chapter-3 walkthrough, the backprop study, the core tour)
+// refuse any argument, before their work, and --help says what they do.
+TEST(HostileCommandLines, ProgramsWithoutFlagsRefuseArguments) {
+  TempDir tmp("ember_hostile_no_flags");
+  for (auto [binary, program] : {std::pair{EMBER_CH03_BINARY, "ch03_attention"},
+                                 std::pair{EMBER_BACKPROP_BINARY, "attention_backprop"},
+                                 std::pair{EMBER_CORE_TOUR_BINARY, "core_tour"}}) {
+    run_table(tmp.path(), binary, program,
+              {{"--no-such-flag", 2, "no-such-flag"},
+               {"stray", 2, "stray"},
+               {"--help", 0, std::string(program) + ": "}});
+    EXPECT_FALSE(fs::exists(tmp.path() / "core_tour.html")) << program;
+  }
 }
 
 // The benchmark programs (examples/bench), built with EMBER_BUILD_BENCH: every class of bad
@@ -680,6 +822,7 @@ TEST(HostileCommandLines, BenchGenerate) {
       {"--weights no_such.safetensors", 2, "--weights: cannot read 'no_such.safetensors'"},
       {"--weights a_directory", 2, "--weights: 'a_directory' is not a regular file"},
       {"--weights", 2, "--weights"},
+      {"--weights ''", 2, "--weights: expected a file name, got ''"},
       {"--no-uncached 1", 2, "1"},
   };
   table.insert(table.end(), own.begin(), own.end());
@@ -746,6 +889,9 @@ TEST(HostileCommandLines, BenchTrain) {
       {"--config ch5 --layers 1024", 2, "these sizes need"},
       {"--reference no_such.json", 2, "--reference: cannot read 'no_such.json'"},
       {"--reference a_directory", 2, "--reference: 'a_directory' is a directory"},
+      {"--reference ''", 2, "--reference: expected a file name, got ''"},
+      {"--reference a_fifo", 2, "--reference: 'a_fifo' is a FIFO that gave no bytes"},
+      {"--reference sparse.txt", 2, "--reference: 'sparse.txt' is larger than 1 MiB"},
       {"--reference /dev/zero", 2, "--reference: '/dev/zero' is larger than 1 MiB"},
       {"--reference empty.txt", 2, "--reference: 'empty.txt' holds no \"losses\""},
       {"--reference no_losses.json", 2, "--reference: 'no_losses.json' holds no \"losses\""},

@@ -185,7 +185,9 @@ TEST(SafetensorsStrict, WritingToAFullDeviceIsAnError) {
 }
 
 TEST(SafetensorsStrict, AFailedWriteLeavesTheOldFile) {
-  // A file size limit makes write() fail part-way (EFBIG) the way a full disk does (ENOSPC).
+  // A file size limit (ulimit -f) too small for the file: the save is refused before its first
+  // byte, as one too big for the disk is (without the check, a write would fail part-way with
+  // EFBIG, or SIGXFSZ would end the process).
   const std::string dir = temp_path("strict_failed_write");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -208,7 +210,9 @@ TEST(SafetensorsStrict, AFailedWriteLeavesTheOldFile) {
   setrlimit(RLIMIT_FSIZE, &limit);
   sigaction(SIGXFSZ, &old, nullptr);
 
-  EXPECT_NE(error.find("save_safetensors: writing '" + path + "' failed: File too large"),
+  EXPECT_NE(error.find("save_safetensors: writing '" + path + "' needs 400"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("; the process's file size limit (ulimit -f) is 4096 bytes"),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("the file was not replaced"), std::string::npos) << error;
@@ -334,6 +338,22 @@ TEST(SafetensorsStrict, ReadsFromAPipe) {
   close(fds[0]);
   EXPECT_EQ(file.metadata.at("k"), "v");
   test::expect_values(file.tensors.at(0).second, {2, 2, 2});
+}
+
+// A FIFO that no program opens at its other end: a save is refused (no reader) and a load reads
+// it as empty (no writer), each an error naming the file, never a wait without end.
+TEST(SafetensorsStrict, AFifoWithNoProgramAtItsOtherEndIsAnErrorNotAWait) {
+  const std::string path = temp_path("strict_lonely.fifo");
+  std::filesystem::remove(path);
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  expect_error(
+      [&] {
+        save_safetensors({{"a", ones({1})}}, path);
+      },
+      "save_safetensors: cannot write '" + path + "': it is a FIFO that no program reads");
+  expect_error([&] { load_safetensors(path); },
+               "file of 0 bytes is too short for the 8-byte header size (file '" + path + "')");
+  std::filesystem::remove(path);
 }
 
 }  // namespace
