@@ -731,6 +731,12 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOpti
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options) {
   check_defined("mse_loss", input, target);
   check_reduction("mse_loss", options.reduction());
+  // PyTorch's mse_loss is one kernel over the promoted dtype, floating point only ("mse_cpu" not
+  // implemented for 'Long'), whatever the reduction.
+  const DType dtype = promote(input.dtype(), target.dtype());
+  check(is_floating(dtype), "mse_loss: not implemented for ", dtype_name(dtype), " (input ",
+        dtype_name(input.dtype()), " ", input.shape(), ", target ", dtype_name(target.dtype()), " ",
+        target.shape(), "); expected a floating point input or target");
   static std::atomic<bool> warned{false};
   Tensor d = broadcast_difference("mse_loss", input, target, warned);
   return reduce(d * d, options.reduction());

@@ -478,5 +478,25 @@ TEST(Loss, CrossEntropyOfInfiniteLogitsAndNoClasses) {
   EXPECT_TRUE(std::isnan(F::cross_entropy(zeros({2, 0}), zeros({2, 0})).item()));
 }
 
+// mse_loss is floating point only, as PyTorch's kernel over the promoted dtype ("mse_cpu" not
+// implemented for 'Long'), for every reduction; an integer input with a floating target, or the
+// other way round, computes in the floating dtype. (l1_loss is PyTorch's composite
+// (input - target).abs(): int64 gives int64 with None and Sum, as in PyTorch.)
+TEST(Loss, MseLossOfIntegersIsAnErrorForEveryReduction) {
+  Tensor i = from_vector({1, -2, 3}, {3}, DType::Int64);
+  Tensor b = from_vector({1, 0, 1}, {3}, DType::Bool);
+  for (nn::Reduction r : {nn::kNone, nn::kMean, nn::kSum}) {
+    SCOPED_TRACE(static_cast<int>(r));
+    expect_error([&] { F::mse_loss(i, i, r); },
+                 "mse_loss: not implemented for int64 (input int64 [3], target int64 [3])");
+    expect_error([&] { F::mse_loss(i, b, r); }, "mse_loss: not implemented for int64");
+    expect_error([&] { F::mse_loss(b, b, r); }, "mse_loss: not implemented for bool");
+  }
+  // torch.nn.functional.mse_loss(torch.tensor([1, 2]), torch.tensor([1., 3.])): 0.5000
+  EXPECT_EQ(F::mse_loss(from_vector({1, 2}, {2}, DType::Int64), tensor({1.0, 3.0})).item(), 0.5);
+  EXPECT_EQ(F::mse_loss(tensor({1.0, 2.0}), from_vector({1, 0}, {2}, DType::Bool)).item(), 2.0);
+  EXPECT_EQ(F::l1_loss(i, i, nn::kSum).dtype(), DType::Int64);
+}
+
 }  // namespace
 }  // namespace ember
