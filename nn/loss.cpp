@@ -94,14 +94,30 @@ std::vector<int64_t> class_indices(const char* op, const Tensor& input, const Te
   return t;
 }
 
-std::vector<double> class_weights(const char* op, const Tensor& weight, const Tensor& input,
-                                  const ClassLayout& l) {
-  if (!weight.defined()) return l.vector<double>(l.c, 1.0);
+void check_class_weight(const char* op, const Tensor& weight, const Tensor& input,
+                        const ClassLayout& l) {
+  if (!weight.defined()) return;
   check(weight.dim() == 1 && weight.size(0) == l.c && weight.dtype() == input.dtype(), op,
         ": expected weight of shape [", l.c, "] and dtype ", dtype_name(input.dtype()),
         " (one per class of input ", input.shape(), "), got ", weight.shape(), " ",
         dtype_name(weight.dtype()));
+}
+
+std::vector<double> class_weights(const char* op, const Tensor& weight, const Tensor& input,
+                                  const ClassLayout& l) {
+  check_class_weight(op, weight, input, l);
+  if (!weight.defined()) return l.vector<double>(l.c, 1.0);
   return weight.to_vector<double>();
+}
+
+// The loss of an input with no elements, as PyTorch's: no position has a class to pick (N * S is
+// 0, or C is 0 and every target is ignored), so reduction none gives zeros of the loss's shape,
+// sum 0 and mean 0 / 0 = nan. Nothing per class or per position is made: an empty input's other
+// dims may be huge ([0, 2^62]), and the answer does not depend on them.
+Tensor empty_input_loss(Reduction reduction, const Shape& loss_shape, DType dtype) {
+  if (reduction == Reduction::None) return zeros(loss_shape, dtype);
+  return scalar_tensor(reduction == Reduction::Sum ? 0.0 : std::numeric_limits<double>::quiet_NaN(),
+                       dtype);
 }
 
 // The per-position losses reduced: a tensor of loss_shape (none), their sum, or sum / denom.
@@ -384,6 +400,7 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
   double denom = 0;  // the mean's divisor
   bool target_requires_grad = false;
   bool pytorch_road = false;  // class indices, no smoothing, [C] or [N, C]
+  bool empty = false;         // an input with no elements (empty_input_loss)
   RowLogSumExp rows;          // (PyTorch's road)
   double total_weight = 0;    // the mean's divisor as PyTorch sums it (PyTorch's road)
 
@@ -392,7 +409,8 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     const char* op = "cross_entropy";
     l = class_layout(op, input);
     // Materialised first: an expanded input too large for memory is the allocator's Error here,
-    // and the vectors of C classes and of positions below are then no larger than x.
+    // and the vectors of C classes and of positions below are then no larger than x (an input
+    // with no elements makes none: empty_input_loss).
     const Tensor x = input.contiguous();
     reduction = options.reduction();
     targets.classes = l.c;
@@ -401,7 +419,9 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     check(targets.eps >= 0 && targets.eps <= 1, op, ": label_smoothing must be in [0, 1], got ",
           targets.eps);
     weighted = weight.defined();
-    targets.weights = class_weights(op, weight, input, l);
+    empty = x.numel() == 0;
+    targets.weights = empty ? (check_class_weight(op, weight, input, l), std::vector<double>())
+                            : class_weights(op, weight, input, l);
     targets.probabilities = target.shape() == input.shape();
     if (targets.probabilities) {
       check(target.dtype() == input.dtype(), op, ": expected class probabilities of dtype ",
@@ -414,10 +434,12 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
       denom = l.c == 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(l.n * l.s);
     } else {
       targets.indices = class_indices(op, input, target, l, targets.ignore_index);
+      if (empty) return empty_input_loss(reduction, l.loss_shape, input.dtype());
       for (int64_t t : targets.indices) {
         denom += t == targets.ignore_index ? 0.0 : targets.weights[t];
       }
     }
+    if (empty) return empty_input_loss(reduction, l.loss_shape, input.dtype());
     pytorch_road = !targets.probabilities && targets.eps == 0 && l.s == 1;
     const Tensor y = targets.probabilities ? target.contiguous() : Tensor();
     // The fused backward reads x; the backward differentiates through input and target
@@ -444,6 +466,10 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
   //   gx = g (Q softmax(x) - q),  Q = sum_c q_c       gy = -g (1 - eps) w log_softmax(x)
   // with g the upstream gradient of each position (divided by denom for mean).
   std::vector<Tensor> backward(const Tensor& grad) const {
+    if (empty) {  // zeros of the input's shape, which has no elements (and so has y's)
+      const Tensor gx = zeros(l.input_shape, grad.dtype());
+      return {gx, target_requires_grad ? gx : Tensor(), Tensor()};
+    }
     const Tensor x = saved(1), y = saved(2);
     const double eps = targets.eps;
     const int64_t cd = x.dim() == 1 ? 0 : 1;  // the class dim
@@ -502,6 +528,7 @@ struct NllLoss : OpFunction<NllLoss> {
   std::vector<double> weights;
   double denom = 0;         // [N, C, d...] only
   double total_weight = 0;  // [C] / [N, C]: the mean's divisor as PyTorch sums it, in T
+  bool empty = false;       // an input with no elements (empty_input_loss)
   Shape input_shape;
   DType dtype = DType::Float32;
   Tensor target_, weight_;  // for the double backward (the loss is linear in the input)
@@ -517,10 +544,16 @@ struct NllLoss : OpFunction<NllLoss> {
     const Tensor x = input.contiguous();  // first, as cross_entropy's
     reduction = options.reduction();
     ignore_index = options.ignore_index();
-    weights = class_weights(op, weight, input, l);
+    empty = x.numel() == 0;
+    if (empty) {
+      check_class_weight(op, weight, input, l);
+    } else {
+      weights = class_weights(op, weight, input, l);
+    }
     indices = class_indices(op, input, target, l, ignore_index);
     input_shape = input.shape();
     dtype = input.dtype();
+    if (empty) return empty_input_loss(reduction, l.loss_shape, dtype);
     if (l.s == 1) {  // [C] or [N, C]: PyTorch's sums in T (nll_cascade)
       Tensor loss;
       dispatch_floating(x.dtype(), [&](auto tag) {
@@ -566,6 +599,7 @@ struct NllLoss : OpFunction<NllLoss> {
             Tensor(), Tensor()};
   }
   Tensor input_gradient(const Tensor& grad) const {
+    if (empty) return zeros(input_shape, dtype);
     if (l.s == 1) {  // PyTorch's: -(g / W) (mean) or -g, times w_t when weighted; -w_t g_i (none)
       Tensor gx = zeros(input_shape, dtype);
       dispatch_floating(dtype, [&](auto tag) {
