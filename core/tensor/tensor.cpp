@@ -112,14 +112,16 @@ void Tensor::set(const std::vector<int64_t>& index, Scalar value) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   detail::check_defined(*this, "to_vector");
-  const int64_t n = numel_of(shape(), "to_vector");
+  // Inside an op (gather's or embedding's index, read as a vector), the size errors name the op.
+  const char* op = OpScope::name_or("to_vector");
+  const int64_t n = numel_of(shape(), op);
   std::vector<T> out;
   try {
     out.resize(static_cast<std::size_t>(n));
   } catch (const std::bad_alloc&) {  // an expanded view's values may not fit in memory
-    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+    fail(op, ": cannot allocate ", n, " values for a tensor of shape ", shape());
   } catch (const std::length_error&) {
-    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+    fail(op, ": cannot allocate ", n, " values for a tensor of shape ", shape());
   }
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);

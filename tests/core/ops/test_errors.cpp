@@ -553,5 +553,33 @@ TEST(ErrorsRandom, UniformRangeOutsideTheDtypeIsAnError) {
   }
 }
 
+// An op whose index or sample count is too large for memory names itself, not the step that
+// failed (the factory `empty`, or `to_vector` reading an expanded index).
+TEST(ErrorsMemory, IndexAndSampleCountsTooLargeForMemoryNameTheOp) {
+  const int64_t big = int64_t{1} << 40;
+  const Tensor index = zeros({1}, DType::Int64).expand({big});
+  expect_error(
+      [&] { gather(ones({2}), 0, index); },
+      "gather: cannot allocate 1099511627776 values for a tensor of shape [1099511627776]");
+  expect_error([&] { embedding(ones({2, 2}), index); }, "embedding: cannot allocate");
+  expect_error(
+      [&] {
+        multinomial(tensor({0.5, 0.5}), big, true);
+      },
+      "multinomial: cannot allocate a tensor of shape [1099511627776]");
+  expect_error(
+      [&] {
+        multinomial(ones({1, 3}).expand({big, 3}), 2, true);
+      },
+      "multinomial: cannot allocate a tensor of shape [1099511627776, 2]");
+  expect_error(
+      [&] {
+        multinomial(tensor({0.5, 0.5}), std::numeric_limits<int64_t>::max(), true);
+      },
+      "multinomial: Storage size calculation overflowed");
+  // Outside any op, to_vector names itself.
+  expect_error([&] { index.to_vector<int64_t>(); }, "to_vector: cannot allocate 1099511627776");
+}
+
 }  // namespace
 }  // namespace ember
