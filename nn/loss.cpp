@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/base/grad_mode.h"
 #include "core/base/parallel.h"
 #include "core/graph/function.h"
 #include "core/kernels/exp.h"
@@ -401,8 +402,9 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
   bool target_requires_grad = false;
   bool pytorch_road = false;  // class indices, no smoothing, [C] or [N, C]
   bool empty = false;         // an input with no elements (empty_input_loss)
-  RowLogSumExp rows;          // (PyTorch's road)
-  double total_weight = 0;    // the mean's divisor as PyTorch sums it (PyTorch's road)
+  bool weight_requires_grad = false;
+  RowLogSumExp rows;        // (PyTorch's road)
+  double total_weight = 0;  // the mean's divisor as PyTorch sums it (PyTorch's road)
 
   Tensor forward(const Tensor& input, const Tensor& target, const Tensor& weight,
                  CrossEntropyFuncOptions options) {
@@ -419,6 +421,7 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     check(targets.eps >= 0 && targets.eps <= 1, op, ": label_smoothing must be in [0, 1], got ",
           targets.eps);
     weighted = weight.defined();
+    weight_requires_grad = weighted && weight.requires_grad();  // class probabilities only
     empty = x.numel() == 0;
     targets.weights = empty ? (check_class_weight(op, weight, input, l), std::vector<double>())
                             : class_weights(op, weight, input, l);
@@ -444,7 +447,8 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     const Tensor y = targets.probabilities ? target.contiguous() : Tensor();
     // The fused backward reads x; the backward differentiates through input and target
     // themselves (the same tensors unless copied).
-    save_for_backward({x, input, targets.probabilities ? target : Tensor()});
+    save_for_backward({x, input, targets.probabilities ? target : Tensor(),
+                       weight_requires_grad ? weight : Tensor()});
     Tensor loss;
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -468,7 +472,8 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
   std::vector<Tensor> backward(const Tensor& grad) const {
     if (empty) {  // zeros of the input's shape, which has no elements (and so has y's)
       const Tensor gx = zeros(l.input_shape, grad.dtype());
-      return {gx, target_requires_grad ? gx : Tensor(), Tensor()};
+      return {gx, target_requires_grad ? gx : Tensor(),
+              weight_requires_grad ? zeros({l.c}, grad.dtype()) : Tensor()};
     }
     const Tensor x = saved(1), y = saved(2);
     const double eps = targets.eps;
@@ -478,7 +483,11 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
                                                    : grad / denom;
     Shape class_shape(static_cast<std::size_t>(x.dim()), 1);  // [1, C, 1...]: w_c broadcast
     class_shape[static_cast<std::size_t>(cd)] = l.c;
-    const Tensor w = from_vector(targets.weights, {l.c}, x.dtype()).reshape(class_shape);
+    // The weight itself when it requires grad (class probabilities), so that a create_graph
+    // backward differentiates through it; else its values, a constant.
+    const Tensor w = weight_requires_grad
+                         ? saved(3).reshape(class_shape)
+                         : from_vector(targets.weights, {l.c}, x.dtype()).reshape(class_shape);
     Tensor q;
     if (targets.probabilities) {
       q = w * (y * (1 - eps) + eps / static_cast<double>(l.c));
@@ -494,7 +503,19 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     }
     const Tensor gx = g * (q.sum({cd}, /*keepdim=*/true) * softmax(x, cd) - q);
     const Tensor gy = target_requires_grad ? g * (-(1 - eps)) * w * log_softmax(x, cd) : Tensor();
-    return {gx, gy, Tensor()};
+    // Class probabilities: d loss / d w_c = -sum over positions of g ((1 - eps) y_c + eps / C)
+    // log softmax(x)_c, as PyTorch's composite differentiates it.
+    Tensor gw;
+    if (weight_requires_grad) {
+      const Tensor per_class =
+          g * (y * (1 - eps) + eps / static_cast<double>(l.c)) * -log_softmax(x, cd);
+      std::vector<int64_t> others;
+      for (int64_t d = 0; d < x.dim(); ++d) {
+        if (d != cd) others.push_back(d);
+      }
+      gw = others.empty() ? per_class : ember::sum(per_class, others);
+    }
+    return {gx, gy, gw};
   }
 
   // PyTorch's road (see above), by the kernels; any other target runs the formula.
@@ -737,6 +758,18 @@ Tensor broadcast_difference(const char* op, const Tensor& input, const Tensor& t
   return input - target;
 }
 
+// PyTorch's losses are not differentiable in their weights (nll_loss's and cross_entropy's class
+// weights with class-index targets, binary_cross_entropy's weight, the logits form's weight and
+// pos_weight): a weight that requires grad, with grad mode on, is refused as PyTorch refuses it
+// ("The function 'nll_loss_forward' is not differentiable with respect to argument 'weight'"),
+// rather than left without a gradient. (cross_entropy with class probabilities is PyTorch's
+// composite, differentiable in its weight: CrossEntropy's backward.)
+void check_not_differentiable(const char* op, const char* arg, const Tensor& t) {
+  if (!t.defined() || !t.requires_grad() || !GradMode::is_enabled()) return;
+  fail(op, ": not differentiable with respect to argument '", arg, "' (shape ", t.shape(),
+       "): it cannot have requires_grad true (pass ", arg, ".detach())");
+}
+
 // A Reduction made from an integer out of range (Reduction(7)) would act as some reduction.
 void check_reduction(const char* op, Reduction reduction) {
   check(reduction == Reduction::None || reduction == Reduction::Mean || reduction == Reduction::Sum,
@@ -753,12 +786,16 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options) {
   check_defined("cross_entropy", input, target);
   check_reduction("cross_entropy", options.reduction());
+  if (target.shape() != input.shape()) {  // class indices: nll_loss's weight
+    check_not_differentiable("cross_entropy", "weight", options.weight());
+  }
   return apply<CrossEntropy>(input, target, options.weight(), options);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options) {
   check_defined("nll_loss", input, target);
   check_reduction("nll_loss", options.reduction());
+  check_not_differentiable("nll_loss", "weight", options.weight());
   return apply<NllLoss>(input, target, options.weight(), options);
 }
 
@@ -789,6 +826,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
   check_reduction(op, options.reduction());
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
+  check_not_differentiable(op, "weight", options.weight());
   for (double v : input.to_vector<double>()) {
     check(v >= 0 && v <= 1, op, ": all elements of input should be between 0 and 1, found ", v,
           " (input ", input.shape(), ")");
@@ -803,6 +841,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
   check_broadcastable(op, "pos_weight", options.pos_weight(), input);
+  check_not_differentiable(op, "weight", options.weight());
+  check_not_differentiable(op, "pos_weight", options.pos_weight());
   return reduce(
       apply<BinaryCrossEntropyWithLogits>(input, target, options.weight(), options.pos_weight()),
       options.reduction());

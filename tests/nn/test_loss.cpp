@@ -531,5 +531,86 @@ TEST(Loss, EmptyInputsWithHugeDimsGivePyTorchsAnswers) {
   expect_error([] { F::nll_loss(zeros({2, 0}), zeros({2}, DType::Int64)); }, "out of bounds");
 }
 
+// PyTorch's losses are not differentiable in their weights, and refuse one that requires grad
+// (with grad mode on) rather than leave its .grad empty:
+//   F.nll_loss(x, t, weight=w): "The function 'nll_loss_forward' is not differentiable with
+//   respect to argument 'weight'. This input cannot have requires_grad True."
+// cross_entropy with class probabilities is a composite there, differentiable in its weight.
+TEST(Loss, WeightsThatRequireGradAreRefusedOrDifferentiatedAsInPyTorch) {
+  Tensor x = test::pattern({3, 4}, 1).requires_grad_();
+  Tensor y = softmax(test::pattern({3, 4}, 2), 1);
+  Tensor w = ones({4}, x.dtype()).requires_grad_();
+  Tensor t = from_vector({0, 1, 2}, {3}, DType::Int64);
+  const std::string refused = "not differentiable with respect to argument 'weight' (shape [4])";
+  expect_error([&] { F::nll_loss(x, t, F::NLLLossFuncOptions().weight(w)); },
+               "nll_loss: " + refused);
+  expect_error([&] { F::cross_entropy(x, t, F::CrossEntropyFuncOptions().weight(w)); },
+               "cross_entropy: " + refused);
+  expect_error(
+      [&] { F::cross_entropy(x, t, F::CrossEntropyFuncOptions().weight(w).label_smoothing(0.1)); },
+      "cross_entropy: " + refused);
+  expect_error(
+      [&] { F::binary_cross_entropy(sigmoid(x), y, F::BinaryCrossEntropyFuncOptions().weight(w)); },
+      "binary_cross_entropy: " + refused);
+  expect_error(
+      [&] {
+        F::binary_cross_entropy_with_logits(
+            x, y, F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(w));
+      },
+      "binary_cross_entropy_with_logits: not differentiable with respect to argument "
+      "'pos_weight'");
+  expect_error(
+      [&] {
+        F::binary_cross_entropy_with_logits(x, y,
+                                            F::BinaryCrossEntropyWithLogitsFuncOptions().weight(w));
+      },
+      "binary_cross_entropy_with_logits: " + refused);
+  // Under no_grad, or with the weight detached, they run.
+  {
+    NoGradGuard no_grad;
+    EXPECT_TRUE(std::isfinite(F::nll_loss(x, t, F::NLLLossFuncOptions().weight(w)).item()));
+  }
+  EXPECT_TRUE(std::isfinite(F::nll_loss(x, t, F::NLLLossFuncOptions().weight(w.detach())).item()));
+
+  // Class probabilities: the weight's gradient, PyTorch 1.13's:
+  //   torch.manual_seed(0); x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+  //   y = torch.softmax(torch.randn(2, 3, dtype=torch.float64), 1)
+  //   w = torch.rand(3, dtype=torch.float64, requires_grad=True)
+  //   F.cross_entropy(x, y, weight=w, label_smoothing=0.2, reduction=r).sum().backward()
+  const Tensor xp = from_vector({1.5409961082440433, -0.2934289057609464, -2.1787893820745574,
+                                 0.5684312772806678, -1.084522342424021, -1.3985953953708767},
+                                {2, 3}, DType::Float64);
+  const Tensor yp = from_vector({0.34844430791689035, 0.5381610676915901, 0.11339462439151957,
+                                 0.2762496091314664, 0.22769636301556356, 0.4960540278529701},
+                                {2, 3}, DType::Float64);
+  const Tensor wp = from_vector({0.35526675833930643, 0.6219052486795277, 0.48184840078170854}, {3},
+                                DType::Float64);
+  const std::vector<double> mean_grad = {0.07032726760239408, 0.7392635459685193,
+                                         0.8281973434963258};
+  const std::vector<double> sum_grad = {0.14065453520478816, 1.4785270919370386,
+                                        1.6563946869926516};
+  for (nn::Reduction r : {nn::kMean, nn::kSum, nn::kNone}) {
+    SCOPED_TRACE(static_cast<int>(r));
+    Tensor wg = wp.detach().requires_grad_();
+    F::cross_entropy(xp, yp,
+                     F::CrossEntropyFuncOptions().weight(wg).label_smoothing(0.2).reduction(r))
+        .sum()
+        .backward();
+    ASSERT_TRUE(wg.grad().defined());
+    const std::vector<double> got = wg.grad().to_vector<double>();
+    const std::vector<double>& want = r == nn::kMean ? mean_grad : sum_grad;
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[c], want[c], 1e-12) << c;
+  }
+  // And its second derivatives, through the weight too.
+  auto fn = [&](const std::vector<Tensor>& in) {
+    return F::cross_entropy(in[0], softmax(in[1], 1),
+                            F::CrossEntropyFuncOptions().weight(in[2]).label_smoothing(0.1));
+  };
+  const std::vector<Tensor> inputs = {xp.detach().requires_grad_(), yp.detach().requires_grad_(),
+                                      wp.detach().requires_grad_()};
+  EXPECT_TRUE(autograd::gradcheck(fn, inputs).ok);
+  EXPECT_TRUE(autograd::gradgradcheck(fn, inputs).ok);
+}
+
 }  // namespace
 }  // namespace ember
