@@ -192,6 +192,16 @@ void Tensor::set_grad(const Tensor& grad) {
           dtype_name(grad.dtype()), ", the tensor is ", dtype_name(impl.dtype), ")");
     check(grad.shape() == impl.shape, "set_grad: assigned grad has data of a different size (",
           grad.shape(), ", the tensor is ", impl.shape, ")");
+    // A tensor owns its .grad: a chain of .grads leading back to this tensor (a.set_grad(b)
+    // with b.grad() being a) would own itself and never be freed. (PyTorch accepts it, and
+    // leaks; only the tensor itself is refused there.)
+    int64_t depth = 1;
+    for (const TensorImpl* g = grad.impl()->grad.impl(); g != nullptr; g = g->grad.impl()) {
+      check(g != impl_.get(), "set_grad: the assigned grad (shape ", grad.shape(),
+            ") leads back to this tensor through ", depth,
+            " .grad link(s): the tensors would own each other and never be freed");
+      ++depth;
+    }
   }
   impl.grad = grad;
 }
