@@ -41,10 +41,10 @@ struct ClassLayout {
   // N * S, checked: with C = 0 the input is empty whatever N and S are.
   int64_t positions() const { return checked_mul(n, s, op); }
 
-  // A vector of `count` values, count being C or a number of positions. An empty input's other
-  // dims may be huge ([0, 2^63 - 1]), and so may an expanded input's: a count that cannot be
-  // allocated is an Error naming the op and the input's shape, never std::length_error or
-  // std::bad_alloc.
+  // A vector of `count` values, count being C or a number of positions: no more than the
+  // materialised input holds (an input with no elements, whose other dims may be huge, takes
+  // empty_input_loss and makes none). A count that cannot be allocated is still an Error naming
+  // the op and the input's shape, never std::length_error or std::bad_alloc.
   template <typename T>
   std::vector<T> vector(int64_t count, T value = T()) const {
     try {
