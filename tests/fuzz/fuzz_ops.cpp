@@ -720,7 +720,7 @@ struct Machine {
 
   void autograd_step(Reader& r) {
     Tensor x = pick(r);
-    switch (r.byte() % 10) {
+    switch (r.byte() % 11) {
       case 0:
         x.requires_grad_(r.flag());
         break;
@@ -758,8 +758,16 @@ struct Machine {
       case 8:
         x.set_grad(pick(r));
         break;
-      default:
+      case 9:
         functional_derivative(r, x);
+        break;
+      default:
+        // The next instruction under no_grad (in-place writes to leaves, ops that record no
+        // graph); not nested.
+        if (GradMode::is_enabled()) {
+          NoGradGuard no_grad;
+          step(r);
+        }
         break;
     }
   }
