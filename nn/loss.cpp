@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/base/grad_mode.h"
 #include "core/base/parallel.h"
 #include "core/graph/function.h"
 #include "core/kernels/exp.h"
@@ -40,10 +41,10 @@ struct ClassLayout {
   // N * S, checked: with C = 0 the input is empty whatever N and S are.
   int64_t positions() const { return checked_mul(n, s, op); }
 
-  // A vector of `count` values, count being C or a number of positions. An empty input's other
-  // dims may be huge ([0, 2^63 - 1]), and so may an expanded input's: a count that cannot be
-  // allocated is an Error naming the op and the input's shape, never std::length_error or
-  // std::bad_alloc.
+  // A vector of `count` values, count being C or a number of positions: no more than the
+  // materialised input holds (an input with no elements, whose other dims may be huge, takes
+  // empty_input_loss and makes none). A count that cannot be allocated is still an Error naming
+  // the op and the input's shape, never std::length_error or std::bad_alloc.
   template <typename T>
   std::vector<T> vector(int64_t count, T value = T()) const {
     try {
@@ -94,14 +95,30 @@ std::vector<int64_t> class_indices(const char* op, const Tensor& input, const Te
   return t;
 }
 
-std::vector<double> class_weights(const char* op, const Tensor& weight, const Tensor& input,
-                                  const ClassLayout& l) {
-  if (!weight.defined()) return l.vector<double>(l.c, 1.0);
+void check_class_weight(const char* op, const Tensor& weight, const Tensor& input,
+                        const ClassLayout& l) {
+  if (!weight.defined()) return;
   check(weight.dim() == 1 && weight.size(0) == l.c && weight.dtype() == input.dtype(), op,
         ": expected weight of shape [", l.c, "] and dtype ", dtype_name(input.dtype()),
         " (one per class of input ", input.shape(), "), got ", weight.shape(), " ",
         dtype_name(weight.dtype()));
+}
+
+std::vector<double> class_weights(const char* op, const Tensor& weight, const Tensor& input,
+                                  const ClassLayout& l) {
+  check_class_weight(op, weight, input, l);
+  if (!weight.defined()) return l.vector<double>(l.c, 1.0);
   return weight.to_vector<double>();
+}
+
+// The loss of an input with no elements, as PyTorch's: no position has a class to pick (N * S is
+// 0, or C is 0 and every target is ignored), so reduction none gives zeros of the loss's shape,
+// sum 0 and mean 0 / 0 = nan. Nothing per class or per position is made: an empty input's other
+// dims may be huge ([0, 2^62]), and the answer does not depend on them.
+Tensor empty_input_loss(Reduction reduction, const Shape& loss_shape, DType dtype) {
+  if (reduction == Reduction::None) return zeros(loss_shape, dtype);
+  return scalar_tensor(reduction == Reduction::Sum ? 0.0 : std::numeric_limits<double>::quiet_NaN(),
+                       dtype);
 }
 
 // The per-position losses reduced: a tensor of loss_shape (none), their sum, or sum / denom.
@@ -406,15 +423,18 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
   double denom = 0;  // the mean's divisor
   bool target_requires_grad = false;
   bool pytorch_road = false;  // class indices, no smoothing, [C] or [N, C]
-  RowLogSumExp rows;          // (PyTorch's road)
-  double total_weight = 0;    // the mean's divisor as PyTorch sums it (PyTorch's road)
+  bool empty = false;         // an input with no elements (empty_input_loss)
+  bool weight_requires_grad = false;
+  RowLogSumExp rows;        // (PyTorch's road)
+  double total_weight = 0;  // the mean's divisor as PyTorch sums it (PyTorch's road)
 
   Tensor forward(const Tensor& input, const Tensor& target, const Tensor& weight,
                  CrossEntropyFuncOptions options) {
     const char* op = "cross_entropy";
     l = class_layout(op, input);
     // Materialised first: an expanded input too large for memory is the allocator's Error here,
-    // and the vectors of C classes and of positions below are then no larger than x.
+    // and the vectors of C classes and of positions below are then no larger than x (an input
+    // with no elements makes none: empty_input_loss).
     const Tensor x = input.contiguous();
     reduction = options.reduction();
     targets.classes = l.c;
@@ -423,7 +443,10 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     check(targets.eps >= 0 && targets.eps <= 1, op, ": label_smoothing must be in [0, 1], got ",
           targets.eps);
     weighted = weight.defined();
-    targets.weights = class_weights(op, weight, input, l);
+    weight_requires_grad = weighted && weight.requires_grad();  // class probabilities only
+    empty = x.numel() == 0;
+    targets.weights = empty ? (check_class_weight(op, weight, input, l), std::vector<double>())
+                            : class_weights(op, weight, input, l);
     targets.probabilities = target.shape() == input.shape();
     if (targets.probabilities) {
       check(target.dtype() == input.dtype(), op, ": expected class probabilities of dtype ",
@@ -436,15 +459,18 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
       denom = l.c == 0 ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(l.n * l.s);
     } else {
       targets.indices = class_indices(op, input, target, l, targets.ignore_index);
+      if (empty) return empty_input_loss(reduction, l.loss_shape, input.dtype());
       for (int64_t t : targets.indices) {
         denom += t == targets.ignore_index ? 0.0 : targets.weights[t];
       }
     }
+    if (empty) return empty_input_loss(reduction, l.loss_shape, input.dtype());
     pytorch_road = !targets.probabilities && targets.eps == 0 && l.s == 1;
     const Tensor y = targets.probabilities ? target.contiguous() : Tensor();
     // The fused backward reads x; the backward differentiates through input and target
     // themselves (the same tensors unless copied).
-    save_for_backward({x, input, targets.probabilities ? target : Tensor()});
+    save_for_backward({x, input, targets.probabilities ? target : Tensor(),
+                       weight_requires_grad ? weight : Tensor()});
     Tensor loss;
     dispatch_floating(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -466,6 +492,11 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
   //   gx = g (Q softmax(x) - q),  Q = sum_c q_c       gy = -g (1 - eps) w log_softmax(x)
   // with g the upstream gradient of each position (divided by denom for mean).
   std::vector<Tensor> backward(const Tensor& grad) const {
+    if (empty) {  // zeros of the input's shape, which has no elements (and so has y's)
+      const Tensor gx = zeros(l.input_shape, grad.dtype());
+      return {gx, target_requires_grad ? gx : Tensor(),
+              weight_requires_grad ? zeros({l.c}, grad.dtype()) : Tensor()};
+    }
     const Tensor x = saved(1), y = saved(2);
     const double eps = targets.eps;
     const int64_t cd = x.dim() == 1 ? 0 : 1;  // the class dim
@@ -493,7 +524,11 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     }
     Shape class_shape(static_cast<std::size_t>(x.dim()), 1);  // [1, C, 1...]: w_c broadcast
     class_shape[static_cast<std::size_t>(cd)] = l.c;
-    const Tensor w = from_vector(targets.weights, {l.c}, x.dtype()).reshape(class_shape);
+    // The weight itself when it requires grad (class probabilities), so that a create_graph
+    // backward differentiates through it; else its values, a constant.
+    const Tensor w = weight_requires_grad
+                         ? saved(3).reshape(class_shape)
+                         : from_vector(targets.weights, {l.c}, x.dtype()).reshape(class_shape);
     Tensor q;
     if (targets.probabilities) {
       q = w * (y * (1 - eps) + eps / static_cast<double>(l.c));
@@ -509,7 +544,19 @@ struct CrossEntropy : OpFunction<CrossEntropy> {
     }
     const Tensor gx = g * (q.sum({cd}, /*keepdim=*/true) * softmax(x, cd) - q);
     const Tensor gy = target_requires_grad ? g * (-(1 - eps)) * w * log_softmax(x, cd) : Tensor();
-    return {gx, gy, Tensor()};
+    // Class probabilities: d loss / d w_c = -sum over positions of g ((1 - eps) y_c + eps / C)
+    // log softmax(x)_c, as PyTorch's composite differentiates it.
+    Tensor gw;
+    if (weight_requires_grad) {
+      const Tensor per_class =
+          g * (y * (1 - eps) + eps / static_cast<double>(l.c)) * -log_softmax(x, cd);
+      std::vector<int64_t> others;
+      for (int64_t d = 0; d < x.dim(); ++d) {
+        if (d != cd) others.push_back(d);
+      }
+      gw = others.empty() ? per_class : ember::sum(per_class, others);
+    }
+    return {gx, gy, gw};
   }
 
   // PyTorch's road (see above), by the kernels; any other target runs the formula.
@@ -543,6 +590,7 @@ struct NllLoss : OpFunction<NllLoss> {
   std::vector<double> weights;
   double denom = 0;         // [N, C, d...] only
   double total_weight = 0;  // [C] / [N, C]: the mean's divisor as PyTorch sums it, in T
+  bool empty = false;       // an input with no elements (empty_input_loss)
   Shape input_shape;
   DType dtype = DType::Float32;
   Tensor target_, weight_;  // for the double backward (the loss is linear in the input)
@@ -558,10 +606,16 @@ struct NllLoss : OpFunction<NllLoss> {
     const Tensor x = input.contiguous();  // first, as cross_entropy's
     reduction = options.reduction();
     ignore_index = options.ignore_index();
-    weights = class_weights(op, weight, input, l);
+    empty = x.numel() == 0;
+    if (empty) {
+      check_class_weight(op, weight, input, l);
+    } else {
+      weights = class_weights(op, weight, input, l);
+    }
     indices = class_indices(op, input, target, l, ignore_index);
     input_shape = input.shape();
     dtype = input.dtype();
+    if (empty) return empty_input_loss(reduction, l.loss_shape, dtype);
     if (l.s == 1) {  // [C] or [N, C]: PyTorch's sums in T (nll_cascade)
       Tensor loss;
       dispatch_floating(x.dtype(), [&](auto tag) {
@@ -607,6 +661,7 @@ struct NllLoss : OpFunction<NllLoss> {
             Tensor(), Tensor()};
   }
   Tensor input_gradient(const Tensor& grad) const {
+    if (empty) return zeros(input_shape, dtype);
     if (l.s == 1) {  // PyTorch's: -(g / W) (mean) or -g, times w_t when weighted; -w_t g_i (none)
       Tensor gx = zeros(input_shape, dtype);
       dispatch_floating(dtype, [&](auto tag) {
@@ -744,6 +799,18 @@ Tensor broadcast_difference(const char* op, const Tensor& input, const Tensor& t
   return input - target;
 }
 
+// PyTorch's losses are not differentiable in their weights (nll_loss's and cross_entropy's class
+// weights with class-index targets, binary_cross_entropy's weight, the logits form's weight and
+// pos_weight): a weight that requires grad, with grad mode on, is refused as PyTorch refuses it
+// ("The function 'nll_loss_forward' is not differentiable with respect to argument 'weight'"),
+// rather than left without a gradient. (cross_entropy with class probabilities is PyTorch's
+// composite, differentiable in its weight: CrossEntropy's backward.)
+void check_not_differentiable(const char* op, const char* arg, const Tensor& t) {
+  if (!t.defined() || !t.requires_grad() || !GradMode::is_enabled()) return;
+  fail(op, ": not differentiable with respect to argument '", arg, "' (shape ", t.shape(),
+       "): it cannot have requires_grad true (pass ", arg, ".detach())");
+}
+
 // A Reduction made from an integer out of range (Reduction(7)) would act as some reduction.
 void check_reduction(const char* op, Reduction reduction) {
   check(reduction == Reduction::None || reduction == Reduction::Mean || reduction == Reduction::Sum,
@@ -760,18 +827,28 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options) {
   check_defined("cross_entropy", input, target);
   check_reduction("cross_entropy", options.reduction());
+  if (target.shape() != input.shape()) {  // class indices: nll_loss's weight
+    check_not_differentiable("cross_entropy", "weight", options.weight());
+  }
   return apply<CrossEntropy>(input, target, options.weight(), options);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& options) {
   check_defined("nll_loss", input, target);
   check_reduction("nll_loss", options.reduction());
+  check_not_differentiable("nll_loss", "weight", options.weight());
   return apply<NllLoss>(input, target, options.weight(), options);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options) {
   check_defined("mse_loss", input, target);
   check_reduction("mse_loss", options.reduction());
+  // PyTorch's mse_loss is one kernel over the promoted dtype, floating point only ("mse_cpu" not
+  // implemented for 'Long'), whatever the reduction.
+  const DType dtype = promote(input.dtype(), target.dtype());
+  check(is_floating(dtype), "mse_loss: not implemented for ", dtype_name(dtype), " (input ",
+        dtype_name(input.dtype()), " ", input.shape(), ", target ", dtype_name(target.dtype()), " ",
+        target.shape(), "); expected a floating point input or target");
   static std::atomic<bool> warned{false};
   Tensor d = broadcast_difference("mse_loss", input, target, warned);
   return reduce(d * d, options.reduction());
@@ -790,6 +867,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
   check_reduction(op, options.reduction());
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
+  check_not_differentiable(op, "weight", options.weight());
   for (double v : input.to_vector<double>()) {
     check(v >= 0 && v <= 1, op, ": all elements of input should be between 0 and 1, found ", v,
           " (input ", input.shape(), ")");
@@ -804,6 +882,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   check_same_shape(op, input, target);
   check_broadcastable(op, "weight", options.weight(), input);
   check_broadcastable(op, "pos_weight", options.pos_weight(), input);
+  check_not_differentiable(op, "weight", options.weight());
+  check_not_differentiable(op, "pos_weight", options.pos_weight());
   return reduce(
       apply<BinaryCrossEntropyWithLogits>(input, target, options.weight(), options.pos_weight()),
       options.reduction());

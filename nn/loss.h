@@ -72,6 +72,11 @@ struct BinaryCrossEntropyWithLogitsFuncOptions {
 
 namespace functional {
 
+// Weights are constants, as in PyTorch: a weight or pos_weight that requires grad (with grad mode
+// on) is an Error, except cross_entropy's weight with class probabilities (PyTorch's composite),
+// which gets its gradient. cross_entropy and nll_loss of an input with no elements give PyTorch's
+// answer (none: zeros of the loss's shape, sum: 0, mean: nan) whatever its other dims.
+
 // The options under their functional names too, as libtorch has them (F::CrossEntropyFuncOptions).
 using nn::BinaryCrossEntropyFuncOptions;
 using nn::BinaryCrossEntropyWithLogitsFuncOptions;

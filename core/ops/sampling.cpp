@@ -43,6 +43,7 @@ Tensor randint(int64_t high, const Shape& shape, const TensorOptions& options, G
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
+  OpScope scope("multinomial");  // size errors (num_samples rows too many for memory) name it
   detail::check_defined(probs, "multinomial");
   check(is_floating(probs.dtype()),
         "multinomial only supports floating-point dtypes for input, got: ",

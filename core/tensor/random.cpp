@@ -1,6 +1,7 @@
 #include "core/tensor/random.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -48,10 +49,20 @@ void check_fillable(const Tensor& t, const char* op) {
 
 Tensor& uniform_(Tensor& t, double from, double to, Generator* gen) {
   check_fillable(t, "uniform_");
-  check(from <= to, "uniform_: expects to return a [from, to) range, but found from=", from,
-        " > to=", to);
   dispatch_floating(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    // PyTorch's bounds: from and to finite in T, and to - from too (a range of inf or nan
+    // would fill inf and nan).
+    constexpr double kMax = static_cast<double>(std::numeric_limits<T>::max());
+    check(from >= -kMax && from <= kMax, "uniform_: from=", from, " is out of bounds for ",
+          dtype_name(t.dtype()));
+    check(to >= -kMax && to <= kMax, "uniform_: to=", to, " is out of bounds for ",
+          dtype_name(t.dtype()));
+    check(from <= to, "uniform_: expects to return a [from, to) range, but found from=", from,
+          " > to=", to);
+    check(to - from <= kMax, "uniform_: expects to - from <= the largest ", dtype_name(t.dtype()),
+          ", but found to=", to, " and from=", from,
+          " which result in to - from to exceed the limit");
     fill_in_memory_order<T>(t, [&](T* data, int64_t n) {
       random_fill::uniform(data, n, from, to, generator_or_default(gen));
     });

@@ -106,14 +106,16 @@ void Tensor::set(const std::vector<int64_t>& index, Scalar value) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   detail::check_defined(*this, "to_vector");
-  const int64_t n = numel_of(shape(), "to_vector");
+  // Inside an op (gather's or embedding's index, read as a vector), the size errors name the op.
+  const char* op = OpScope::name_or("to_vector");
+  const int64_t n = numel_of(shape(), op);
   std::vector<T> out;
   try {
     out.resize(static_cast<std::size_t>(n));
   } catch (const std::bad_alloc&) {  // an expanded view's values may not fit in memory
-    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+    fail(op, ": cannot allocate ", n, " values for a tensor of shape ", shape());
   } catch (const std::length_error&) {
-    fail("to_vector: cannot allocate ", n, " values for a tensor of shape ", shape());
+    fail(op, ": cannot allocate ", n, " values for a tensor of shape ", shape());
   }
   dispatch(dtype(), [&](auto tag) {
     using S = decltype(tag);
@@ -177,6 +179,16 @@ void Tensor::set_grad(const Tensor& grad) {
           dtype_name(grad.dtype()), ", the tensor is ", dtype_name(impl.dtype), ")");
     check(grad.shape() == impl.shape, "set_grad: assigned grad has data of a different size (",
           grad.shape(), ", the tensor is ", impl.shape, ")");
+    // A tensor owns its .grad: a chain of .grads leading back to this tensor (a.set_grad(b)
+    // with b.grad() being a) would own itself and never be freed. (PyTorch accepts it, and
+    // leaks; only the tensor itself is refused there.)
+    int64_t depth = 1;
+    for (const TensorImpl* g = grad.impl()->grad.impl(); g != nullptr; g = g->grad.impl()) {
+      check(g != impl_.get(), "set_grad: the assigned grad (shape ", grad.shape(),
+            ") leads back to this tensor through ", depth,
+            " .grad link(s): the tensors would own each other and never be freed");
+      ++depth;
+    }
   }
   impl.grad = grad;
 }

@@ -43,6 +43,7 @@ using ::testing::Pointwise;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using test::error_of;
+using test::expect_error;
 using test::expect_tensor;
 using test::values;
 
@@ -192,6 +193,29 @@ TEST(AutogradBackward, LeafGradientsAccumulateInPlaceLikePyTorch) {
   ASSERT_NE(x.grad().grad_fn(), nullptr);
   EXPECT_EQ(x.grad().grad_fn()->name(), "AddBackward0");
   x.set_grad(Tensor());  // the graph of x.grad holds x's AccumulateGrad: drop it
+}
+
+// A tensor owns its .grad, so a chain of .grads leading back to the tensor would own itself and
+// never be freed (PyTorch refuses only the tensor itself, "can't assign Variable as its own
+// grad", and leaks the rest). set_grad refuses any such chain; the .grad is left as it was.
+TEST(AutogradBackward, SetGradRefusesAChainOfGradsBackToTheTensor) {
+  Tensor a = zeros({3}), b = ones({3}), c = full({3}, 2.0);
+  expect_error([&] { a.set_grad(a); }, "set_grad: can't assign Variable as its own grad");
+  b.set_grad(a);
+  expect_error([&] { a.set_grad(b); },
+               "set_grad: the assigned grad (shape [3]) leads back to this tensor through 1 .grad "
+               "link(s): the tensors would own each other and never be freed");
+  EXPECT_FALSE(a.grad().defined());
+  c.set_grad(b);  // c -> b -> a
+  expect_error([&] { a.set_grad(c); }, "leads back to this tensor through 2 .grad link(s)");
+  EXPECT_FALSE(a.grad().defined());
+  // A chain that does not come back is fine, and so is replacing a link that closed none.
+  Tensor d = zeros({3});
+  a.set_grad(d);
+  EXPECT_TRUE(a.grad().is_same(d));
+  b.set_grad(Tensor());
+  a.set_grad(b);  // a -> b, b's .grad dropped
+  EXPECT_TRUE(a.grad().is_same(b));
 }
 
 // A leaf frozen after the graph was built gets no .grad, as PyTorch's AccumulateGrad skips a

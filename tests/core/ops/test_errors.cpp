@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -522,6 +523,62 @@ TEST(ErrorsSize, AnOpOnAHugeExpandedViewNamesItself) {
               empty({test::kHugeDim, test::kHugeDim});
             }),
             "empty: Storage size calculation overflowed with sizes=" + sizes + " and itemsize=4");
+}
+
+// uniform_ takes PyTorch's bounds: from and to finite in the tensor's dtype and to - from no
+// larger than its largest value ("from is out of bounds for float", "uniform_ expects to-from <=
+// std::numeric_limits<Float>::max()"); otherwise it would fill inf and nan. Within them it fills.
+TEST(ErrorsRandom, UniformRangeOutsideTheDtypeIsAnError) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor f = zeros({3});
+  Tensor d = zeros({3}, DType::Float64);
+  expect_error([&] { uniform_(f, -1e300, 1e30); },
+               "uniform_: from=-1e+300 is out of bounds for float32");
+  expect_error([&] { uniform_(f, 0, inf); }, "uniform_: to=inf is out of bounds for float32");
+  expect_error([&] { uniform_(d, -inf, inf); }, "uniform_: from=-inf is out of bounds for float64");
+  expect_error([&] { uniform_(d, nan, 1); }, "uniform_: from=nan is out of bounds for float64");
+  expect_error([&] { uniform_(d, 0, nan); }, "uniform_: to=nan is out of bounds for float64");
+  expect_error([&] { uniform_(f, -3e38, 3e38); },
+               "uniform_: expects to - from <= the largest float32, but found to=3e+38 and "
+               "from=-3e+38");
+  expect_error([&] { uniform_(d, -1.7e308, 1.7e308); }, "expects to - from <= the largest float64");
+  expect_error([&] { uniform_(f, 1, 0); }, "uniform_: expects to return a [from, to) range");
+  // The widest ranges that fit are filled with finite numbers in [from, to).
+  uniform_(d, -1e300, 1e300);
+  uniform_(f, -3.4028234663852886e38, 0);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(std::isfinite(d.at({i})) && std::abs(d.at({i})) <= 1e300) << d.at({i});
+    EXPECT_TRUE(std::isfinite(f.at({i})) && f.at({i}) <= 0) << f.at({i});
+  }
+}
+
+// An op whose index or sample count is too large for memory names itself, not the step that
+// failed (the factory `empty`, or `to_vector` reading an expanded index).
+TEST(ErrorsMemory, IndexAndSampleCountsTooLargeForMemoryNameTheOp) {
+  const int64_t big = int64_t{1} << 40;
+  const Tensor index = zeros({1}, DType::Int64).expand({big});
+  expect_error(
+      [&] { gather(ones({2}), 0, index); },
+      "gather: cannot allocate 1099511627776 values for a tensor of shape [1099511627776]");
+  expect_error([&] { embedding(ones({2, 2}), index); }, "embedding: cannot allocate");
+  expect_error(
+      [&] {
+        multinomial(tensor({0.5, 0.5}), big, true);
+      },
+      "multinomial: cannot allocate a tensor of shape [1099511627776]");
+  expect_error(
+      [&] {
+        multinomial(ones({1, 3}).expand({big, 3}), 2, true);
+      },
+      "multinomial: cannot allocate a tensor of shape [1099511627776, 2]");
+  expect_error(
+      [&] {
+        multinomial(tensor({0.5, 0.5}), std::numeric_limits<int64_t>::max(), true);
+      },
+      "multinomial: Storage size calculation overflowed");
+  // Outside any op, to_vector names itself.
+  expect_error([&] { index.to_vector<int64_t>(); }, "to_vector: cannot allocate 1099511627776");
 }
 
 }  // namespace
