@@ -849,8 +849,11 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOpti
   check(is_floating(dtype), "mse_loss: not implemented for ", dtype_name(dtype), " (input ",
         dtype_name(input.dtype()), " ", input.shape(), ", target ", dtype_name(target.dtype()), " ",
         target.shape(), "); expected a floating point input or target");
+  // Its kernel reads a bool operand as the promoted dtype (where the `-` operator refuses bool,
+  // as l1_loss's composite (input - target).abs() does).
+  auto as_dtype = [&](const Tensor& t) { return t.dtype() == DType::Bool ? t.to(dtype) : t; };
   static std::atomic<bool> warned{false};
-  Tensor d = broadcast_difference("mse_loss", input, target, warned);
+  Tensor d = broadcast_difference("mse_loss", as_dtype(input), as_dtype(target), warned);
   return reduce(d * d, options.reduction());
 }
 

@@ -570,6 +570,13 @@ TEST(Loss, MseLossOfIntegersIsAnErrorForEveryReduction) {
   EXPECT_EQ(F::mse_loss(from_vector({1, 2}, {2}, DType::Int64), tensor({1.0, 3.0})).item(), 0.5);
   EXPECT_EQ(F::mse_loss(tensor({1.0, 2.0}), from_vector({1, 0}, {2}, DType::Bool)).item(), 2.0);
   EXPECT_EQ(F::l1_loss(i, i, nn::kSum).dtype(), DType::Int64);
+  // torch.nn.functional.l1_loss(torch.tensor([1., 2.]), torch.tensor([True, False])): the `-`
+  // operator's "Subtraction, the `-` operator, with a bool tensor is not supported".
+  expect_error(
+      [&] {
+        F::l1_loss(tensor({1.0, 2.0}), from_vector({1, 0}, {2}, DType::Bool));
+      },
+      "with a bool tensor is not supported");
 }
 
 // An input with no elements, whatever its other dims ([0, 2^62] classes, [2^31, 0] positions),
