@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "core/base/allocator.h"
 #include "core/base/convert.h"
 #include "core/base/format.h"
 #include "core/base/grad_mode.h"
@@ -109,6 +110,11 @@ std::vector<T> Tensor::to_vector() const {
   // Inside an op (gather's or embedding's index, read as a vector), the size errors name the op.
   const char* op = OpScope::name_or("to_vector");
   const int64_t n = numel_of(shape(), op);
+  // More values than the machine's memory holds is refused before asking for them (an expanded
+  // view of 2^40 elements would ask the allocator for 8 TB).
+  if (static_cast<double>(n) * sizeof(T) > detail::physical_memory_bytes()) {
+    fail(op, ": cannot allocate ", n, " values for a tensor of shape ", shape());
+  }
   std::vector<T> out;
   try {
     out.resize(static_cast<std::size_t>(n));
