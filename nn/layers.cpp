@@ -100,6 +100,9 @@ LayerNorm::LayerNorm(Shape normalized_shape_, double eps_, bool elementwise_affi
   reset_parameters();
 }
 
+LayerNorm::LayerNorm(int64_t normalized_size, double eps_, bool elementwise_affine_)
+    : LayerNorm(Shape{normalized_size}, eps_, elementwise_affine_) {}
+
 void LayerNorm::reset_parameters() {
   if (!elementwise_affine) return;
   init::ones_(weight);

@@ -56,8 +56,7 @@ class Embedding : public Module {
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
-  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true)
-      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true);
   Tensor forward(const Tensor& x) override;
   void reset_parameters();
   std::string extra_repr() const override;  // "(768,), eps=1e-05, elementwise_affine=True"

@@ -287,6 +287,9 @@ std::vector<double> CosineAnnealingLR::closed_form_lr() {
 
 // ---- OneCycleLR ----
 
+OneCycleLROptions::OneCycleLROptions(double max_lr_, int64_t total_steps_)
+    : max_lr(max_lr_), total_steps(total_steps_) {}
+
 namespace {
 bool has_option(const OptimizerOptions& o, const char* name) { return o.to_map().count(name) > 0; }
 }  // namespace

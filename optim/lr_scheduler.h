@@ -151,8 +151,7 @@ class CosineAnnealingLR : public LRScheduler {
 };
 
 struct OneCycleLROptions {
-  OneCycleLROptions(double max_lr, int64_t total_steps)
-      : max_lr(max_lr), total_steps(total_steps) {}
+  OneCycleLROptions(double max_lr, int64_t total_steps);
   double max_lr;
   int64_t total_steps;
   double pct_start = 0.3;

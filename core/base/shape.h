@@ -68,7 +68,7 @@ inline bool is_row_major(const Shape& shape, const Shape& strides) {
   for (int64_t s : shape)
     if (s == 0) return true;
   int64_t expected = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+  for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] == 1) continue;
     if (strides[d] != expected) return false;
     if (__builtin_mul_overflow(expected, shape[d], &expected)) return false;
