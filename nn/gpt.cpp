@@ -362,6 +362,14 @@ void check_ids(const Tensor& idx, int64_t max_new_tokens, int64_t context_size, 
       static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
 }
 
+// The output of a batch of no rows after its step `step`: every step gives it an empty column
+// and draws nothing, so the steps after the first (whose model call checks what it checks) only
+// make its shape, [0, n + max_new_tokens]; stepping max_new_tokens times (up to what the
+// memory check lets through, which no rows never fill) could take days.
+Tensor no_rows(const Tensor& idx, int64_t step, int64_t max_new_tokens) {
+  return zeros({0, idx.size(1) + (max_new_tokens - step - 1)}, DType::Int64);
+}
+
 // The last context_size ids of each row: idx[:, -context_size:].
 Tensor crop(const Tensor& idx, int64_t context_size) {
   const int64_t n = idx.size(1);
@@ -445,6 +453,7 @@ Tensor generate_text_simple(Module& model, Tensor idx, int64_t max_new_tokens, i
     Tensor probas = softmax(logits, -1);
     Tensor idx_next = argmax(probas, -1, /*keepdim=*/true);  // [batch, 1]
     idx = cat({idx, idx_next}, 1);
+    if (idx.size(0) == 0) return no_rows(idx, step, max_new_tokens);
   }
   return idx;
 }
@@ -491,6 +500,7 @@ Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t conte
       }
     }
     idx = cat({idx, idx_next}, 1);
+    if (idx.size(0) == 0) return no_rows(idx, step, max_new_tokens);
   }
   return idx;
 }

@@ -1,5 +1,6 @@
 #include "nn/gpt_weights.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "core/base/error.h"
 #include "core/base/grad_mode.h"
+#include "core/base/repr.h"
 
 namespace ember::nn {
 
@@ -34,6 +36,29 @@ GPTConfig gpt2_config(const std::string& name) {
 void load_gpt2_weights(GPTModel& model, const std::string& safetensors_path) {
   load_gpt2_weights(model, load_safetensors(safetensors_path).tensors);
 }
+
+namespace {
+
+// GPT-2's weights are all finite: a NaN or an infinity is a corrupt file (or one saved after
+// training diverged), whose model would generate garbage without a word. An Error names the
+// tensor, the value and where it is.
+void check_finite(const std::string& name, const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const float* data = c.data_ptr<float>();
+  const int64_t n = c.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(data[i])) continue;
+    std::string index;
+    for (int64_t d = c.dim() - 1, rest = i; d >= 0; --d) {
+      index = std::to_string(rest % c.size(d)) + (index.empty() ? "" : ", ") + index;
+      rest /= c.size(d);
+    }
+    fail("load_gpt2_weights: ", name, " holds ", float_repr(data[i]), " at [", index,
+         "]: GPT-2's weights are all finite (a corrupt file?); nothing was loaded");
+  }
+}
+
+}  // namespace
 
 void load_gpt2_weights(GPTModel& model, const NamedTensorList& tensors) {
   const GPTConfig& cfg = model.cfg;
@@ -68,6 +93,7 @@ void load_gpt2_weights(GPTModel& model, const NamedTensorList& tensors) {
           ", context ", cfg.context_length, ", emb_dim ", E, ")");
     check(it->second.dtype() == DType::Float32, "load_gpt2_weights: ", name, " has dtype ",
           dtype_name(it->second.dtype()), ", expected float32 (or F16/BF16, read as float32)");
+    check_finite(name, it->second);
     used.insert(name);
     return it->second;
   };

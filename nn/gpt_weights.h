@@ -21,7 +21,9 @@
 //
 // The model must be built with qkv_bias = true and the file's sizes: a tensor the config does
 // not expect, a missing one, or a shape that does not fit is an ember::Error naming the tensor
-// and both shapes, before any parameter is changed.
+// and both shapes, before any parameter is changed. So is a NaN or an infinity in a tensor (its
+// name, value and index): GPT-2's weights are all finite, and a model loaded from a corrupt file
+// would generate garbage without a word (PyTorch's load_state_dict copies whatever it is given).
 #pragma once
 
 #include <string>

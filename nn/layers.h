@@ -27,7 +27,8 @@ class Linear : public Module {
 };
 
 // In training mode, zeroes each element with probability p and scales the others by
-// 1 / (1 - p) (ember::dropout); in eval mode, or with p = 0, it is the identity.
+// 1 / (1 - p) (ember::dropout); in eval mode, or with p = 0, it is the identity (also of an int64
+// or bool tensor, as PyTorch's; in training those take p = 1 only, which zeroes them).
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/autograd/log.h"
 #include "core/base/grad_mode.h"
 #include "core/base/parallel.h"
 #include "core/graph/function.h"
@@ -791,6 +792,7 @@ Tensor broadcast_difference(const char* op, const Tensor& input, const Tensor& t
   OpScope scope(op);
   broadcast_shapes(input.shape(), target.shape(), op);  // or an Error naming op and both shapes
   if (target.shape() != input.shape() && !warned.exchange(true)) {
+    logging::init_from_env();  // EMBER_LOG=off (or error) silences the warning
     spdlog::warn(
         "{}: Using a target size ({}) that is different to the input size ({}). This will likely "
         "lead to incorrect results due to broadcasting. Please ensure they have the same size.",

@@ -159,44 +159,84 @@ std::string utf8_replace_invalid(std::string_view bytes) {
 
 namespace {
 
-// The pieces of `text`, which starts at byte `base` of the text given to encode (an invalid
-// UTF-8 error names the offset in that text).
-std::vector<std::string_view> pretokenize(std::string_view text, const char* op, std::size_t base) {
-  const std::vector<CodePoint> cps = decode_strict(text, op, base);
-  const std::size_t n = cps.size();
-  auto offset = [&](std::size_t k) { return k < n ? cps[k].offset : text.size(); };
-  std::vector<std::string_view> pieces;
-  std::size_t i = 0;
-  auto take = [&](std::size_t end) {  // the piece of code points [i, end)
-    pieces.push_back(text.substr(offset(i), offset(end) - offset(i)));
+// Fails, naming `op` and the byte offset (`base` + its offset in `text`), at the first byte of
+// `text` that does not start a well-formed UTF-8 sequence; allocates nothing.
+void check_utf8(std::string_view text, const char* op, std::size_t base) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t bad = 0;
+    char32_t cp = 0;
+    const std::size_t n = utf8_sequence(text, i, bad, cp);
+    if (n == 0) decode_strict(text.substr(i, bad), op, base + i);  // fails, naming the bytes
+    i += n;
+  }
+}
+
+// The code point at text[i] of a valid UTF-8 text, and the offset after it.
+struct Decoded {
+  char32_t cp;
+  std::size_t end;
+};
+Decoded decode_at(std::string_view text, std::size_t i) {
+  const auto b = static_cast<unsigned char>(text[i]);
+  if (b < 0x80) return {b, i + 1};
+  std::size_t bad = 0;
+  char32_t cp = 0;
+  const std::size_t n = utf8_sequence(text, i, bad, cp);
+  return {cp, i + n};
+}
+
+// Calls piece(view) for each piece of `text` in order (views into it), decoding the code points
+// as it goes: it keeps no copy of the text, nor of its code points. `text` starts at byte `base`
+// of the text given to encode (an invalid UTF-8 error names the offset in that text); it is
+// checked whole before the first piece.
+template <class Piece>
+void pretokenize(std::string_view text, const char* op, std::size_t base, Piece&& piece) {
+  check_utf8(text, op, base);
+  const std::size_t n = text.size();
+  std::size_t i = 0;                  // the offset of the next piece
+  auto take = [&](std::size_t end) {  // the piece [i, end)
+    piece(text.substr(i, end - i));
     i = end;
   };
-  // A run of code points of one class from k on: the end of the run.
+  // A run of code points of one class from offset k on: the offset where it ends.
   auto run = [&](std::size_t k, bool (*cls)(char32_t)) {
-    while (k < n && cls(cps[k].cp)) ++k;
+    while (k < n) {
+      const Decoded d = decode_at(text, k);
+      if (!cls(d.cp)) break;
+      k = d.end;
+    }
     return k;
   };
   while (i < n) {
-    const char32_t c = cps[i].cp;
+    const Decoded d0 = decode_at(text, i);
+    const char32_t c = d0.cp;
     // 's|'t|'re|'ve|'m|'ll|'d
-    if (c == U'\'' && i + 1 < n) {
-      const char32_t c1 = cps[i + 1].cp, c2 = i + 2 < n ? cps[i + 2].cp : 0;
+    if (c == U'\'' && d0.end < n) {
+      const Decoded d1 = decode_at(text, d0.end);
+      const Decoded d2 = d1.end < n ? decode_at(text, d1.end) : Decoded{0, d1.end};
+      const char32_t c1 = d1.cp, c2 = d2.cp;
       if (c1 == U's' || c1 == U't' || c1 == U'm' || c1 == U'd') {
-        take(i + 2);
+        take(d1.end);
         continue;
       }
       if ((c1 == U'r' && c2 == U'e') || (c1 == U'v' && c2 == U'e') || (c1 == U'l' && c2 == U'l')) {
-        take(i + 3);
+        take(d2.end);
         continue;
       }
     }
     // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': one class's run, with one leading space
+    const Decoded d1 = c == U' ' && d0.end < n ? decode_at(text, d0.end) : Decoded{0, d0.end};
     bool matched = false;
     for (bool (*cls)(char32_t) : {is_letter, is_number, is_other}) {
       if (cls(c)) {
         take(run(i, cls));
-      } else if (c == U' ' && i + 1 < n && cls(cps[i + 1].cp)) {
-        take(run(i + 1, cls));
+      } else if (c == U' ' && d0.end < n && cls(d1.cp)) {
+        take(run(d0.end, cls));
       } else {
         continue;
       }
@@ -207,16 +247,23 @@ std::vector<std::string_view> pretokenize(std::string_view text, const char* op,
     // '\s+(?!\S)|\s+': c is whitespace (nothing else is left). A run reaching the end is one
     // piece; otherwise the run's last character is left for the word that follows, unless the
     // run is that one character.
-    const std::size_t end = run(i, is_space);
-    take(end == n || end - i == 1 ? end : end - 1);
+    std::size_t last = i, end = d0.end;  // the run's last code point is [last, end)
+    while (end < n) {
+      const Decoded d = decode_at(text, end);
+      if (!is_space(d.cp)) break;
+      last = end;
+      end = d.end;
+    }
+    take(end == n || last == i ? end : last);
   }
-  return pieces;
 }
 
 }  // namespace
 
 std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
-  return pretokenize(text, "gpt2_pretokenize", 0);
+  std::vector<std::string_view> pieces;
+  pretokenize(text, "gpt2_pretokenize", 0, [&](std::string_view p) { pieces.push_back(p); });
+  return pieces;
 }
 
 GPT2Tokenizer::GPT2Tokenizer(const std::string& dir) {
@@ -435,8 +482,8 @@ std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text, bool allow_end
             " and it is not allowed (pass allow_endoftext = true to encode it as id ", kEndOfText,
             ")");
     }
-    for (std::string_view piece : pretokenize(part, "GPT2Tokenizer::encode", start))
-      encode_piece(piece, ids);
+    pretokenize(part, "GPT2Tokenizer::encode", start,
+                [&](std::string_view piece) { encode_piece(piece, ids); });
     if (special == std::string_view::npos) break;
     ids.push_back(kEndOfText);
     start = special + kEndOfTextStr.size();

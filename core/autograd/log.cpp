@@ -1,5 +1,6 @@
 #include "core/autograd/log.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cctype>
@@ -23,6 +24,26 @@ std::optional<spdlog::level::level_enum> parse_level(std::string_view value) {
   }
   return std::nullopt;
 }
+
+bool log_to_stderr() {
+  const auto current = spdlog::default_logger();
+  if (current == nullptr || !current->name().empty() || current->sinks().size() != 1) return false;
+  if (!std::dynamic_pointer_cast<spdlog::sinks::stdout_color_sink_mt>(current->sinks()[0])) {
+    return false;  // a logger the program installed
+  }
+  auto logger =
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_level(current->level());
+  logger->flush_on(current->flush_level());
+  spdlog::set_default_logger(std::move(logger));
+  return true;
+}
+
+namespace {
+// Before main, while no thread logs (spdlog's default logger must not be replaced while another
+// thread logs through it): every program linked with Ember logs to stderr from its first line.
+[[maybe_unused]] const bool logs_on_stderr = log_to_stderr();
+}  // namespace
 
 void init_from_env() {
   static std::once_flag once;

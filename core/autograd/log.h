@@ -1,4 +1,5 @@
-// Logging through spdlog, off unless asked for: EMBER_LOG=debug (or trace, info, warn...).
+// Logging through spdlog, on stderr, off unless asked for: EMBER_LOG=debug (or trace, info,
+// warn...).
 #pragma once
 
 #include <spdlog/common.h>
@@ -11,6 +12,14 @@
 #include "core/tensor/tensor.h"
 
 namespace ember::logging {
+
+// spdlog's default logger writes to stdout, where a program's output goes (the text
+// train_gpt --generate prints, a table a pipeline reads): Ember's messages and its warnings
+// belong on stderr. Replaces spdlog's own default logger, untouched, with the same logger on
+// stderr (same name, level and flush level); returns whether it did. A default logger the
+// program installed is left as it is. Ember calls it once before main (while no thread logs);
+// a program that sets spdlog's default logger back to stdout gets what it asked for.
+bool log_to_stderr();
 
 // Reads EMBER_LOG once (at the first backward) and, when it is set, sets spdlog's level to it.
 // Unset, spdlog's level stays what the program made it (spdlog's default is info; Ember logs

@@ -4,6 +4,14 @@
 // [1, kMaxNumThreads]), else OpenMP's default (the machine's cores, or OMP_NUM_THREADS). Every kernel that
 // runs in parallel asks get_num_threads() for its team size, and a kernel's results depend on
 // its inputs and this number only (never on timing).
+//
+// OpenMP (libgomp) starts the team's threads at the first parallel kernel, each with a stack of
+// the size ulimit -s gives (8 MiB by default) or OMP_STACKSIZE. Under an address-space limit too
+// small for those stacks (ulimit -v of about 40 MB with two threads) libgomp cannot create them
+// and ends the program itself, with its own one-line message ("libgomp: Thread creation failed:
+// Resource temporarily unavailable", exit status 1), before Ember can raise an Error. One
+// thread (EMBER_NUM_THREADS=1, a program's --threads 1) or smaller stacks (OMP_STACKSIZE=1M)
+// run under such a limit; Ember's own allocations there fail as ember::Errors naming the tensor.
 #pragma once
 
 namespace ember {

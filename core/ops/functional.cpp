@@ -13,9 +13,21 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   detail::check_defined(x, "dropout");
   OpScope scope("dropout");
   check(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
-  check(is_floating(x.dtype()), "dropout: expected a floating point tensor, got ",
-        dtype_name(x.dtype()));
   if (p == 0 || !training || x.numel() == 0) return x;
+  if (!is_floating(x.dtype())) {
+    // PyTorch's dropout of an int64 or bool tensor: x itself above, zeros of its dtype for
+    // p == 1, and otherwise its in-place scaling of the noise, of x's dtype, by 1 / (1 - p)
+    // refused.
+    const auto torch_name = [](DType t) {
+      return t == DType::Bool      ? "Bool"
+             : t == DType::Int64   ? "Long"
+             : t == DType::Float32 ? "Float"
+                                   : "Double";
+    };
+    check(p == 1, "dropout: result type ", torch_name(get_default_dtype()),
+          " can't be cast to the desired output type ", torch_name(x.dtype()));
+    return zeros(x.shape(), x.dtype());
+  }
   if (p == 1) return x * zeros({}, x.dtype());
   return x * dropout_noise(x.shape(), x.dtype(), p, gen);
 }

@@ -590,3 +590,25 @@ TEST(TrainGptExample, BadInputIsAMessage) {
 }
 
 }  // namespace
+
+// Logs go to stderr (core/autograd/log.h): with EMBER_LOG=debug, whose trace logs every backward
+// step, stdout holds the program's lines only, and stderr the trace.
+TEST(TrainGptExample, EmberLogWritesToStderrNotIntoTheOutput) {
+  const fs::path dir = temp_dir("ember_train_gpt_log");
+  const std::string command = "EMBER_LOG=debug '" + std::string(EMBER_TRAIN_GPT_BINARY) + "' '" +
+                              kVerdict +
+                              "' --emb-dim 16 --layers 1 --heads 2 --context 16 --max-steps 1 "
+                              "--epochs 1 --no-save --skip-initial --out '" +
+                              dir.string() + "'";
+  int code = -1;
+  const std::string out =
+      ember::testing_examples::run_command("(" + command + " 2>/dev/null)", code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("Ep 1 (Step 000000): Train loss "), std::string::npos) << out;
+  EXPECT_EQ(out.find("[debug]"), std::string::npos) << out;
+  const std::string err =
+      ember::testing_examples::run_command("(" + command + " >/dev/null)", code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("[debug] backward "), std::string::npos) << err;
+  fs::remove_all(dir);
+}

@@ -342,6 +342,28 @@ TEST(GPTGenerate, AnEmptyBatchGetsItsColumnsWithEos) {
   EXPECT_EQ(generate(model, none, 5, 8, 1.0, 2, 3, nullptr, true).shape(), (Shape{0, 7}));
 }
 
+// A batch of no rows returns at once whatever max_new_tokens is: its steps give empty columns and
+// draw nothing, so only the first runs (its checks still hold: an eos_id past the vocabulary).
+TEST(GPTGenerate, AnEmptyBatchDoesNotStepThroughAHugeMaxNewTokens) {
+  manual_seed(123);
+  GPTModel model(tiny_gpt_config());
+  model.eval();
+  const Tensor none = zeros({0, 2}, DType::Int64);
+  const int64_t huge = int64_t{1} << 50;
+  for (bool use_cache : {false, true}) {
+    manual_seed(5);
+    EXPECT_EQ(generate(model, none, huge, 8, 1.0, 2, std::nullopt, nullptr, use_cache).shape(),
+              (Shape{0, 2 + huge}));
+    const double after = rand({1}).item();
+    manual_seed(5);
+    EXPECT_EQ(after, rand({1}).item());  // nothing was drawn
+    expect_error([&] { generate(model, none, huge, 8, 0.0, std::nullopt, 16, nullptr, use_cache); },
+                 "generate: eos_id must be in [0, vocab_size = 16), got 16");
+  }
+  EXPECT_EQ(generate_text_simple(model, none, huge, 8).shape(), (Shape{0, 2 + huge}));
+  EXPECT_EQ(generate_text_simple(model, none, 1, 8).shape(), (Shape{0, 3}));
+}
+
 // top_k and eos_id that no vocabulary allows are Errors before any step (max_new_tokens = 0
 // too); those past the model's vocabulary, once its logits tell its size. An eos_id the model
 // cannot draw would never stop generation.

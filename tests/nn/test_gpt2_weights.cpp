@@ -4,9 +4,11 @@
 // both from scripts/fixtures/gen_gpt2_weights.py), and files that do not fit are errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,12 @@ TEST(GPT2Weights, TheFourConfigsAreTheBooks) {
   expect_error([] { gpt2_config("gpt3"); }, {"unknown model 'gpt3'"});
 }
 
+const Tensor& good_tensor(const NamedTensorList& tensors, const std::string& name) {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  throw std::runtime_error("no tensor " + name);
+}
+
 TEST(GPT2Weights, FilesThatDoNotFitAreErrorsNamingTensorAndShapes) {
   const NamedTensorList good = load_safetensors(kDir + "/gpt2_tiny.safetensors").tensors;
   auto with = [&](const std::string& name, std::optional<Tensor> replacement) {
@@ -141,6 +149,15 @@ TEST(GPT2Weights, FilesThatDoNotFitAreErrorsNamingTensorAndShapes) {
   untied.emplace_back("lm_head.weight", zeros({96, 12}));
   expect_error([&] { load_gpt2_weights(model, untied); },
                {"lm_head.weight differs from wte.weight"});
+  // A NaN or an infinity anywhere (GPT-2's weights are all finite): the tensor, value and index.
+  Tensor nan_attn = good_tensor(good, "h.1.attn.c_attn.weight").clone();
+  nan_attn[2][5].fill_(NAN);
+  expect_error([&] { load_gpt2_weights(model, with("h.1.attn.c_attn.weight", nan_attn)); },
+               {"load_gpt2_weights: h.1.attn.c_attn.weight holds nan at [2, 5]", "all finite"});
+  Tensor inf_bias = good_tensor(good, "ln_f.bias").clone();
+  inf_bias[11].fill_(-INFINITY);
+  expect_error([&] { load_gpt2_weights(model, with("ln_f.bias", inf_bias)); },
+               {"ln_f.bias holds -inf at [11]"});
   // Nothing was changed by the failed loads.
   EXPECT_EQ(model.state_dict().find("tok_emb.weight")->to_vector<float>(), before);
   // No qkv bias in the config.

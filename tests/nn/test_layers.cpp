@@ -514,6 +514,31 @@ TEST(Dropout, IdentityInEvalModeOrWithPZero) {
             "Dropout: dropout probability has to be between 0 and 1, but got 1.5");
 }
 
+// An int64 or bool tensor as PyTorch's dropout takes it: itself in eval mode or with p = 0,
+// zeros of its dtype with p = 1, and PyTorch's error for a p between, which would scale it by a
+// float.
+//   F.dropout(torch.ones(4, dtype=torch.long), 0.5, False)  # tensor([1, 1, 1, 1])
+//   F.dropout(torch.ones(4, dtype=torch.bool), 1.0, True)   # tensor([False, False, False, False])
+//   F.dropout(torch.ones(4, dtype=torch.long), 0.5, True)
+//   # RuntimeError: result type Float can't be cast to the desired output type Long
+TEST(Dropout, IntegerAndBoolTensorsAsPyTorchs) {
+  const Tensor longs = ones({4}, DType::Int64), bools = ones({4}, DType::Bool);
+  Dropout half(0.5);
+  half.eval();
+  EXPECT_TRUE(half(longs).is_same(longs));
+  EXPECT_TRUE(half(bools).is_same(bools));
+  EXPECT_TRUE(Dropout(0.0)(longs).is_same(longs));
+  for (const Tensor& x : {longs, bools}) {
+    const Tensor zeroed = Dropout(1.0)(x);
+    EXPECT_EQ(zeroed.dtype(), x.dtype());
+    EXPECT_EQ(zeroed.to(DType::Int64).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0, 0}));
+  }
+  EXPECT_EQ(error_of([&] { Dropout(0.5)(longs); }),
+            "dropout: result type Float can't be cast to the desired output type Long");
+  EXPECT_EQ(error_of([&] { Dropout(0.3)(bools); }),
+            "dropout: result type Float can't be cast to the desired output type Bool");
+}
+
 TEST(Dropout, GradientIsMaskedAndScaledLikeTheOutput) {
   manual_seed(123);
   Tensor x = ones({6, 6}).requires_grad_();

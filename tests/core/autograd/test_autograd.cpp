@@ -9,9 +9,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -987,6 +991,51 @@ TEST(AutogradTrace, EmberLogLeavesTheProgramsLevelUnlessItIsSet) {
               ::testing::ExitedWithCode(spdlog::level::trace), "");
   EXPECT_EXIT(level_after_backward("loud", spdlog::level::info),
               ::testing::ExitedWithCode(spdlog::level::info), "");
+}
+
+// Ember's messages go to stderr, never into a program's output on stdout (a pipeline reading
+// train_gpt --generate's text): spdlog's default logger, untouched by the program, writes to
+// stderr at spdlog's default level. In a child process, whose stdout is a file that must stay
+// empty.
+TEST(AutogradTrace, LogsGoToStderrNotStdout) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto warn_and_exit = [] {
+    std::fflush(stdout);  // what GoogleTest printed stays out of the file
+    std::FILE* out = std::tmpfile();
+    if (out == nullptr || dup2(fileno(out), STDOUT_FILENO) < 0) std::_Exit(2);
+    spdlog::warn("ember-log-probe");
+    spdlog::default_logger()->flush();
+    std::fflush(stdout);
+    struct stat st {};
+    if (fstat(STDOUT_FILENO, &st) != 0) std::_Exit(3);
+    std::_Exit(st.st_size == 0 && spdlog::get_level() == spdlog::level::info ? 0 : 1);
+  };
+  EXPECT_EXIT(warn_and_exit(), ::testing::ExitedWithCode(0), "ember-log-probe");
+}
+
+// log_to_stderr replaces spdlog's own stdout logger, keeping its level; a logger the program
+// installed stays.
+TEST(AutogradTrace, LogToStderrKeepsTheProgramsLogger) {
+  const auto previous = spdlog::default_logger();
+  auto stdout_logger =
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stdout_color_sink_mt>());
+  stdout_logger->set_level(spdlog::level::err);
+  spdlog::set_default_logger(stdout_logger);
+  EXPECT_TRUE(logging::log_to_stderr());
+  const auto replaced = spdlog::default_logger();
+  ASSERT_EQ(replaced->sinks().size(), 1u);
+  EXPECT_NE(std::dynamic_pointer_cast<spdlog::sinks::stderr_color_sink_mt>(replaced->sinks()[0]),
+            nullptr);
+  EXPECT_EQ(replaced->level(), spdlog::level::err);
+  EXPECT_FALSE(logging::log_to_stderr());  // already on stderr
+
+  std::ostringstream out;
+  auto own =
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  spdlog::set_default_logger(own);
+  EXPECT_FALSE(logging::log_to_stderr());
+  EXPECT_EQ(spdlog::default_logger(), own);
+  spdlog::set_default_logger(previous);
 }
 
 TEST(AutogradTrace, DebugLevelLogsEveryBackwardStep) {
