@@ -43,8 +43,11 @@ int64_t wrapping_pow(int64_t x, uint64_t p) {
 // Arithmetic
 // ---------------------------------------------------------------------------------------------
 
-// torch.add(a, b, alpha=...) for integer results takes an integer alpha only.
+// torch.add(a, b, alpha=...) for integer results takes an integer alpha only, and a bool alpha
+// only for a bool result.
 void check_alpha(DType t, Scalar alpha, const char* op) {
+  check(!alpha.is_bool() || t == DType::Bool, op,
+        ": Boolean alpha only supported for Boolean results (result dtype ", dtype_name(t), ")");
   check(is_floating(t) || alpha.is_integral(), op,
         ": for integral input tensors, argument alpha must not be a floating point number (got ",
         alpha.to_double(), ")");
@@ -259,6 +262,11 @@ struct Pow : OpFunction<Pow> {
     check(is_floating(x.dtype()) || !exponent_.is_integral() || p >= 0,
           "pow: Integers to negative integer powers are not allowed (exponent ", p, ", dtype ",
           dtype_name(x.dtype()), ")");
+    // A bool exponent of a bool tensor leaves a bool result, which pow does not compute
+    // (torch.tensor([True]).pow(True): "pow" not implemented for 'Bool').
+    check(x.dtype() != DType::Bool || !exponent_.is_bool(),
+          "pow: not implemented for bool (a bool tensor to a bool exponent; shape ", x.shape(),
+          ")");
     DType d = is_floating(x.dtype()) || !exponent_.is_integral() ? floating_type(x) : x.dtype();
     if (d == DType::Bool) d = DType::Int64;  // torch.tensor([True, False]).pow(2): int64 [1, 0]
     if (d == DType::Int64) {
