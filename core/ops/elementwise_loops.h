@@ -105,10 +105,9 @@ Tensor binary_kernel(const Tensor& a, const Tensor& b, DType compute, const char
 // Bool tensors take no arithmetic here (PyTorch refuses most of it too).
 template <typename F>
 Tensor unary_kernel(const Tensor& t, DType compute, F f) {
-  check(compute != DType::Bool,
-        "elementwise op: bool tensors are not supported here; convert "
-        "with .to(float32) first (shape ",
-        t.shape(), ")");
+  check(compute != DType::Bool, OpScope::name_or("elementwise op"),
+        ": not implemented for bool tensors; convert with .to(float32) first (shape ", t.shape(),
+        ")");
   Tensor x = t.to(compute);
   Tensor out = detail::empty_for_overwrite(x.shape(), compute);  // unary_map writes it all
   auto run = [&](auto tag) {

@@ -13,10 +13,15 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   detail::check_defined(x, "dropout");
   OpScope scope("dropout");
   check(p >= 0 && p <= 1, "dropout: dropout probability has to be between 0 and 1, but got ", p);
-  check(is_floating(x.dtype()), "dropout: expected a floating point tensor, got ",
-        dtype_name(x.dtype()));
+  // As PyTorch's: any dtype passes through when nothing is dropped, and p == 1 multiplies by a
+  // zero of x's dtype; only the float noise of 0 < p < 1 needs a floating point x (PyTorch's
+  // in-place scaling of an int64 or bool x refuses the float result).
   if (p == 0 || !training || x.numel() == 0) return x;
   if (p == 1) return x * zeros({}, x.dtype());
+  check(is_floating(x.dtype()),
+        "dropout: result type Float can't be cast to the desired output "
+        "type ",
+        dtype_name(x.dtype()), " (dropout with 0 < p < 1 takes a floating point tensor)");
   return x * dropout_noise(x.shape(), x.dtype(), p, gen);
 }
 

@@ -82,6 +82,9 @@ Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
 
 ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
   detail::check_defined(t, "topk");
+  // PyTorch's topk kernel takes no bool tensor ("topk_cpu" not implemented for 'Bool'), while its
+  // sort and argsort do.
+  check(t.dtype() != DType::Bool, "topk: not implemented for bool (input shape ", t.shape(), ")");
   const int64_t d = sort_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() == 0 ? 1 : t.size(d);
   check(k >= 0 && k <= n, "topk: selected index k out of range (k = ", k, ", size ", n,
