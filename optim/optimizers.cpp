@@ -108,6 +108,18 @@ std::vector<std::string> SGD::known_state() const { return {"momentum_buffer"}; 
 
 Tensor SGD::step(const std::function<Tensor()>& closure) {
   Tensor loss = run_closure(closure);
+  // Without momentum, weight decay or maximize, PyTorch's SGD adds the gradient itself into the
+  // parameter (param.add_(grad, alpha=-lr)), which refuses a gradient that partially overlaps it
+  // (p.grad = p.detach().t()): an Error here too, raised before any parameter is updated. With
+  // any of the three it adds a new tensor and computes, as the update here does.
+  for (const ParamGroup& g : param_groups()) {
+    const auto& opt = options_of<SGDOptions>(*g.options);
+    if (opt.momentum() != 0 || opt.weight_decay() != 0 || opt.maximize()) continue;
+    for (const Tensor& p : g.params) {
+      const Tensor grad = p.grad();
+      if (grad.defined()) assert_no_partial_overlap(p, grad, "SGD");
+    }
+  }
   for_each_param([](Tensor& param, const Tensor& grad, const OptimizerOptions& o,
                     ParamState& state) {
     const auto& opt = options_of<SGDOptions>(o);

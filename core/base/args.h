@@ -47,24 +47,33 @@ namespace ember {
 
 // A number beside a tensor, as Python's: an integer keeps an integer tensor's dtype, a floating
 // point number makes it float32 (torch.arange(3) + 2 is int64, torch.arange(3) + 2.0 is float32),
-// as libtorch's c10::Scalar. Integers are kept exactly (int64 beyond 2^53).
+// as libtorch's c10::Scalar. Integers are kept exactly (int64 beyond 2^53). A C++ bool is a bool
+// scalar, as Python's True: it counts as the integer 0 or 1 wherever an integer is taken
+// (fill_(true), clamp(false, true) of an int64 tensor), keeps a bool tensor bool (mask + true is
+// bool, as in PyTorch) and refuses what PyTorch refuses of a bool (x - true, alpha=true for a
+// result that is not bool, a bool tensor's pow or clamp with bool arguments).
 class Scalar {
  public:
   template <typename I>
-  requires std::integral<I>
-  constexpr Scalar(I value)  // NOLINT: implicit on purpose
+  requires(std::integral<I> && !std::same_as<I, bool>) constexpr Scalar(I value)  // NOLINT
       : integral_(true), int_(static_cast<int64_t>(value)), double_(static_cast<double>(value)) {}
+  template <typename B>
+  requires std::same_as<B, bool>
+  constexpr Scalar(B value)  // NOLINT: implicit on purpose
+      : integral_(true), bool_(true), int_(value ? 1 : 0), double_(value ? 1.0 : 0.0) {}
   template <typename F>
   requires std::floating_point<F>
   constexpr Scalar(F value)  // NOLINT: implicit on purpose
       : integral_(false), double_(static_cast<double>(value)) {}
 
-  constexpr bool is_integral() const { return integral_; }
+  constexpr bool is_integral() const { return integral_; }  // an integer or a bool
+  constexpr bool is_bool() const { return bool_; }
   constexpr double to_double() const { return double_; }
   constexpr int64_t to_int64() const { return int_; }  // integral scalars only
 
  private:
   bool integral_;
+  bool bool_ = false;
   int64_t int_ = 0;
   double double_;
 };

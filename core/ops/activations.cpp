@@ -246,10 +246,22 @@ struct GptGelu : OpFunction<GptGelu> {
 
 Tensor tanh(const Tensor& t) { return apply<Tanh>(t); }
 Tensor sigmoid(const Tensor& t) { return apply<Sigmoid>(t); }
-Tensor relu(const Tensor& t) { return apply<Relu>(t); }
+Tensor relu(const Tensor& t) {
+  // torch.relu(torch.tensor([True])): Boolean inputs not supported for relu (int64 is fine).
+  detail::check_defined(t, "relu");
+  check(t.dtype() != DType::Bool, "relu: Boolean inputs not supported for relu (shape ", t.shape(),
+        ")");
+  return apply<Relu>(t);
+}
 Tensor gelu(const Tensor& t, const std::string& approximate) {
   check(approximate == "none" || approximate == "tanh",
         "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
+  // PyTorch's GELU kernel takes floating point tensors only ("GeluKernelImpl" not implemented
+  // for 'Long' or 'Bool'); the book's composite GELU (gpt_gelu) computes an integer one in
+  // float32 as its ops do.
+  detail::check_defined(t, "gelu");
+  check(is_floating(t.dtype()), "gelu: not implemented for ", dtype_name(t.dtype()),
+        " (\"GeluKernelImpl\" takes floating point tensors; shape ", t.shape(), ")");
   return apply<Gelu>(t, approximate == "tanh");
 }
 

@@ -43,8 +43,11 @@ int64_t wrapping_pow(int64_t x, uint64_t p) {
 // Arithmetic
 // ---------------------------------------------------------------------------------------------
 
-// torch.add(a, b, alpha=...) for integer results takes an integer alpha only.
+// torch.add(a, b, alpha=...) for integer results takes an integer alpha only, and a bool alpha
+// only for a bool result.
 void check_alpha(DType t, Scalar alpha, const char* op) {
+  check(!alpha.is_bool() || t == DType::Bool, op,
+        ": Boolean alpha only supported for Boolean results (result dtype ", dtype_name(t), ")");
   check(is_floating(t) || alpha.is_integral(), op,
         ": for integral input tensors, argument alpha must not be a floating point number (got ",
         alpha.to_double(), ")");
@@ -259,6 +262,11 @@ struct Pow : OpFunction<Pow> {
     check(is_floating(x.dtype()) || !exponent_.is_integral() || p >= 0,
           "pow: Integers to negative integer powers are not allowed (exponent ", p, ", dtype ",
           dtype_name(x.dtype()), ")");
+    // A bool exponent of a bool tensor leaves a bool result, which pow does not compute
+    // (torch.tensor([True]).pow(True): "pow" not implemented for 'Bool').
+    check(x.dtype() != DType::Bool || !exponent_.is_bool(),
+          "pow: not implemented for bool (a bool tensor to a bool exponent; shape ", x.shape(),
+          ")");
     DType d = is_floating(x.dtype()) || !exponent_.is_integral() ? floating_type(x) : x.dtype();
     if (d == DType::Bool) d = DType::Int64;  // torch.tensor([True, False]).pow(2): int64 [1, 0]
     if (d == DType::Int64) {
@@ -318,28 +326,25 @@ struct Abs : OpFunction<Abs> {
 // Three operands: addcmul and lerp (the optimizers' updates)
 // ---------------------------------------------------------------------------------------------
 
-// out = f(a, b, c) over the broadcast shape, in floating dtype d.
-template <typename F>
+// out = f(a, b, c) over the broadcast shape, in element type T (dtype d: floating, or int64 for
+// addcmul).
+template <typename T, typename F>
 Tensor ternary_kernel(const Tensor& a, const Tensor& b, const Tensor& c, DType d, const char* op,
                       F f) {
   Shape shape = broadcast_shapes(broadcast_shapes(a.shape(), b.shape(), op), c.shape(), op);
   Tensor x = a.to(d).expand(shape), y = b.to(d).expand(shape), z = c.to(d).expand(shape);
   Tensor out = empty(shape, d);
-  dispatch_floating(d, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = out.data_ptr<T>();
-    const T* xp = x.data_ptr<T>();
-    const T* yp = y.data_ptr<T>();
-    const T* zp = z.data_ptr<T>();
-    Shape os = contiguous_strides(shape);
-    kernels::for_each_row<4>(shape, {&os, &x.strides(), &y.strides(), &z.strides()},
-                             [&](auto off, int64_t n, auto step) {
-                               for (int64_t i = 0; i < n; ++i)
-                                 o[off[0] + i * step[0]] =
-                                     f(xp[off[1] + i * step[1]], yp[off[2] + i * step[2]],
-                                       zp[off[3] + i * step[3]]);
-                             });
-  });
+  T* o = out.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  const T* yp = y.data_ptr<T>();
+  const T* zp = z.data_ptr<T>();
+  Shape os = contiguous_strides(shape);
+  kernels::for_each_row<4>(
+      shape, {&os, &x.strides(), &y.strides(), &z.strides()}, [&](auto off, int64_t n, auto step) {
+        for (int64_t i = 0; i < n; ++i)
+          o[off[0] + i * step[0]] =
+              f(xp[off[1] + i * step[1]], yp[off[2] + i * step[2]], zp[off[3] + i * step[3]]);
+      });
   return out;
 }
 
@@ -361,12 +366,25 @@ struct Addcmul : OpFunction<Addcmul> {
     value = value_;
     save_for_backward({self.requires_grad() || t2.requires_grad() ? t1 : Tensor(),
                        self.requires_grad() || t1.requires_grad() ? t2 : Tensor()});
-    const DType d = floating_result(self, t1, t2, "addcmul");
+    // int64 operands give an int64 result, as PyTorch's (its kernel takes the value as an
+    // integer, truncated toward zero: torch.tensor([1]).addcmul(t, t, value=0.5) adds nothing),
+    // wrapping on overflow; bool ones have no kernel ("addcmul_cpu_out" not implemented for
+    // 'Bool').
+    const DType d = result_type({&self, &t1, &t2});
+    if (d == DType::Int64) {
+      const auto v = detail::checked_cast<int64_t>(value, "addcmul");
+      return ternary_kernel<int64_t>(self, t1, t2, d, "addcmul",
+                                     [v](int64_t s, int64_t a, int64_t b) {
+                                       return wrapping_add(s, wrapping_mul(wrapping_mul(v, a), b));
+                                     });
+    }
+    check(d != DType::Bool, "addcmul: not implemented for bool (\"addcmul_cpu_out\"; shapes ",
+          self.shape(), ", ", t1.shape(), " and ", t2.shape(), ")");
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
       const T v = detail::checked_cast<T>(value, "addcmul", /*fill=*/true);
-      return ternary_kernel(self, t1, t2, d, "addcmul",
-                            [v](T s, T a, T b) { return std::fma(v * a, b, s); });
+      return ternary_kernel<T>(self, t1, t2, d, "addcmul",
+                               [v](T s, T a, T b) { return std::fma(v * a, b, s); });
     });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -394,8 +412,8 @@ struct Lerp : OpFunction<Lerp> {
     const DType d = floating_result(self, end, weight, "lerp");
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
-      return ternary_kernel(self, end, weight, d, "lerp",
-                            [](T s, T e, T w) { return lerp_value(s, e, w); });
+      return ternary_kernel<T>(self, end, weight, d, "lerp",
+                               [](T s, T e, T w) { return lerp_value(s, e, w); });
     });
   }
   std::vector<Tensor> backward(const Tensor& grad) {
@@ -414,8 +432,8 @@ struct LerpScalar : OpFunction<LerpScalar> {
     return dispatch_floating(d, [&](auto tag) {
       using T = decltype(tag);
       const T w = detail::checked_cast<T>(weight, "lerp", /*fill=*/true);
-      return ternary_kernel(self, end, scalar_tensor(0, d), d, "lerp",
-                            [w](T s, T e, T) { return lerp_value(s, e, w); });
+      return ternary_kernel<T>(self, end, scalar_tensor(0, d), d, "lerp",
+                               [w](T s, T e, T) { return lerp_value(s, e, w); });
     });
   }
   std::vector<Tensor> backward(const Tensor& grad) {

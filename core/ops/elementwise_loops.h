@@ -105,10 +105,9 @@ Tensor binary_kernel(const Tensor& a, const Tensor& b, DType compute, const char
 // Bool tensors take no arithmetic here (PyTorch refuses most of it too).
 template <typename F>
 Tensor unary_kernel(const Tensor& t, DType compute, F f) {
-  check(compute != DType::Bool,
-        "elementwise op: bool tensors are not supported here; convert "
-        "with .to(float32) first (shape ",
-        t.shape(), ")");
+  check(compute != DType::Bool, OpScope::name_or("elementwise op"),
+        ": not implemented for bool tensors; convert with .to(float32) first (shape ", t.shape(),
+        ")");
   Tensor x = t.to(compute);
   Tensor out = detail::empty_for_overwrite(x.shape(), compute);  // unary_map writes it all
   auto run = [&](auto tag) {
@@ -131,10 +130,17 @@ inline DType floating_type(const Tensor& t) {
 }
 
 // A Python scalar next to a tensor: a 0-d tensor of the tensor's dtype, or the default dtype when
-// the tensor is integral and the scalar is not.
+// the tensor is integral and the scalar is not; a bool scalar a 0-d bool tensor, which the
+// promotion of result_type makes the tensor's dtype (mask + true is bool, x + true is x's dtype)
+// and which the subtraction refuses, as PyTorch's wrapped True.
 // A float32 scalar is rounded like PyTorch's (1e300 becomes inf, no error: only fill checks).
 inline Tensor wrap_scalar(Scalar scalar, const Tensor& like, const char* op = "scalar op") {
   check_defined(like, op);
+  if (scalar.is_bool()) {
+    Tensor t = empty({}, DType::Bool);
+    *t.data_ptr<bool>() = scalar.to_int64() != 0;
+    return t;
+  }
   DType d = like.dtype();
   if (!scalar.is_integral() && !is_floating(d)) d = get_default_dtype();
   if (d == DType::Bool) d = DType::Int64;

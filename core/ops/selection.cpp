@@ -146,6 +146,12 @@ struct Clamp : OpFunction<Clamp> {
     if (max) hi = max->to_double();
     save_for_backward({x});
     auto whole = [](const std::optional<Scalar>& v) { return !v || v->is_integral(); };
+    // Bool bounds of a bool tensor leave a bool result, which clamp does not compute
+    // (torch.tensor([True]).clamp(False, True): "clamp_scalar_cpu" not implemented for 'Bool').
+    auto boolean = [](const std::optional<Scalar>& v) { return !v || v->is_bool(); };
+    check(x.dtype() != DType::Bool || !(boolean(min) && boolean(max)),
+          "clamp: not implemented for bool (a bool tensor with bool bounds; shape ", x.shape(),
+          ")");
     // PyTorch's result type: a float bound makes an integer or bool tensor's result the default
     // dtype; integer bounds keep an int64 tensor and make a bool one int64 (torch.tensor([True,
     // False]).clamp(0, 1) -> tensor([1, 0]), int64; .clamp(max=0.5) -> float32).

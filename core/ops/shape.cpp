@@ -358,6 +358,18 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return apply<Cat>(
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) { return apply<Stack>(tensors, dim); }
 
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  detail::check_defined(t, "index_select");
+  detail::check_defined(index, "index_select");
+  if (t.dim() == 0) {
+    // A 0-d tensor, as PyTorch's: dim 0 or -1 and an index of one element, 0; the result is
+    // 0-d (torch.tensor(5.).index_select(0, torch.tensor([0])) is tensor(5.)). PyTorch reads
+    // past the element for an empty index or repeats it for [0, 0]: here both are Errors.
+    (void)wrap_dim(dim, 0, "index_select");
+    check(index.dim() <= 1, "index_select: index must be a 1-D tensor, got shape ", index.shape());
+    check(index.numel() == 1, "index_select: a 0-d tensor takes an index of one element, got ",
+          index.numel(), " (index shape ", index.shape(), ")");
+    return apply<IndexSelect>(t.reshape({1}), int64_t{0}, index.reshape({1})).reshape({});
+  }
   return apply<IndexSelect>(t, dim, index);
 }
 

@@ -67,7 +67,7 @@ Tensor ordered_indices(const Tensor& t, int64_t dim, int64_t keep, bool descendi
 
 }  // namespace
 
-ValuesIndices sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
+ValuesIndices sort(const Tensor& t, Dim dim, Bool descending, Bool /*stable*/) {
   detail::check_defined(t, "sort");
   const int64_t n = t.dim() == 0 ? 1 : t.size(sort_dim(dim, t.dim(), "sort"));
   Tensor indices = ordered_indices(t, dim, n, descending, "sort");
@@ -75,13 +75,16 @@ ValuesIndices sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*
   return {gather(t, dim, indices), indices};
 }
 
-Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
+Tensor argsort(const Tensor& t, Dim dim, Bool descending) {
   OpScope scope("argsort");
   return sort(t, dim, descending).indices;
 }
 
-ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
+ValuesIndices topk(const Tensor& t, Dim k, Dim dim, Bool largest, Bool /*sorted*/) {
   detail::check_defined(t, "topk");
+  // PyTorch's topk kernel takes no bool tensor ("topk_cpu" not implemented for 'Bool'), while its
+  // sort and argsort do.
+  check(t.dtype() != DType::Bool, "topk: not implemented for bool (input shape ", t.shape(), ")");
   const int64_t d = sort_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() == 0 ? 1 : t.size(d);
   check(k >= 0 && k <= n, "topk: selected index k out of range (k = ", k, ", size ", n,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/base/args.h"
 #include "core/ops/reduce.h"
 #include "core/tensor/tensor.h"
 
@@ -15,14 +16,15 @@ namespace ember {
 
 // torch.sort(t, dim, descending): values and indices along dim. `stable` is accepted for
 // PyTorch's signature; the sort is always stable.
-ValuesIndices sort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
-Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false);
+// A dim is an integer and a flag a bool only (args.h): sort(x, true) or topk(x, 2, false) does
+// not compile, as PyTorch refuses a bool dim.
+ValuesIndices sort(const Tensor& t, Dim dim = -1, Bool descending = false, Bool stable = false);
+Tensor argsort(const Tensor& t, Dim dim = -1, Bool descending = false);
 
 // torch.topk: the k largest (or smallest) elements along dim, sorted (largest first, or
 // smallest first). Among equal values the lower index comes first (PyTorch leaves that order
 // unspecified).
-ValuesIndices topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true,
-                   bool sorted = true);
+ValuesIndices topk(const Tensor& t, Dim k, Dim dim = -1, Bool largest = true, Bool sorted = true);
 
 // torch.nonzero(t): int64 [n, t.dim()], the index of each non-zero element in row-major order.
 Tensor nonzero(const Tensor& t);

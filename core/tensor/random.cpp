@@ -102,8 +102,14 @@ Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
         random_fill::bernoulli(d, n, p, generator_or_default(gen));
       });
       break;
-    default:
-      fail("bernoulli_: unsupported dtype ", dtype_name(t.dtype()));
+    case DType::Int64:
+      // torch.zeros(n, dtype=torch.long).bernoulli_(p): 0s and 1s, the same draws as bool's.
+      fill_in_memory_order<int64_t>(t, [&](int64_t* d, int64_t n) {
+        std::unique_ptr<bool[]> draws(new bool[static_cast<std::size_t>(n)]);
+        random_fill::bernoulli(draws.get(), n, p, generator_or_default(gen));
+        for (int64_t i = 0; i < n; ++i) d[i] = draws[i] ? 1 : 0;
+      });
+      break;
   }
   return t;
 }

@@ -188,6 +188,8 @@ class Tensor {
   Tensor dot(const Tensor& other) const;
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
+  template <std::same_as<bool> B>  // a dim is an integer: softmax(true) does not compile
+  Tensor softmax(B) const = delete;
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
   Tensor& masked_fill_(const Tensor& mask, Scalar value);
   Tensor argmax(Dim dim, Bool keepdim = false) const;

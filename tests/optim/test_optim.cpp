@@ -318,6 +318,59 @@ TEST(Optim, ARefusedStepLeavesEveryParameterAsItWas) {
   EXPECT_EQ(p.to_vector<double>(), (std::vector<double>{1.0, 2.0}));
 }
 
+// A gradient that views its own parameter or another one: the results of PyTorch 1.13, and its
+// Error where plain SGD adds a partially overlapping gradient into the parameter in place.
+//   p = torch.tensor([[1., 2.], [3., 4.]], requires_grad=True); q = ... [[5., 6.], [7., 8.]]
+//   two steps, each after p.grad = <g(p)>; q.grad = <g(q)>
+TEST(Optim, AGradientThatViewsAParameterStepsAsPyTorchOrIsAnError) {
+  struct Run {
+    std::vector<float> p, q;
+  };
+  auto run = [](auto make, int mode) {
+    Tensor p = tensor({{1.0, 2.0}, {3.0, 4.0}}).requires_grad_();
+    Tensor q = tensor({{5.0, 6.0}, {7.0, 8.0}}).requires_grad_();
+    auto opt = make(std::vector<Tensor>{p, q});
+    for (int s = 0; s < 2; ++s) {
+      // mode 0: p.grad = p.detach(); 1: p.grad = p.detach().t(); 2: p.grad = q.detach() and
+      // q.grad = p.detach()
+      const Tensor gp = mode == 0 ? p.detach() : mode == 1 ? p.detach().t() : q.detach();
+      const Tensor gq = mode == 0 ? q.detach() : mode == 1 ? q.detach().t() : p.detach();
+      p.set_grad(gp);
+      q.set_grad(gq);
+      opt.step();
+    }
+    return Run{p.detach().contiguous().to_vector<float>(),
+               q.detach().contiguous().to_vector<float>()};
+  };
+  auto sgd = [](std::vector<Tensor> ps) { return SGD(ps, SGDOptions(0.1)); };
+  auto sgd_momentum = [](std::vector<Tensor> ps) {
+    return SGD(ps, SGDOptions(0.1).momentum(0.9).weight_decay(0.1));
+  };
+  auto adam = [](std::vector<Tensor> ps) { return Adam(ps, AdamOptions(0.1)); };
+  // SGD(lr=0.1), p.grad = p.detach() -> p [0.81, 1.62, 2.43, 3.24]
+  EXPECT_EQ(run(sgd, 0).p, (std::vector<float>{0.81f, 1.62f, 2.43f, 3.24f}));
+  // SGD(lr=0.1), p.grad = p.detach().t() -> RuntimeError: unsupported operation: some elements
+  // of the input tensor and the written-to tensor refer to a single memory location
+  Tensor p = tensor({{1.0, 2.0}, {3.0, 4.0}}).requires_grad_();
+  SGD plain({p}, SGDOptions(0.1));
+  p.set_grad(p.detach().t());
+  expect_error([&] { plain.step(); }, "SGD: unsupported operation: some elements of the input");
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));
+  // SGD(lr=0.1, momentum=0.9, weight_decay=0.1), .t() -> p [0.6931, 1.0982, 2.3673, 2.7724]
+  EXPECT_EQ(run(sgd_momentum, 1).p,
+            (std::vector<float>{0.693099976f, 1.09819996f, 2.36730003f, 2.7723999f}));
+  // SGD(lr=0.1), each other's -> p [0.005, 0.814, 1.623, 2.432], q [4.9495, 5.7786, 6.6077, 7.4368]
+  const Run crossed = run(sgd, 2);
+  EXPECT_EQ(crossed.p,
+            (std::vector<float>{0.00500001153f, 0.813999951f, 1.62299991f, 2.43200016f}));
+  EXPECT_EQ(crossed.q, (std::vector<float>{4.94949961f, 5.77860022f, 6.60769987f, 7.4368f}));
+  // Adam(lr=0.1), .t() -> p [0.800412238, 1.80010271, 2.80016661, 3.8000741]
+  EXPECT_EQ(run(adam, 1).p,
+            (std::vector<float>{0.800412238f, 1.80010271f, 2.80016661f, 3.8000741f}));
+  // Adam(lr=0.1), each other's -> q [4.80047846, 5.80017757, 6.800107, 7.80007601]
+  EXPECT_EQ(run(adam, 2).q, (std::vector<float>{4.80047846f, 5.80017757f, 6.800107f, 7.80007601f}));
+}
+
 // Resumed training equals uninterrupted training, bit for bit, for every optimizer kind.
 TEST(Optim, StateDictResumeIsBitForBit) {
   for (const char* name :

@@ -844,6 +844,92 @@ TEST(ElementwiseBool, PowAndClampOfBoolTensorsFollowPyTorchsResultType) {
   EXPECT_THAT(clamp(b, std::nullopt, 0.5).to_vector<float>(), ElementsAre(0.5f, 0.0f));
 }
 
+// A C++ bool is Python's True/False beside a tensor: a bool tensor stays bool, another tensor
+// keeps its dtype, and what PyTorch refuses of a bool scalar is an Error.
+TEST(ElementwiseBool, BoolScalarsPromoteAsPyTorchsTrue) {
+  const Tensor m = tensor({1, 0}).to_bool(), i = tensor({1, -2}, DType::Int64);
+  const Tensor f = tensor({1.5, -2.5});
+  auto bools = [](const Tensor& t) {
+    EXPECT_EQ(t.dtype(), DType::Bool);
+    return t.to(DType::Int64).to_vector<int64_t>();
+  };
+  // m + True, True * m, m * True -> bool [True, True], [True, False]; m / True -> float32 [1., 0.]
+  EXPECT_THAT(bools(m + true), ElementsAre(1, 1));
+  EXPECT_THAT(bools(true * m), ElementsAre(1, 0));
+  EXPECT_THAT(bools(m * true), ElementsAre(1, 0));
+  EXPECT_THAT((m / true).to_vector<float>(), ElementsAre(1.0f, 0.0f));
+  // m.clone().add_(True), m.clone().mul_(True) -> bool [True, True], [True, False]
+  EXPECT_THAT(bools(m.clone().add_(true)), ElementsAre(1, 1));
+  EXPECT_THAT(bools(m.clone().mul_(true)), ElementsAre(1, 0));
+  // i + True -> int64 [2, -1]; f * True -> float32 [1.5, -2.5]; i == True -> [True, False]
+  EXPECT_EQ((i + true).dtype(), DType::Int64);
+  EXPECT_THAT((i + true).to_vector<int64_t>(), ElementsAre(2, -1));
+  EXPECT_THAT((f * true).to_vector<float>(), ElementsAre(1.5f, -2.5f));
+  EXPECT_THAT(bools(eq(i, true)), ElementsAre(1, 0));
+  // i - True, True - f, f.sub_(True) -> Subtraction, the `-` operator, with a bool tensor is not
+  // supported
+  expect_error([&] { (void)(i - true); }, "sub: subtraction, the `-` operator, with a bool tensor");
+  expect_error([&] { (void)(true - f); }, "rsub: subtraction, the `-` operator, with a bool");
+  expect_error([&] { f.clone().sub_(true); }, "subtraction, the `-` operator, with a bool tensor");
+  // torch.add(i, i, alpha=True) -> Boolean alpha only supported for Boolean results.
+  expect_error([&] { (void)add(i, i, true); }, "add: Boolean alpha only supported for Boolean");
+  expect_error([&] { (void)sub(f, f, false); }, "sub: Boolean alpha only supported for Boolean");
+  // torch.add(m, m, alpha=True) -> bool [True, False]
+  EXPECT_THAT(bools(add(m, m, true)), ElementsAre(1, 0));
+  // m.pow(True) -> "pow" not implemented for 'Bool'; i.pow(True) -> int64 [1, -2]
+  expect_error([&] { (void)m.pow(true); }, "pow: not implemented for bool");
+  EXPECT_THAT(i.pow(true).to_vector<int64_t>(), ElementsAre(1, -2));
+  // m.clamp(False, True), m.clamp(min=True) -> "clamp_scalar_cpu" not implemented for 'Bool';
+  // m.clamp(True, 1) -> int64 [1, 1]; i.clamp(False, True) -> int64 [1, 0]
+  expect_error([&] { (void)m.clamp(false, true); }, "clamp: not implemented for bool");
+  expect_error([&] { (void)m.clamp(true); }, "clamp: not implemented for bool");
+  EXPECT_THAT(m.clamp(true, 1).to_vector<int64_t>(), ElementsAre(1, 1));
+  EXPECT_THAT(i.clamp(false, true).to_vector<int64_t>(), ElementsAre(1, 0));
+  // i.clone().fill_(True), torch.full_like(m, True) -> int64 [1, 1], bool [True, True]
+  EXPECT_THAT(i.clone().fill_(true).to_vector<int64_t>(), ElementsAre(1, 1));
+  EXPECT_THAT(bools(full_like(m, true)), ElementsAre(1, 1));
+}
+
+// The ops PyTorch has no int64 or bool kernel for are Errors naming the op and the dtype; those
+// it computes give its result dtype and values.
+TEST(ElementwiseBool, Int64AndBoolInputsComputeOrRaiseAsPyTorch) {
+  const Tensor m = tensor({1, 0}).to_bool(), i = tensor({1, -2}, DType::Int64);
+  // F.gelu(i), F.gelu(m) -> "GeluKernelImpl" not implemented for 'Long' / 'Bool'
+  expect_error([&] { (void)gelu(i); }, "gelu: not implemented for int64");
+  expect_error([&] { (void)gelu(m, "tanh"); }, "gelu: not implemented for bool");
+  // torch.relu(m) -> Boolean inputs not supported for relu; torch.relu(i) -> int64 [1, 0]
+  expect_error([&] { (void)relu(m); }, "relu: Boolean inputs not supported for relu");
+  EXPECT_THAT(relu(i).to_vector<int64_t>(), ElementsAre(1, 0));
+  // torch.abs(m) -> "abs_cpu" not implemented for 'Bool' (the message names the op)
+  expect_error([&] { (void)abs(m); }, "abs: not implemented for bool tensors");
+  // torch.topk(m, 1) -> "topk_cpu" not implemented for 'Bool'; torch.sort(m) computes
+  expect_error([&] { (void)topk(m, 1); }, "topk: not implemented for bool");
+  EXPECT_THAT(argsort(m).to_vector<int64_t>(), ElementsAre(1, 0));
+  // i.addcmul(i, i, value=2) -> int64 [3, 6]; value=0.5 truncates to 0 -> [1, -2]
+  EXPECT_EQ(addcmul(i, i, i, 2).dtype(), DType::Int64);
+  EXPECT_THAT(addcmul(i, i, i, 2).to_vector<int64_t>(), ElementsAre(3, 6));
+  EXPECT_THAT(addcmul(i, i, i, 0.5).to_vector<int64_t>(), ElementsAre(1, -2));
+  EXPECT_THAT(i.clone().addcmul_(i, i).to_vector<int64_t>(), ElementsAre(2, 2));
+  // i.addcmul(i, torch.tensor([1.5, -2.5])) -> float32 [2.5, 3.]
+  EXPECT_THAT(addcmul(i, i, tensor({1.5, -2.5}), 1).to_vector<float>(), ElementsAre(2.5f, 3.0f));
+  // m.addcmul(m, m) -> "addcmul_cpu_out" not implemented for 'Bool'
+  expect_error([&] { (void)addcmul(m, m, m, 1); }, "addcmul: not implemented for bool");
+  // F.dropout(i, 0.5, training=False) and F.dropout(i, 0.) -> i; F.dropout(i, 1.) -> [0, 0];
+  // F.dropout(i, 0.5) -> result type Float can't be cast to the desired output type Long
+  EXPECT_THAT(dropout(i, 0.5, false).to_vector<int64_t>(), ElementsAre(1, -2));
+  EXPECT_THAT(dropout(i, 0.0).to_vector<int64_t>(), ElementsAre(1, -2));
+  EXPECT_THAT(dropout(i, 1.0).to_vector<int64_t>(), ElementsAre(0, 0));
+  EXPECT_EQ(dropout(m, 1.0).dtype(), DType::Bool);
+  expect_error([&] { (void)dropout(i, 0.5); },
+               "dropout: result type Float can't be cast to the desired output type Long");
+  // torch.manual_seed(0); torch.zeros(12, dtype=torch.long).bernoulli_(0.37)
+  // -> [0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 1], the draws of a float32 or bool tensor
+  manual_seed(0);
+  Tensor draws = zeros({12}, DType::Int64);
+  bernoulli_(draws, 0.37);
+  EXPECT_THAT(draws.to_vector<int64_t>(), ElementsAre(0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 1));
+}
+
 // A number divided by a tensor is PyTorch's Tensor.__rdiv__, x.reciprocal() * s, rounded twice,
 // with its nodes (MulBackward0 after ReciprocalBackward0) and their gradient -(y y) (g s).
 TEST(ElementwiseEdges, ScalarDividedByATensorIsTheReciprocalTimesTheScalar) {

@@ -172,6 +172,33 @@ TEST(JoinIndexSelect, InnerDimRepeatedIndicesAccumulate) {
   expect_values(t.grad(), {2, 4}, {0.0, 0.5, 0.0, -1.125, 0.0, 1.0, 0.0, -0.125});
 }
 
+// A 0-d tensor takes dim 0 or -1 and an index of one element, 0, as PyTorch's; the result is 0-d
+// and its gradient flows back.
+TEST(JoinIndexSelect, ZeroDimTensorTakesIndexZero) {
+  // x = torch.tensor(5., requires_grad=True); y = x.index_select(0, torch.tensor([0]))
+  // -> tensor(5.); (y * 3).backward(); x.grad -> tensor(3.)
+  Tensor x = scalar_tensor(5.0).requires_grad_();
+  Tensor y = index_select(x, 0, index_tensor({0}, {1}));
+  EXPECT_EQ(y.dim(), 0);
+  EXPECT_EQ(y.item<float>(), 5.0f);
+  (y * 3.0).backward();
+  EXPECT_EQ(x.grad().item<float>(), 3.0f);
+  // x.index_select(-1, torch.tensor(0)) -> tensor(5.)
+  EXPECT_EQ(index_select(x, -1, scalar_tensor(0, DType::Int64)).item<float>(), 5.0f);
+  // x.index_select(0, torch.tensor([1])) -> index out of range in self
+  test::expect_error([&] { (void)index_select(x, 0, index_tensor({1}, {1})); },
+                     "index_select: index 1 is out of bounds");
+  // x.index_select(1, torch.tensor([0])) -> Dimension out of range
+  test::expect_error([&] { (void)index_select(x, 1, index_tensor({0}, {1})); },
+                     "index_select: dimension out of range");
+  // PyTorch reads past the element for [0, 0] or an empty index: an Error here.
+  test::expect_error(
+      [&] {
+        (void)index_select(x, 0, index_tensor({0, 0}, {2}));
+      },
+      "index_select: a 0-d tensor takes an index of one element, got 2");
+}
+
 TEST(JoinIndexSelect, NonContiguousInputAndScalarIndex) {
   Tensor t = pattern({4, 3}, 2).t();                     // [3, 4], transposed storage
   Tensor y = index_select(t, 1, index_tensor({2}, {}));  // a 0-d index picks one column

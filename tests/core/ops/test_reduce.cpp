@@ -557,6 +557,27 @@ static_assert(!EMBER_COMPILES(min(x, 0, 1)));
 static_assert(!EMBER_COMPILES(argmax(x, false)));
 static_assert(!EMBER_COMPILES(argmax(x, 1.0)));
 
+// sort / argsort / topk: the dim an integer, descending / largest / sorted a bool (torch.sort(x,
+// True): TypeError); softmax, log_softmax, cat, stack, index_select and gather take an integer
+// dim only (torch.softmax(x, True): TypeError), not a bool that would be dim 1.
+static_assert(EMBER_COMPILES(sort(x, 0, true)));
+static_assert(!EMBER_COMPILES(sort(x, true)));  // would be dim 1, ascending
+static_assert(!EMBER_COMPILES(sort(x, 0, 1)));
+static_assert(EMBER_COMPILES(argsort(x, -1, true)));
+static_assert(!EMBER_COMPILES(argsort(x, true)));
+static_assert(EMBER_COMPILES(topk(x, 2, 0, false)));
+static_assert(!EMBER_COMPILES(topk(x, 2, false)));  // would be dim 0, largest
+static_assert(!EMBER_COMPILES(topk(x, true)));
+static_assert(!EMBER_COMPILES(topk(x, 2, 0, 0)));
+static_assert(EMBER_COMPILES(softmax(x, -1)));
+static_assert(!EMBER_COMPILES(softmax(x, true)));
+static_assert(!EMBER_COMPILES(log_softmax(x, false)));
+static_assert(!EMBER_COMPILES(x.softmax(true)));
+static_assert(!EMBER_COMPILES(cat({x, x}, true)));
+static_assert(!EMBER_COMPILES(stack({x, x}, true)));
+static_assert(!EMBER_COMPILES(index_select(x, true, x)));
+static_assert(!EMBER_COMPILES(gather(x, false, x)));
+
 TEST(ReduceVar, VarOfABracedDimIsPerDimLikeTorchVar) {
   // torch.var(x, 1): per-dim, unbiased.
   Tensor x = adv().tensor("var/in/x");
