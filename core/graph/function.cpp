@@ -30,6 +30,8 @@ void KeepValuesGuard::set_enabled(bool enabled) { keep_values_enabled = enabled;
 // owned elsewhere (another edge on the stack, a tensor, another graph) just loses one owner.
 // This covers chains, and DAGs where a node is used twice (y = y + y) or by many later nodes
 // (residual stacks): the recursion is never deeper than one level, whatever the graph.
+std::string Node::forward_name() const { return detail::op_name(name()); }
+
 Node::~Node() {
   if (next_functions.empty()) return;  // (the nodes freed below were emptied by this loop)
   ember::detail::ObjectVector<std::shared_ptr<Node>> stack;
