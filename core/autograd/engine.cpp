@@ -248,6 +248,9 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     GraphTask* outer;
     ~RestoreTask() { current_task = outer; }
   } restore_task{std::exchange(current_task, &task)};
+  // libtorch's _make_grads: no gradients (each output a one-element tensor), or one per output.
+  check(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
+        outputs.size(), " tensors and ", grad_outputs.size(), " gradients");
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
