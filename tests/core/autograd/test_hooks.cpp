@@ -149,6 +149,34 @@ TEST(Hooks, AnyExceptionOfAHookIsAnErrorNamingWhereItRan) {
   }
 }
 
+// A chain of 100,000 ops whose hooks each capture the tensor before (the hooks own the chain as
+// much as the edges do): dropping the last tensor frees it all, with no level of recursion per op
+// (a stack overflow).
+TEST(Hooks, AChainOfHooksCapturingEarlierTensorsIsFreedWithoutDeepRecursion) {
+  std::weak_ptr<TensorImpl> first;
+  {
+    Tensor x = ones({1}).requires_grad_();
+    Tensor v = x * 1.0;
+    first = v.impl_ptr();
+    for (int i = 0; i < 100000; ++i) {
+      const Tensor previous = v;
+      v = v * 1.0;
+      v.register_hook([previous](const Tensor& g) { return g * previous.numel(); });
+    }
+  }
+  EXPECT_TRUE(first.expired());
+  // A backward through such a chain runs every hook, then frees them as it goes.
+  Tensor x = ones({1}).requires_grad_();
+  Tensor v = x;
+  for (int i = 0; i < 100000; ++i) {
+    const Tensor previous = v;
+    v = v * 1.0;
+    v.register_hook([previous](const Tensor& g) { return g * previous.numel(); });
+  }
+  v.sum().backward();
+  expect_values(x.grad(), {1.0});
+}
+
 TEST(Hooks, HookChangingTheDtypeIsAnError) {
   // p.register_hook(lambda g: g.double())
   //   -> hook '<lambda>' has changed the type of value (was torch.FloatTensor got ...Double...)
