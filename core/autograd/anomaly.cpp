@@ -59,7 +59,7 @@ namespace detail {
 
 std::string describe_forward(const Node& node) {
   std::ostringstream out;
-  out << autograd::detail::op_name(node.name()) << "(inputs of shapes ";
+  out << node.forward_name() << "(inputs of shapes ";
   for (std::size_t i = 0; i < node.input_shapes.size(); ++i) {
     out << (i ? ", " : "") << shape_str(node.input_shapes[i]);
   }
@@ -80,7 +80,7 @@ void check_backward_results(const Node& node, const std::vector<Tensor>& input_g
     if (!g.defined()) continue;
     if (const char* what = non_finite(g)) {
       fail("Function '", node.name(), "' returned ", what, " values in its ", ordinal(i),
-           " output (the gradient for input ", i, " of ", op_name(node.name()), ", of shape ",
+           " output (the gradient for input ", i, " of ", node.forward_name(), ", of shape ",
            g.shape(), ").\n  forward: ", describe_forward(node),
            "\n(anomaly mode: autograd::set_detect_anomaly(true) or DetectAnomalyGuard)");
     }

@@ -189,7 +189,12 @@ Tensor run_output_hooks(Node* node, Tensor grad, bool observing) {
   // PyTorch, the hooks of this tensor when the pass reached it all run).
   const std::vector<GradHookEntry> hooks = node->pre_hooks;
   for (const GradHookEntry& hook : hooks) {
-    Tensor replaced = (*hook.fn)(grad);
+    Tensor replaced;
+    try {
+      replaced = (*hook.fn)(grad);
+    } catch (...) {
+      rethrow_as_error(node->name() + ": a hook registered on its output");
+    }
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
             ": a hook replaced a gradient of shape ", grad.shape(), " by one of shape ",
@@ -207,6 +212,10 @@ Tensor run_output_hooks(Node* node, Tensor grad, bool observing) {
   return grad;
 }
 
+// The backward passes running on this thread, each started from within the one before.
+thread_local int nested_passes = 0;
+constexpr int kMaxNestedPasses = 100;
+
 // Runs the graph. With `capture`, gradients reaching those nodes are returned instead of
 // accumulated, and no AccumulateGrad runs (autograd::grad). With `observer`, each node run is
 // reported to it (observe_backward); null costs one test per node.
@@ -214,6 +223,17 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
              bool retain_graph, bool create_graph,
              const std::unordered_map<Node*, std::vector<std::size_t>>* capture,
              std::vector<Tensor>* captured, BackwardObserver* observer = nullptr) {
+  // A pass started inside a pass (a custom Function's backward or a hook calling backward() or
+  // grad()) runs on this thread's stack; one that reaches its own graph again starts another
+  // without end. Past kMaxNestedPasses it is an Error, long before the stack runs out.
+  check(nested_passes < kMaxNestedPasses, "backward: ", kMaxNestedPasses,
+        " backward passes are running nested in each other on this thread (a backward started "
+        "from within a backward: a custom Function's backward or a hook calling backward() or "
+        "autograd::grad()); a backward that runs its own graph again recurses without end");
+  ++nested_passes;
+  struct LeavePass {
+    ~LeavePass() { --nested_passes; }
+  } leave_pass;
   // Grad mode is on for the whole pass exactly when the gradients must have a graph.
   const bool previous_mode = GradMode::is_enabled();
   GradMode::set_enabled(create_graph);
@@ -228,6 +248,9 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
     GraphTask* outer;
     ~RestoreTask() { current_task = outer; }
   } restore_task{std::exchange(current_task, &task)};
+  // libtorch's _make_grads: no gradients (each output a one-element tensor), or one per output.
+  check(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ",
+        outputs.size(), " tensors and ", grad_outputs.size(), " gradients");
   std::vector<std::shared_ptr<Node>> roots;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
@@ -452,7 +475,12 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor grad = grad_output;
   const std::vector<GradHookEntry> hooks = leaf->hooks;  // a snapshot, as in run_output_hooks
   for (const GradHookEntry& hook : hooks) {
-    Tensor replaced = (*hook.fn)(grad);
+    Tensor replaced;
+    try {
+      replaced = (*hook.fn)(grad);
+    } catch (...) {
+      rethrow_as_error("AccumulateGrad: a hook registered on a leaf");
+    }
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),
             "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),

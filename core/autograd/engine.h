@@ -13,7 +13,8 @@
 namespace ember::autograd {
 
 // Accumulates d(outputs)/d(leaf) into every leaf's .grad (what Tensor::backward calls).
-// grad_outputs[i] may be undefined only for a one-element output (an implicit 1).
+// grad_outputs is empty or has one entry per output ("got 2 tensors and 1 gradients" otherwise,
+// as libtorch); grad_outputs[i] may be undefined only for a one-element output (an implicit 1).
 //
 // libtorch's signatures. retain_graph keeps the saved tensors for another backward; it defaults
 // to create_graph. create_graph runs the backward in grad mode, so the gradients it computes

@@ -123,16 +123,18 @@ void CustomNode::add_argument(const tensor_list& ts) {
   for (const Tensor& t : ts) add_argument(t);
 }
 
+std::string CustomNode::forward_name() const {
+  std::string name = name_;
+  if (name.size() > 8 && name.ends_with("Backward")) name.resize(name.size() - 8);
+  return name;
+}
+
 AutogradContext* CustomNode::begin() {
   if (profiler::is_recording()) {
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs_) shapes.push_back(t.defined() ? t.shape() : Shape{});
-    std::string forward_name = name_;
-    if (forward_name.size() > 8 && forward_name.ends_with("Backward")) {
-      forward_name.resize(forward_name.size() - 8);
-    }
     record_ =
-        std::make_unique<profiler::RecordEvent>(forward_name, profiler::EventKind::kOp, shapes);
+        std::make_unique<profiler::RecordEvent>(forward_name(), profiler::EventKind::kOp, shapes);
   }
   bool any_requires_grad = false;
   for (const Tensor& t : inputs_) {
@@ -306,8 +308,8 @@ std::vector<Tensor> CustomNode::apply(const Tensor& grad_output) {
     } catch (const Error& e) {
       if (std::string(e.what()).find(name_) != std::string::npos) throw;
       fail(name_, ": ", e.what());
-    } catch (const std::exception& e) {
-      fail(name_, ": the backward of the custom Function threw: ", e.what());
+    } catch (...) {
+      rethrow_as_error(name_ + ": the backward of the custom Function");
     }
   }
 

@@ -169,6 +169,8 @@ class CustomNode : public Node {
   CustomNode(std::string name, std::string formula, bool once_differentiable, Backward backward);
 
   std::string name() const override { return name_; }
+  // The struct's name ("MySquare"), or name() without its "Backward" when T::name() gives one.
+  std::string forward_name() const override;
   const char* formula() const override { return formula_.c_str(); }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   void release_saved() override;
@@ -257,13 +259,17 @@ struct Function {
     (detail::add_argument(*node, args), ...);
     AutogradContext* ctx = node->begin();
     tensor_list outputs;
-    {
+    try {
       NoGradGuard no_grad;
       if constexpr (std::is_same_v<Output, Tensor>) {
         outputs.push_back(T::forward(ctx, std::forward<Args>(args)...));
       } else {
         outputs = T::forward(ctx, std::forward<Args>(args)...);
       }
+    } catch (...) {
+      // An exception that is not an ember::Error (std::out_of_range, a thrown string) comes
+      // out as one naming the Function.
+      rethrow_as_error(node->forward_name() + ": the forward of the custom Function");
     }
     detail::CustomNode::finish(node, outputs);
     if constexpr (std::is_same_v<Output, Tensor>) {

@@ -52,4 +52,11 @@ inline void check(bool cond, const Parts&... parts) {
   if (!cond) fail(parts...);
 }
 
+// Called inside a catch block around code a client supplied (a custom Function's forward or
+// backward, a tensor hook, a module hook): rethrows an ember::Error as it is, and anything else
+// as an ember::Error naming `who`, with the std::exception's what() or, for an exception of
+// another type (a thrown int or string literal), that type's name. A client's exception of
+// another kind then reaches every `catch (const ember::Error&)` with the place it came from.
+[[noreturn]] void rethrow_as_error(const std::string& who);
+
 }  // namespace ember

@@ -23,6 +23,22 @@ thread_local bool keep_values_enabled = false;
 bool KeepValuesGuard::is_enabled() { return keep_values_enabled; }
 void KeepValuesGuard::set_enabled(bool enabled) { keep_values_enabled = enabled; }
 
+std::string Node::forward_name() const { return detail::op_name(name()); }
+
+namespace {
+// The hooks of nodes destroyed while another node's destructor runs on this thread. A hook may own
+// a tensor (a capture) whose node has hooks owning a tensor, and so on along a chain: freed in
+// place, each would destroy the next from inside its destructor. The outermost destructor frees
+// them one list after another instead; the nodes that frees add their own lists here.
+// (Trivially destructible, so a node freed after this thread's thread_locals, by a static's
+// destructor, finds it usable: the lists exist only while the outermost destructor runs.)
+struct DeferredHooks {
+  int depth = 0;  // node destructors running on this thread
+  std::vector<std::vector<GradHookEntry>>* lists = nullptr;
+};
+thread_local DeferredHooks deferred_hooks;
+}  // namespace
+
 // Without this, dropping the last handle to the output of a long chain destroys its node, which
 // destroys the next node from inside its destructor, and so on: one level of recursion per op.
 // Instead every edge is moved to a local stack. A node popped from it that the stack owns alone
@@ -31,7 +47,15 @@ void KeepValuesGuard::set_enabled(bool enabled) { keep_values_enabled = enabled;
 // This covers chains, and DAGs where a node is used twice (y = y + y) or by many later nodes
 // (residual stacks): the recursion is never deeper than one level, whatever the graph.
 Node::~Node() {
-  if (next_functions.empty()) return;  // (the nodes freed below were emptied by this loop)
+  // (the nodes freed below were emptied by this loop, their hooks taken by deferred_hooks)
+  if (next_functions.empty() && pre_hooks.empty()) return;
+  DeferredHooks& deferred = deferred_hooks;
+  const bool outermost = deferred.depth == 0;
+  ++deferred.depth;
+  if (!pre_hooks.empty()) {
+    if (!deferred.lists) deferred.lists = new std::vector<std::vector<GradHookEntry>>();
+    deferred.lists->push_back(std::move(pre_hooks));
+  }
   ember::detail::ObjectVector<std::shared_ptr<Node>> stack;
   stack.reserve(32);  // one allocation for most graphs, not one per doubling
   for (auto& edge : next_functions) {
@@ -46,6 +70,15 @@ Node::~Node() {
       }
     }
   }  // `node` dies (or loses an owner) at the end of each iteration, with no edges left to free
+  if (outermost && deferred.lists) {
+    while (!deferred.lists->empty()) {
+      const std::vector<GradHookEntry> hooks = std::move(deferred.lists->back());
+      deferred.lists->pop_back();
+    }  // the hooks die here; the nodes they free add their own hooks to the lists
+    delete deferred.lists;
+    deferred.lists = nullptr;
+  }
+  --deferred.depth;
 }
 
 void SavedTensors::save(const std::vector<Tensor>& tensors) {

@@ -20,6 +20,9 @@ class Node {
 
   // PyTorch's name for the node, e.g. "MmBackward0", used in reprs, errors and graphs.
   virtual std::string name() const = 0;
+  // The forward op that made the node, as errors and anomaly mode name it: "mm" for
+  // "MmBackward0" (detail::op_name of name()); a custom Function's own name ("MySquare").
+  virtual std::string forward_name() const;
 
   // The chain rule for this op: from the gradient of its output, the gradients of its inputs
   // (one per input, undefined where an input needs none). Shapes may still be broadcast; the

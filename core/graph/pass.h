@@ -62,6 +62,7 @@ class OutputNode : public Node {
   OutputNode(const Node* owner, PassDeliveries* deliveries, std::size_t index, const char* formula)
       : owner_(owner), deliveries_(deliveries), index_(index), formula_(formula) {}
   std::string name() const override { return owner_->name(); }
+  std::string forward_name() const override { return owner_->forward_name(); }
   const char* formula() const override { return formula_; }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "examples/exercises/exercises.h"
 
@@ -104,6 +105,19 @@ struct SoftmaxNoRowSumInPlace : ember::autograd::Function<SoftmaxNoRowSumInPlace
   }
 };
 
+// A learner's placeholders: a backward that throws a string, a forward that reads past a vector.
+struct SoftmaxThrowsAString : ember::autograd::Function<SoftmaxThrowsAString> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) { return Softmax::forward(ctx, x); }
+  static tensor_list backward(AutogradContext*, tensor_list) { throw "TODO: write me"; }
+};
+struct SoftmaxForwardOutOfRange : ember::autograd::Function<SoftmaxForwardOutOfRange> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    const std::vector<int64_t> dims;
+    return Softmax::forward(ctx, x).sum(dims.at(0), true);
+  }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0]}; }
+};
+
 template <typename Attention>
 Candidates with_attention() {
   Candidates c;
@@ -189,6 +203,22 @@ TEST(ExerciseCheck, AWrongShapeAndAnUnwrittenBackwardAreReported) {
   EXPECT_THAT(o.report, HasSubstr("not written yet: backward returns no gradient (the TODO in "
                                   "examples/exercises/softmax.cpp)"));
   EXPECT_THAT(o.report, Not(HasSubstr("worst element")));
+}
+
+TEST(ExerciseCheck, AnExceptionOfAnyTypeIsReportedNotFatal) {
+  Candidates c;
+  c.softmax = [](const std::vector<Tensor>& in) { return SoftmaxThrowsAString::apply(in[0]); };
+  Outcome o = check_named(c, "softmax");
+  EXPECT_FALSE(o.passed);
+  EXPECT_THAT(o.report,
+              HasSubstr("your backward raised an error:\n    SoftmaxThrowsAStringBackward: "
+                        "the backward of the custom Function threw an exception of "
+                        "type char const* (not a std::exception)"));
+  c.softmax = [](const std::vector<Tensor>& in) { return SoftmaxForwardOutOfRange::apply(in[0]); };
+  o = check_named(c, "softmax");
+  EXPECT_FALSE(o.passed);
+  EXPECT_THAT(o.report,
+              HasSubstr("SoftmaxForwardOutOfRange: the forward of the custom Function threw: "));
 }
 
 TEST(ExerciseCheck, ABackwardWritingInPlaceIsReportedNotFatal) {

@@ -298,6 +298,32 @@ TEST(ModuleHooks, ReplacementsOfTheWrongLengthAreRefused) {
               HasSubstr("a forward pre-hook returned 2 inputs, but forward takes 1"));
 }
 
+// A module hook of any kind that throws what is not an ember::Error raises an Error naming the
+// module and the kind of hook.
+TEST(ModuleHooks, AnyExceptionOfAHookIsAnErrorNamingTheModuleAndTheHook) {
+  Tensor x = rand({4, 3}).requires_grad_(true);
+  auto pre = std::make_shared<Linear>(3, 2);
+  pre->register_forward_pre_hook([](Module&, const TensorList&) { throw 1; });
+  EXPECT_EQ(error_of([&] { (*pre)(x); }),
+            "Linear: a forward pre-hook threw an exception of type int (not a std::exception)");
+  auto fwd = std::make_shared<Linear>(3, 2);
+  fwd->register_forward_hook(
+      [](Module&, const TensorList&, const Tensor&) { throw std::runtime_error("no"); });
+  EXPECT_EQ(error_of([&] { (*fwd)(x); }), "Linear: a forward hook threw: no");
+  auto bwd_pre = std::make_shared<Linear>(3, 2);
+  bwd_pre->register_full_backward_pre_hook(
+      [](Module&, const TensorList&) { throw std::logic_error("pre"); });
+  EXPECT_EQ(error_of([&] { (*bwd_pre)(x).sum().backward(); }),
+            "Linear: a full backward pre-hook threw: pre");
+  auto bwd = std::make_shared<Linear>(3, 2);
+  bwd->register_full_backward_hook(
+      [](Module&, const TensorList&, const TensorList&) { throw std::logic_error("post"); });
+  EXPECT_EQ(error_of([&] { (*bwd)(x).sum().backward(); }),
+            "Linear: a full backward hook threw: post");
+  EXPECT_EQ(error_of([&] { (*bwd)(x.detach()).sum().backward(); }),
+            "Linear: a full backward hook threw: post");
+}
+
 // The graph through a hooked module does not own the module: destroyed before backward (on the
 // stack, or its last std::shared_ptr reset), its backward hooks raise instead of running on a dead
 // module.

@@ -138,6 +138,29 @@ TEST(AutogradBackward, ExplicitGradientForNonScalars) {
   EXPECT_THAT(values(x.grad()), ElementsAre(3, 0, 1.5, 6));
 }
 
+// torch.autograd.backward([a, b], [g]) -> RuntimeError: got 2 tensors and 1 gradients (libtorch
+// refuses more gradients than tensors too). The second scalar output gets no implicit 1.
+TEST(AutogradBackward, OneGradientPerOutputOrNone) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor a = (x * 2.0).sum();
+  Tensor b = (x * 3.0).sum();
+  EXPECT_EQ(error_of([&] {
+              autograd::backward({a, b}, {ones({})}, true);
+            }),
+            "backward: got 2 tensors and 1 gradients");
+  EXPECT_EQ(error_of([&] {
+              autograd::grad({a, b}, {x}, {ones({})}, true);
+            }),
+            "backward: got 2 tensors and 1 gradients");
+  EXPECT_EQ(error_of([&] {
+              autograd::backward({a}, {ones({}), ones({})}, true);
+            }),
+            "backward: got 1 tensors and 2 gradients");
+  EXPECT_FALSE(x.grad().defined());
+  autograd::backward({a, b}, {ones({}), full({}, 2.0)});
+  EXPECT_THAT(values(x.grad()), ElementsAre(8, 8));
+}
+
 TEST(AutogradBackward, NonScalarWithoutGradientThrows) {
   Tensor x = tensor({1, 2, 3}).requires_grad_();
   Tensor y = x * 2.0;

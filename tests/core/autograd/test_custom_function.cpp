@@ -491,6 +491,96 @@ TEST(CustomFunction, ABackwardThatThrowsIsAnErrorNamingTheFunction) {
               HasSubstr("(in the backward of ThrowsBackward"));
 }
 
+// A forward and a backward that throw what is not an ember::Error: a std::exception, an int, a
+// string literal (a learner's `throw "not written yet"`).
+struct ForwardOutOfRange : autograd::Function<ForwardOutOfRange> {
+  static Tensor forward(AutogradContext*, const Tensor& x) {
+    return x * static_cast<double>(std::vector<int>{}.at(3));
+  }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0]}; }
+};
+struct BackwardThrowsAnInt : autograd::Function<BackwardThrowsAnInt> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static tensor_list backward(AutogradContext*, tensor_list) { throw 42; }
+};
+struct ForwardThrowsAString : autograd::Function<ForwardThrowsAString> {
+  static Tensor forward(AutogradContext*, const Tensor&) { throw "not written yet"; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0]}; }
+};
+
+TEST(CustomFunction, AnyExceptionOfForwardOrBackwardIsAnErrorNamingTheFunction) {
+  Tensor x = tensor({1.0}).requires_grad_();
+  EXPECT_THAT(error_of([&] { ForwardOutOfRange::apply(x); }),
+              HasSubstr("ForwardOutOfRange: the forward of the custom Function threw: vector"));
+  EXPECT_EQ(error_of([&] { ForwardThrowsAString::apply(x); }),
+            "ForwardThrowsAString: the forward of the custom Function threw an exception of type "
+            "char const* (not a std::exception)");
+  EXPECT_EQ(error_of([&] { BackwardThrowsAnInt::apply(x).sum().backward(); }),
+            "BackwardThrowsAnIntBackward: the backward of the custom Function threw an exception "
+            "of type int (not a std::exception)");
+  // Grad mode is back on after the forward's exception.
+  EXPECT_TRUE(GradMode::is_enabled());
+}
+
+// Anomaly mode names the forward of a custom Function by the struct's name, as the profiler.
+struct NaNGrad : autograd::Function<NaNGrad> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * std::nan("")}; }
+};
+struct NaNGradOfTwo : autograd::Function<NaNGradOfTwo> {
+  static tensor_list forward(AutogradContext*, const Tensor& x) { return {x * 2.0, x * 3.0}; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * std::nan("")}; }
+};
+
+TEST(CustomFunction, AnomalyModeNamesTheForwardAsTheStruct) {
+  autograd::DetectAnomalyGuard anomaly;
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  const std::string one = error_of([&] { NaNGrad::apply(x).sum().backward(); });
+  EXPECT_THAT(one, HasSubstr("Function 'NaNGradBackward' returned nan values in its 0th output "
+                             "(the gradient for input 0 of NaNGrad, of shape [2])"));
+  EXPECT_THAT(one, HasSubstr("forward: NaNGrad(inputs of shapes [2]) -> [2]"));
+  const tensor_list two = NaNGradOfTwo::apply(x);
+  EXPECT_THAT(error_of([&] { (two[0] + two[1]).sum().backward(); }),
+              HasSubstr("forward: NaNGradOfTwo(inputs of shapes [2])"));
+}
+
+// A backward that runs backward through its own graph starts a pass inside a pass without end.
+Tensor runaway_output;
+struct RunsItsOwnGraph : autograd::Function<RunsItsOwnGraph> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static tensor_list backward(AutogradContext*, tensor_list g) {
+    runaway_output.backward(Tensor(), true);
+    return {g[0] * 2.0};
+  }
+};
+// One that runs backward through another graph, inside it, is a legitimate nested pass.
+struct RunsAnotherGraph : autograd::Function<RunsAnotherGraph> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    ctx->save_for_backward({x});
+    return x * x;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_();
+    const bool mode = GradMode::is_enabled();
+    GradMode::set_enabled(true);
+    (x * x).sum().backward();
+    GradMode::set_enabled(mode);
+    return {g[0] * x.grad()};
+  }
+};
+
+TEST(CustomFunction, ABackwardRunningItsOwnGraphAgainIsAnErrorNotAStackOverflow) {
+  Tensor x = tensor({1.0, 3.0}).requires_grad_();
+  runaway_output = RunsItsOwnGraph::apply(x).sum();
+  EXPECT_THAT(error_of([&] { runaway_output.backward(); }),
+              HasSubstr("backward: 100 backward passes are running nested in each other on this "
+                        "thread"));
+  runaway_output = Tensor();
+  // The count is back to zero: passes, nested or not, run again.
+  RunsAnotherGraph::apply(x).sum().backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2.0f, 6.0f}));
+}
+
 // Wrong number of gradients, a gradient for a non-tensor, a wrong shape.
 struct TooMany : autograd::Function<TooMany> {
   static Tensor forward(AutogradContext*, const Tensor& x) { return x * 2.0; }

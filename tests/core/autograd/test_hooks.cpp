@@ -125,6 +125,58 @@ TEST(Hooks, RemoveHookBreaksTheCycleOfALeafHook) {
   EXPECT_TRUE(weak.expired());
 }
 
+// A hook that throws what is not an ember::Error (a std::exception, an int) raises an Error naming
+// where the hook sits; an ember::Error it raises comes out as it is.
+TEST(Hooks, AnyExceptionOfAHookIsAnErrorNamingWhereItRan) {
+  Tensor p = ones({2}).requires_grad_();
+  Tensor y = p * 2.0;
+  y.register_hook([](const Tensor&) -> Tensor { throw std::runtime_error("my hook failed"); });
+  expect_error([&] { y.sum().backward(); },
+               "MulBackward0: a hook registered on its output threw: my hook failed");
+  Tensor q = ones({2}).requires_grad_();
+  q.register_hook([](const Tensor&) -> Tensor { throw 7; });
+  expect_error([&] { (q * 2.0).sum().backward(); },
+               "AccumulateGrad: a hook registered on a leaf threw an exception of type int (not a "
+               "std::exception)");
+  EXPECT_FALSE(q.grad().defined());
+  Tensor r = ones({2}).requires_grad_();
+  r.register_hook([](const Tensor&) -> Tensor { fail("stop here"); });
+  try {
+    (r * 2.0).sum().backward();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "stop here");
+  }
+}
+
+// A chain of 100,000 ops whose hooks each capture the tensor before (the hooks own the chain as
+// much as the edges do): dropping the last tensor frees it all, with no level of recursion per op
+// (a stack overflow).
+TEST(Hooks, AChainOfHooksCapturingEarlierTensorsIsFreedWithoutDeepRecursion) {
+  std::weak_ptr<TensorImpl> first;
+  {
+    Tensor x = ones({1}).requires_grad_();
+    Tensor v = x * 1.0;
+    first = v.impl_ptr();
+    for (int i = 0; i < 100000; ++i) {
+      const Tensor previous = v;
+      v = v * 1.0;
+      v.register_hook([previous](const Tensor& g) { return g * previous.numel(); });
+    }
+  }
+  EXPECT_TRUE(first.expired());
+  // A backward through such a chain runs every hook, then frees them as it goes.
+  Tensor x = ones({1}).requires_grad_();
+  Tensor v = x;
+  for (int i = 0; i < 100000; ++i) {
+    const Tensor previous = v;
+    v = v * 1.0;
+    v.register_hook([previous](const Tensor& g) { return g * previous.numel(); });
+  }
+  v.sum().backward();
+  expect_values(x.grad(), {1.0});
+}
+
 TEST(Hooks, HookChangingTheDtypeIsAnError) {
   // p.register_hook(lambda g: g.double())
   //   -> hook '<lambda>' has changed the type of value (was torch.FloatTensor got ...Double...)
