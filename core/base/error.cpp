@@ -15,7 +15,7 @@ void rethrow_as_error(const std::string& who) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    fail(who, " threw: ", e.what());
+    std::throw_with_nested(Error(who + " threw: " + e.what()));
   } catch (...) {
     std::string type = "of an unknown type";
     if (const std::type_info* info = abi::__cxa_current_exception_type()) {
@@ -24,7 +24,7 @@ void rethrow_as_error(const std::string& who) {
       type = std::string("of type ") + (status == 0 && demangled ? demangled : info->name());
       std::free(demangled);
     }
-    fail(who, " threw an exception ", type, " (not a std::exception)");
+    std::throw_with_nested(Error(who + " threw an exception " + type + " (not a std::exception)"));
   }
 }
 

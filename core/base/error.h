@@ -56,7 +56,9 @@ inline void check(bool cond, const Parts&... parts) {
 // backward, a tensor hook, a module hook): rethrows an ember::Error as it is, and anything else
 // as an ember::Error naming `who`, with the std::exception's what() or, for an exception of
 // another type (a thrown int or string literal), that type's name. A client's exception of
-// another kind then reaches every `catch (const ember::Error&)` with the place it came from.
+// another kind then reaches every `catch (const ember::Error&)` with the place it came from,
+// and the exception itself stays inside it (std::throw_with_nested): std::rethrow_if_nested(e)
+// throws it again, of its own type, for a caller that wants it.
 [[noreturn]] void rethrow_as_error(const std::string& who);
 
 }  // namespace ember

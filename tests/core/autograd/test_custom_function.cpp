@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -520,6 +522,24 @@ TEST(CustomFunction, AnyExceptionOfForwardOrBackwardIsAnErrorNamingTheFunction) 
             "of type int (not a std::exception)");
   // Grad mode is back on after the forward's exception.
   EXPECT_TRUE(GradMode::is_enabled());
+  // The client's own exception stays inside the Error, of its own type.
+  const auto nested_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      try {
+        std::rethrow_if_nested(e);
+      } catch (const std::out_of_range&) {
+        return "out_of_range";
+      } catch (int value) {
+        return "int " + std::to_string(value);
+      }
+      return "nothing nested";
+    }
+    return "no Error";
+  };
+  EXPECT_EQ(nested_of([&] { ForwardOutOfRange::apply(x); }), "out_of_range");
+  EXPECT_EQ(nested_of([&] { BackwardThrowsAnInt::apply(x).sum().backward(); }), "int 42");
 }
 
 // Anomaly mode names the forward of a custom Function by the struct's name, as the profiler.
