@@ -84,12 +84,9 @@ struct BackwardHookState {
   Tensor on_grad_output(const Tensor& grad) {
     grad_outputs = TensorList{grad};
     for (const BackwardPreHook& hook : pre_hooks) {
-      std::optional<TensorList> replaced;
-      try {
-        replaced = hook(live_module(), *grad_outputs);
-      } catch (...) {
-        rethrow_as_error(type_name + ": a full backward pre-hook");
-      }
+      std::optional<TensorList> replaced = call_client(type_name, "a full backward pre-hook", [&] {
+        return hook(live_module(), *grad_outputs);
+      });
       if (!replaced) continue;
       check(replaced->size() == grad_outputs->size(),
             "Backward pre hook returned an invalid number of grad_output, got ", replaced->size(),
@@ -100,12 +97,9 @@ struct BackwardHookState {
     if (wrapped.empty()) {
       const TensorList none(n_inputs);
       for (const BackwardHook& hook : hooks) {
-        std::optional<TensorList> result;
-        try {
-          result = hook(live_module(), none, *grad_outputs);
-        } catch (...) {
-          rethrow_as_error(type_name + ": a full backward hook");
-        }
+        std::optional<TensorList> result = call_client(type_name, "a full backward hook", [&] {
+          return hook(live_module(), none, *grad_outputs);
+        });
         bool all_undefined = true;
         if (result) {
           for (const Tensor& t : *result) all_undefined = all_undefined && !t.defined();
@@ -133,12 +127,9 @@ struct BackwardHookState {
     }
     TensorList result = packed_grad_inputs();
     for (const BackwardHook& hook : hooks) {
-      std::optional<TensorList> replaced;
-      try {
-        replaced = hook(live_module(), result, *grad_outputs);
-      } catch (...) {
-        rethrow_as_error(type_name + ": a full backward hook");
-      }
+      std::optional<TensorList> replaced = call_client(type_name, "a full backward hook", [&] {
+        return hook(live_module(), result, *grad_outputs);
+      });
       if (!replaced) continue;
       check(replaced->size() == result.size(),
             "Backward hook returned an invalid number of grad_input, got ", replaced->size(),
@@ -233,12 +224,8 @@ Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks,
   const HookTables now = *hooks;
   const std::size_t arity = inputs.size();
   for (const auto& [id, hook] : now.forward_pre) {
-    std::optional<TensorList> replaced;
-    try {
-      replaced = hook(module, inputs);
-    } catch (...) {
-      rethrow_as_error(module.type_name() + ": a forward pre-hook");
-    }
+    std::optional<TensorList> replaced =
+        call_client(module.type_name(), "a forward pre-hook", [&] { return hook(module, inputs); });
     if (!replaced) continue;
     check(replaced->size() == arity, module.type_name(), ": a forward pre-hook returned ",
           replaced->size(), " inputs, but forward takes ", arity);
@@ -273,12 +260,8 @@ Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks,
     }
   }
   for (const auto& [id, hook] : now.forward) {
-    std::optional<Tensor> replaced;
-    try {
-      replaced = hook(module, inputs, output);
-    } catch (...) {
-      rethrow_as_error(module.type_name() + ": a forward hook");
-    }
+    std::optional<Tensor> replaced = call_client(module.type_name(), "a forward hook",
+                                                 [&] { return hook(module, inputs, output); });
     if (replaced) output = std::move(*replaced);
   }
   // torch/utils/hooks.py's setup_output_hook: only an output that requires grad is wired.

@@ -189,12 +189,8 @@ Tensor run_output_hooks(Node* node, Tensor grad, bool observing) {
   // PyTorch, the hooks of this tensor when the pass reached it all run).
   const std::vector<GradHookEntry> hooks = node->pre_hooks;
   for (const GradHookEntry& hook : hooks) {
-    Tensor replaced;
-    try {
-      replaced = (*hook.fn)(grad);
-    } catch (...) {
-      rethrow_as_error(node->name() + ": a hook registered on its output");
-    }
+    Tensor replaced = call_client(node->name(), "a hook registered on its output",
+                                  [&] { return (*hook.fn)(grad); });
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(), node->name(),
             ": a hook replaced a gradient of shape ", grad.shape(), " by one of shape ",
@@ -475,12 +471,8 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor grad = grad_output;
   const std::vector<GradHookEntry> hooks = leaf->hooks;  // a snapshot, as in run_output_hooks
   for (const GradHookEntry& hook : hooks) {
-    Tensor replaced;
-    try {
-      replaced = (*hook.fn)(grad);
-    } catch (...) {
-      rethrow_as_error("AccumulateGrad: a hook registered on a leaf");
-    }
+    Tensor replaced = call_client("AccumulateGrad", "a hook registered on a leaf",
+                                  [&] { return (*hook.fn)(grad); });
     if (replaced.defined()) {
       check(replaced.shape() == grad.shape(),
             "AccumulateGrad: a hook replaced a gradient of shape ", grad.shape(),

@@ -259,18 +259,16 @@ struct Function {
     (detail::add_argument(*node, args), ...);
     AutogradContext* ctx = node->begin();
     tensor_list outputs;
-    try {
+    // An exception that is not an ember::Error (std::out_of_range, a thrown string) comes out
+    // as one naming the Function.
+    call_client(node->forward_name(), "the forward of the custom Function", [&] {
       NoGradGuard no_grad;
       if constexpr (std::is_same_v<Output, Tensor>) {
         outputs.push_back(T::forward(ctx, std::forward<Args>(args)...));
       } else {
         outputs = T::forward(ctx, std::forward<Args>(args)...);
       }
-    } catch (...) {
-      // An exception that is not an ember::Error (std::out_of_range, a thrown string) comes
-      // out as one naming the Function.
-      rethrow_as_error(node->forward_name() + ": the forward of the custom Function");
-    }
+    });
     detail::CustomNode::finish(node, outputs);
     if constexpr (std::is_same_v<Output, Tensor>) {
       return outputs[0];

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/base/small_shape.h"
@@ -60,5 +62,17 @@ inline void check(bool cond, const Parts&... parts) {
 // and the exception itself stays inside it (std::throw_with_nested): std::rethrow_if_nested(e)
 // throws it again, of its own type, for a caller that wants it.
 [[noreturn]] void rethrow_as_error(const std::string& who);
+
+// Runs client code `f` (a hook, a custom Function's forward) and returns what it returns; an
+// exception it throws leaves as rethrow_as_error(source + ": " + role) makes it. The name is
+// built only when something was thrown.
+template <typename F>
+decltype(auto) call_client(std::string_view source, std::string_view role, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (...) {
+    rethrow_as_error(std::string(source) + ": " + std::string(role));
+  }
+}
 
 }  // namespace ember
