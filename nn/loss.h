@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/base/args.h"
 #include "core/tensor/tensor.h"
 #include "nn/module.h"
 
@@ -25,50 +26,35 @@ inline constexpr Reduction kNone = Reduction::None;
 inline constexpr Reduction kMean = Reduction::Mean;
 inline constexpr Reduction kSum = Reduction::Sum;
 
-// A chained option of an options struct, as libtorch's TORCH_ARG:
-//   Options().weight(w).ignore_index(3) sets, options.weight() reads.
-#define EMBER_LOSS_ARG(T, name)             \
- public:                                    \
-  auto& name(const T& value) {              \
-    name##_ = value;                        \
-    return *this;                           \
-  }                                         \
-  const T& name() const { return name##_; } \
-                                            \
- private:                                   \
-  T name##_
-
 struct CrossEntropyFuncOptions {
-  EMBER_LOSS_ARG(Tensor, weight);  // [C], a rescaling weight per class (undefined: all 1)
-  EMBER_LOSS_ARG(int64_t, ignore_index) = -100;
-  EMBER_LOSS_ARG(Reduction, reduction) = Reduction::Mean;
-  EMBER_LOSS_ARG(double, label_smoothing) = 0.0;
+  EMBER_ARG(Tensor, weight);  // [C], a rescaling weight per class (undefined: all 1)
+  EMBER_ARG(int64_t, ignore_index) = -100;
+  EMBER_ARG(Reduction, reduction) = Reduction::Mean;
+  EMBER_ARG(double, label_smoothing) = 0.0;
 };
 
 struct NLLLossFuncOptions {
-  EMBER_LOSS_ARG(Tensor, weight);
-  EMBER_LOSS_ARG(int64_t, ignore_index) = -100;
-  EMBER_LOSS_ARG(Reduction, reduction) = Reduction::Mean;
+  EMBER_ARG(Tensor, weight);
+  EMBER_ARG(int64_t, ignore_index) = -100;
+  EMBER_ARG(Reduction, reduction) = Reduction::Mean;
 };
 
 struct MSELossFuncOptions {
   MSELossFuncOptions(Reduction r = Reduction::Mean) : reduction_(r) {}
-  EMBER_LOSS_ARG(Reduction, reduction);
+  EMBER_ARG(Reduction, reduction);
 };
 using L1LossFuncOptions = MSELossFuncOptions;
 
 struct BinaryCrossEntropyFuncOptions {
-  EMBER_LOSS_ARG(Tensor, weight);  // broadcast to the input's shape
-  EMBER_LOSS_ARG(Reduction, reduction) = Reduction::Mean;
+  EMBER_ARG(Tensor, weight);  // broadcast to the input's shape
+  EMBER_ARG(Reduction, reduction) = Reduction::Mean;
 };
 
 struct BinaryCrossEntropyWithLogitsFuncOptions {
-  EMBER_LOSS_ARG(Tensor, weight);      // broadcast to the input's shape
-  EMBER_LOSS_ARG(Tensor, pos_weight);  // weight of positive examples, broadcast along the last dim
-  EMBER_LOSS_ARG(Reduction, reduction) = Reduction::Mean;
+  EMBER_ARG(Tensor, weight);      // broadcast to the input's shape
+  EMBER_ARG(Tensor, pos_weight);  // weight of positive examples, broadcast along the last dim
+  EMBER_ARG(Reduction, reduction) = Reduction::Mean;
 };
-
-#undef EMBER_LOSS_ARG
 
 namespace functional {
 

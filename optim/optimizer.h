@@ -17,21 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/args.h"
 #include "core/tensor/tensor.h"
 
 namespace ember::optim {
-
-// A chained option, as libtorch's TORCH_ARG: Options(0.1).momentum(0.9) sets, .momentum() reads.
-#define EMBER_OPTIM_ARG(T, name)            \
- public:                                    \
-  auto& name(const T& value) {              \
-    name##_ = value;                        \
-    return *this;                           \
-  }                                         \
-  const T& name() const { return name##_; } \
-                                            \
- private:                                   \
-  T name##_
 
 // The options of one parameter group. Each optimizer derives its own (SGDOptions, ...).
 class OptimizerOptions {

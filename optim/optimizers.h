@@ -27,61 +27,61 @@ class SGDOptions : public OptimizerOptions {
  public:
   explicit SGDOptions(double lr) : lr_(lr) {}
   EMBER_OPTIONS_BASICS(SGDOptions, "SGD")
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(double, momentum) = 0;
-  EMBER_OPTIM_ARG(double, dampening) = 0;
-  EMBER_OPTIM_ARG(double, weight_decay) = 0;
-  EMBER_OPTIM_ARG(bool, nesterov) = false;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, momentum) = 0;
+  EMBER_ARG(double, dampening) = 0;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(bool, nesterov) = false;
+  EMBER_ARG(bool, maximize) = false;
 };
 
 class AdamOptions : public OptimizerOptions {
  public:
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
   EMBER_OPTIONS_BASICS(AdamOptions, "Adam")
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(Betas, betas) = {0.9, 0.999};
-  EMBER_OPTIM_ARG(double, eps) = 1e-8;
-  EMBER_OPTIM_ARG(double, weight_decay) = 0;
-  EMBER_OPTIM_ARG(bool, amsgrad) = false;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);
+  EMBER_ARG(Betas, betas) = {0.9, 0.999};
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(bool, amsgrad) = false;
+  EMBER_ARG(bool, maximize) = false;
 };
 
 class AdamWOptions : public OptimizerOptions {
  public:
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
   EMBER_OPTIONS_BASICS(AdamWOptions, "AdamW")
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(Betas, betas) = {0.9, 0.999};
-  EMBER_OPTIM_ARG(double, eps) = 1e-8;
-  EMBER_OPTIM_ARG(double, weight_decay) = 1e-2;
-  EMBER_OPTIM_ARG(bool, amsgrad) = false;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);
+  EMBER_ARG(Betas, betas) = {0.9, 0.999};
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 1e-2;
+  EMBER_ARG(bool, amsgrad) = false;
+  EMBER_ARG(bool, maximize) = false;
 };
 
 class RMSpropOptions : public OptimizerOptions {
  public:
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
   EMBER_OPTIONS_BASICS(RMSpropOptions, "RMSprop")
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(double, alpha) = 0.99;
-  EMBER_OPTIM_ARG(double, eps) = 1e-8;
-  EMBER_OPTIM_ARG(double, weight_decay) = 0;
-  EMBER_OPTIM_ARG(double, momentum) = 0;
-  EMBER_OPTIM_ARG(bool, centered) = false;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, alpha) = 0.99;
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(double, momentum) = 0;
+  EMBER_ARG(bool, centered) = false;
+  EMBER_ARG(bool, maximize) = false;
 };
 
 class AdagradOptions : public OptimizerOptions {
  public:
   explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
   EMBER_OPTIONS_BASICS(AdagradOptions, "Adagrad")
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(double, lr_decay) = 0;
-  EMBER_OPTIM_ARG(double, weight_decay) = 0;
-  EMBER_OPTIM_ARG(double, initial_accumulator_value) = 0;
-  EMBER_OPTIM_ARG(double, eps) = 1e-10;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, lr_decay) = 0;
+  EMBER_ARG(double, weight_decay) = 0;
+  EMBER_ARG(double, initial_accumulator_value) = 0;
+  EMBER_ARG(double, eps) = 1e-10;
+  EMBER_ARG(bool, maximize) = false;
 };
 
 #undef EMBER_OPTIONS_BASICS

@@ -79,3 +79,18 @@ class Scalar {
 };
 
 }  // namespace ember
+
+// A chained option of an options struct, as libtorch's TORCH_ARG: inside a struct,
+//   EMBER_ARG(double, momentum) = 0;
+// declares a member momentum_ (here initialised to 0), a setter that returns the struct, so that
+// SGDOptions(0.1).momentum(0.9).nesterov(true) chains, and a getter: options.momentum().
+#define EMBER_ARG(T, name)                  \
+ public:                                    \
+  auto& name(const T& value) {              \
+    name##_ = value;                        \
+    return *this;                           \
+  }                                         \
+  const T& name() const { return name##_; } \
+                                            \
+ private:                                   \
+  T name##_
