@@ -146,12 +146,13 @@ class Trainer {
   json answer(const std::string& text) {
     check_not_diverged();
     std::vector<int64_t> digits;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-      const char c = text[i];
+    int64_t character = 0;  // counted in UTF-8 characters, as the visitor sees them
+    for (const char c : text) {
+      if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++character;
       if (c == ' ') continue;
       check(c >= '0' && c <= '9', "type exactly ", digits_,
-            " digits 0-9 (spaces allowed): character ", i + 1, " is not one",
-            static_cast<unsigned char>(c) < 0x80 && c >= ' ' ? std::string(" ('") + c + "')" : "");
+            " digits 0-9 (spaces allowed): character ", character, " is not one",
+            c > ' ' && static_cast<unsigned char>(c) < 0x7F ? std::string(" ('") + c + "')" : "");
       digits.push_back(c - '0');
     }
     check(static_cast<int64_t>(digits.size()) == digits_, "type exactly ", digits_, " digits, got ",

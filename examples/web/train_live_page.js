@@ -4,6 +4,8 @@
 
 const train = {
   settings: {},
+  hidden: {},        // the fragment's settings that have no field on the page (digits, batch, seed)
+  model: false,      // whether Ember holds a model (its last reset was accepted)
   losses: [],
   evaluation: null,
   running: false,
@@ -14,14 +16,43 @@ const train = {
 var Module = {
   print: (text) => console.log(text),
   printErr: (text) => console.error(text),
+  onAbort: (what) => web.status(`Ember stopped: ${what}`, true),
   onRuntimeInitialized: () => {
-    const fragment = /^#settings=(.*)$/.exec(window.location.hash);
-    const settings = fragment ? JSON.parse(decodeURIComponent(fragment[1])) : {};
-    for (const key of ['lr', 'emb_dim', 'n_heads', 'n_layers', 'steps']) {
-      if (key in settings) document.getElementById(key).value = String(settings[key]);
+    const status = document.getElementById('status');
+    let settings;
+    try {
+      settings = web.fragmentSettings();
+    } catch (e) {
+      web.status(`${e.message}: no model (the button makes one with the settings above)`, true);
+      status.dataset.ready = 'true';
+      return;
     }
-    reset();
-    if (settings.run) {
+    // Every setting goes to Ember as the fragment gives it (Ember refuses what is wrong, by name);
+    // "run" is the page's own: N training steps at once, then an evaluation.
+    const { run, ...toEmber } = settings;
+    train.hidden = {};
+    for (const [key, value] of Object.entries(toEmber)) {
+      if (!FIELDS.includes(key)) {
+        train.hidden[key] = value;
+        continue;
+      }
+      const field = document.getElementById(key);
+      if (field.tagName === 'SELECT' && ![...field.options].some((o) => o.value === String(value))) {
+        field.append(web.element('option', {}, String(value)));  // shown as it is used
+      }
+      field.value = String(value);
+    }
+    if (!reset(toEmber)) {
+      status.dataset.ready = 'true';
+      return;
+    }
+    if (run !== undefined && !(Number.isInteger(run) && run >= 0 && run <= 1000000)) {
+      web.status(`"run" must be an integer in [0, 1000000], got ${String(JSON.stringify(run)).slice(0, 40)}: not trained`, true);
+      status.dataset.ready = 'true';
+      writeState();
+      return;
+    }
+    if (run) {
       const started = performance.now();
       trainSteps(settings.run);
       const seconds = (performance.now() - started) / 1000;
@@ -33,37 +64,70 @@ var Module = {
       evaluate();
     }
     draw();
-    const status = document.getElementById('status');
-    status.textContent = `ready (${performance.now().toFixed(0)} ms after the page began to load)`;
+    if (!status.dataset.error) {
+      web.status(`ready (${performance.now().toFixed(0)} ms after the page began to load)`);
+    }
     status.dataset.ready = 'true';
     writeState();
   },
 };
 
+// The settings that have a field on the page.
+const FIELDS = ['lr', 'emb_dim', 'n_heads', 'n_layers', 'steps'];
+
 // Calls one of train_live.cpp's functions; its JSON answer, or null after showing its error.
 function call(name, types = [], args = []) {
+  if (name !== 'reset' && !train.model) {
+    web.status('no model: Ember refused the settings (above); change them and make a new model', true);
+    train.running = false;
+    pause();
+    return null;
+  }
   const answer = JSON.parse(Module.ccall(`ember_train_live_${name}`, 'string', types, args));
   if (answer.error) {
-    document.getElementById('status').textContent = `Ember: ${answer.error}`;
+    web.status(`Ember: ${answer.error}`, true);
+    train.running = false;  // (no evaluation at this pause: it would hide the message)
     pause();
     return null;
   }
   return answer;
 }
 
+// The fields' settings (a field that does not hold a number goes as its text, which Ember
+// refuses by name, rather than as 0), with the fragment's hidden ones.
 function currentSettings() {
-  const number = (id) => Number(document.getElementById(id).value);
-  return { lr: number('lr'), emb_dim: number('emb_dim'), n_heads: number('n_heads'),
-           n_layers: number('n_layers'), steps: number('steps') };
+  const settings = { ...train.hidden };
+  for (const key of FIELDS) {
+    const text = document.getElementById(key).value;
+    settings[key] = text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : text;
+  }
+  return settings;
 }
 
-function reset() {
+// A new model for these settings (the fields' by default): true if Ember took them. Refused,
+// the page shows no model: the curve, numbers and maps of the last one are cleared.
+function reset(settings = currentSettings()) {
   pause();
-  train.settings = currentSettings();
+  train.settings = settings;
   train.losses = [];
   train.evaluation = null;
-  if (call('reset', ['string'], [JSON.stringify(train.settings)]) === null) return;
+  train.stepsPerSecond = undefined;
+  document.getElementById('try-output').textContent = '';
+  document.getElementById('speed').textContent = '';
+  for (const id of ['eval-loss', 'eval-token', 'eval-seq']) document.getElementById(id).textContent = '–';
+  document.getElementById('eval-step').textContent = '';
+  let text;
+  try {
+    text = JSON.stringify(settings);
+  } catch (e) {  // a fragment nested too deep for JSON.stringify
+    text = null;
+    web.status(`the settings cannot be sent to Ember: ${e.message}`, true);
+  }
+  train.model = text !== null && call('reset', ['string'], [text]) !== null;
+  if (train.model) web.status('ready: a new model');
   draw();
+  writeState();
+  return train.model;
 }
 
 function trainSteps(count) {
@@ -91,7 +155,7 @@ function frame() {
   }
   draw();
   writeState();
-  if (train.running) requestAnimationFrame(frame);
+  if (train.running) train.frame = requestAnimationFrame(frame);
 }
 
 function start() {
@@ -99,10 +163,12 @@ function start() {
   train.running = true;
   document.getElementById('start').disabled = true;
   document.getElementById('pause').disabled = false;
-  requestAnimationFrame(frame);
+  train.frame = requestAnimationFrame(frame);
 }
 
+// (A frame already asked for is cancelled: a pause and a start within one frame leave one loop.)
 function pause() {
+  cancelAnimationFrame(train.frame);
   if (train.running && train.losses.length) evaluate();
   train.running = false;
   document.getElementById('start').disabled = false;
@@ -158,10 +224,11 @@ function drawCurve() {
 }
 
 function drawAttention() {
-  const answer = call('attention');
-  if (answer === null) return;
   const holder = document.getElementById('attention');
   holder.replaceChildren();
+  if (!train.model) return;
+  const answer = call('attention');
+  if (answer === null) return;
   const heads = train.settings.n_heads;
   answer.maps.forEach((map, k) => {
     const title = `layer ${Math.floor(k / heads) + 1}, head ${(k % heads) + 1}`;
@@ -187,15 +254,17 @@ document.getElementById('step').addEventListener('click', () => {
   draw();
   writeState();
 });
-document.getElementById('reset').addEventListener('click', reset);
+document.getElementById('reset').addEventListener('click', () => reset());
 document.getElementById('evaluate').addEventListener('click', () => {
   evaluate();
   draw();
   writeState();
 });
 document.getElementById('try').addEventListener('click', () => {
+  document.getElementById('try-output').textContent = '';
   const answer = call('answer', ['string'], [document.getElementById('try-input').value]);
   if (answer === null) return;
+  web.status('ready');
   document.getElementById('try-output').textContent =
       `→ ${answer.output.split('').join(' ')} ${answer.right ? '(right)' : '(wrong)'}`;
 });

@@ -10,7 +10,11 @@ The site is served from 127.0.0.1 by a server this script starts. For each --set
 chapter's, no settings), the page is opened with #settings=<JSON>; it computes its state with Ember
 in WebAssembly and writes it as JSON into <pre id="state">, which Chromium's --dump-dom prints.
 The same settings go to the native program (the same C++, built natively), whose JSON must be
-the page's, number for number. With --train-toy, the page is opened with #settings={"run": N} (N = --losses): it trains N steps,
+the page's, number for number. Each --refuse settings must be refused by both: the native program
+exits with 2 and prints "<page>: <message>", and the page writes no state and shows
+"Ember: <message>", the same message (the same C++ refuses them). Each --bad-fragment (a raw
+URL fragment the page's script itself cannot read: not JSON, not an object) must leave the page
+with no state and its status saying what is wrong with "#settings=". With --train-toy, the page is opened with #settings={"run": N} (N = --losses): it trains N steps,
 and its N losses must be those train_toy --print-losses prints (exactly, or within --tolerance
 when one is given). The test fails too when the page reports a Content-Security-Policy
 violation, when Chromium's net log shows a request the page made to anything but the loopback
@@ -81,7 +85,8 @@ def page_state(chromium, url, workdir, name):
     csp = re.search(r'<span id="csp-violations">([^<]*)</span>', dom)
     status = re.search(r'<p id="status"[^>]*>([^<]*)</p>', dom)
     return (json.loads(html.unescape(state.group(1))) if state and state.group(1) else None,
-            csp.group(1) if csp else None, status.group(1) if status else None, netlog, dom)
+            csp.group(1) if csp else None, html.unescape(status.group(1)) if status else None,
+            netlog, dom)
 
 
 def differences(page, native, path="state"):
@@ -95,6 +100,38 @@ def differences(page, native, path="state"):
     if isinstance(native, list) and isinstance(page, list) and len(native) == len(page):
         return [d for i, (p, n) in enumerate(zip(page, native)) for d in differences(p, n, f"{path}[{i}]")]
     return [] if page == native else [f"{path}: page {json.dumps(page)[:120]} native {json.dumps(native)[:120]}"]
+
+
+def check_refusals(args, port, workdir):
+    """Settings the native program and the page must refuse with the same message."""
+    failures = []
+    cases = [(settings, True) for settings in args.refuse] + [(f, False) for f in args.bad_fragment]
+    for index, (text, through_native) in enumerate(cases):
+        fragment = urllib.parse.quote(text) if through_native else text
+        url = f"http://127.0.0.1:{port}/{args.page}.html#settings={fragment}"
+        state, csp, status, netlog, dom = page_state(args.chromium, url, workdir, f"refuse{index}")
+        print(f"-- refused {text[:60]!r}: page status {status!r}")
+        if args.page == "train_live" and state is not None and state.get("step") == 0:
+            state = None  # the training page writes its (empty) state with no model too
+        if state is not None:
+            failures.append(f"refused {text[:60]!r}: the page wrote a state")
+        if csp != "0":
+            failures.append(f"refused {text[:60]!r}: Content-Security-Policy violations: {csp}")
+        if not through_native:
+            if not (status or "").startswith("the URL's #settings="):
+                failures.append(f"bad fragment {text[:60]!r}: the page's status is {status!r}")
+            continue
+        program = args.native or args.native_train
+        run = subprocess.run([program, text] + (["0"] if args.page == "train_live" else []),
+                             capture_output=True, text=True)
+        prefix = f"{args.page}: "
+        if run.returncode != 2 or not run.stderr.startswith(prefix) or run.stdout:
+            failures.append(f"refused {text[:60]!r}: the native program exited {run.returncode}: {run.stderr[:200]!r}")
+            continue
+        expected = "Ember: " + run.stderr[len(prefix):].rstrip("\n")
+        if status != expected:
+            failures.append(f"refused {text[:60]!r}: the page says {status!r}, the native program {expected!r}")
+    return failures
 
 
 def train_toy_losses(train_toy, steps, workdir):
@@ -144,6 +181,9 @@ def main():
     parser.add_argument("--losses", type=int, default=50)
     parser.add_argument("--tolerance", type=float, default=0.0)
     parser.add_argument("--settings", action="append", default=[])
+    parser.add_argument("--refuse", action="append", default=[])
+    parser.add_argument("--bad-fragment", action="append", default=[])
+    parser.add_argument("--native-train")  # train_live's native program, for --refuse
     parser.add_argument("--files", nargs="+", default=[])
     parser.add_argument("--screenshot")
     # The test's own check: a page that loads URL (an <img>), with its CSP (--plant) or without
@@ -186,6 +226,7 @@ def main():
     try:
         if args.train_toy:
             failures += check_training(args, port, workdir)
+        failures += check_refusals(args, port, workdir)
         for index, settings in enumerate([] if args.train_toy else [""] + args.settings):
             url = f"http://127.0.0.1:{port}/{args.page}.html"
             if settings:
@@ -202,8 +243,15 @@ def main():
             diff = differences(state, native)
             for d in diff[:20]:
                 print("   differs:", d)
+            # null is how JSON writers give up on NaN and the infinities (the page would show 0):
+            # Ember writes them "nan", "inf", "-inf" (the graph writes a gradient never sent null).
+            numbers = json.dumps({k: v for k, v in state.items() if k != "graph"})
+            if "null" in numbers:
+                failures.append(f"{label}: the page's state holds null: {numbers[:200]}")
             if diff:
                 failures.append(f"{label}: {len(diff)} values differ from the native program's")
+            elif isinstance(native["loss"], str) and f"the loss is {native['loss']}" not in (status or ""):
+                failures.append(f"{label}: the loss is {native['loss']}, which the page's status does not say: {status!r}")
             else:
                 print(f"   the page's numbers are the native program's ({len(json.dumps(native))} B of JSON, loss {native['loss']})")
             if csp != "0":
