@@ -57,7 +57,7 @@ function start(settings) {
 function recompute() {
   let text;
   try {
-    text = Module.ccall('ember_attention_live_state', 'string', ['string'], [JSON.stringify(page.settings)]);
+    text = web.callWithText('ember_attention_live_state', JSON.stringify(page.settings));
   } catch (e) {  // JSON.stringify of a hostile fragment (nested too deep) or a trap
     web.status(`Ember: ${e.message}`, true);
     return false;

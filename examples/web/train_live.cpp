@@ -153,6 +153,8 @@ class Trainer {
       check(c >= '0' && c <= '9', "type exactly ", digits_,
             " digits 0-9 (spaces allowed): character ", character, " is not one",
             c > ' ' && static_cast<unsigned char>(c) < 0x7F ? std::string(" ('") + c + "')" : "");
+      check(static_cast<int64_t>(digits.size()) < digits_, "type exactly ", digits_,
+            " digits, got more");  // (read no further: a pasted book costs nothing)
       digits.push_back(c - '0');
     }
     check(static_cast<int64_t>(digits.size()) == digits_, "type exactly ", digits_, " digits, got ",

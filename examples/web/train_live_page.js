@@ -83,7 +83,8 @@ function call(name, types = [], args = []) {
     pause();
     return null;
   }
-  const answer = JSON.parse(Module.ccall(`ember_train_live_${name}`, 'string', types, args));
+  const answer = JSON.parse(types[0] === 'string' ? web.callWithText(`ember_train_live_${name}`, args[0])
+                                                 : Module.ccall(`ember_train_live_${name}`, 'string', types, args));
   if (answer.error) {
     web.status(`Ember: ${answer.error}`, true);
     train.running = false;  // (no evaluation at this pause: it would hide the message)

@@ -41,6 +41,21 @@ const web = {
     return settings;
   },
 
+  // The text answer of the page's C function `name` for one text argument. The text goes through
+  // the heap (_malloc), not through ccall's 'string', which copies it onto the small stack: a
+  // long text (a 10 MB fragment, a pasted book) would overflow it, a WebAssembly trap.
+  callWithText(name, text) {
+    const size = Module.lengthBytesUTF8(text) + 1;
+    const pointer = Module._malloc(size);
+    if (!pointer) return JSON.stringify({ error: `no memory for a text of ${size} bytes` });
+    try {
+      Module.stringToUTF8(text, pointer, size);
+      return Module.ccall(name, 'string', ['number'], [pointer]);
+    } finally {
+      Module._free(pointer);
+    }
+  },
+
   // A number as the page shows it: 4 significant digits (the exact value is in #state). Ember
   // writes NaN and the infinities as the strings "nan", "inf" and "-inf": shown as they are.
   format(x) { return typeof x === 'number' ? x.toPrecision(4) : String(x); },
