@@ -42,7 +42,9 @@ var Module = {
       }
       field.value = String(value);
     }
-    if (!reset(toEmber)) {
+    // The fields' values (the fragment's where it gave them), and the fragment's values as it
+    // gave them (a value a field cannot hold goes to Ember as it is, to be refused by name).
+    if (!reset({ ...currentSettings(), ...toEmber })) {
       status.dataset.ready = 'true';
       return;
     }
@@ -207,7 +209,8 @@ function drawCurve() {
   g.font = '18px sans-serif';
   g.textAlign = 'right';
   g.textBaseline = 'middle';
-  [0, high / 2, high].forEach((v) => g.fillText(v.toFixed(2), left - 6, y(v)));
+  // (3 significant digits past 1000: a diverging loss of 1e30 keeps its label inside the margin)
+  [0, high / 2, high].forEach((v) => g.fillText(v < 1000 ? v.toFixed(2) : v.toPrecision(3), left - 6, y(v)));
   g.textAlign = 'center';
   g.textBaseline = 'top';
   [0, Math.round(total / 2), total].forEach((i) => g.fillText(String(i), x(i), h - bottom + 4));

@@ -91,6 +91,12 @@ def page_state(chromium, url, workdir, name):
             netlog, dom)
 
 
+def shown_slips(dom):
+    """What a page must never show a visitor: JavaScript's NaN, undefined, [object Object]."""
+    text = re.sub(r'<pre id="state"[^>]*>.*?</pre>|<script.*?</script>|<[^>]*>', " ", dom, flags=re.S)
+    return sorted({m for m in re.findall(r"\bNaN\b|\bundefined\b|\[object Object\]", text)})
+
+
 def differences(page, native, path="state"):
     """Where two JSON values differ (exactly: floats compared as the doubles they parse to)."""
     if isinstance(native, dict) and isinstance(page, dict):
@@ -168,6 +174,8 @@ def check_training(args, port, workdir):
             failures.append(f"losses differ from train_toy's by up to {worst:.3g} (tolerance {args.tolerance})")
     if csp != "0":
         failures.append(f"Content-Security-Policy violations: {csp}")
+    if shown_slips(dom):
+        failures.append(f"the page shows {shown_slips(dom)}")
     foreign = foreign_requests(netlog, port)
     if foreign:
         failures.append(f"requests outside the loopback server: {foreign}")
@@ -281,6 +289,8 @@ def main():
                 print(f"   the page's numbers are the native program's ({len(json.dumps(native))} B of JSON, loss {native['loss']})")
             if csp != "0":
                 failures.append(f"{label}: Content-Security-Policy violations: {csp}")
+            if shown_slips(dom):
+                failures.append(f"{label}: the page shows {shown_slips(dom)}")
             foreign = foreign_requests(netlog, port)
             if foreign:
                 failures.append(f"{label}: requests outside the loopback server: {foreign}")
