@@ -213,6 +213,11 @@ def main():
     if total > SIZE_BUDGET:
         failures.append(f"the page's files weigh {total} B, more than {SIZE_BUDGET} B")
 
+    # The site's index links the page (a page it does not list is one no visitor finds).
+    index = os.path.join(args.site, "index.html")
+    if f'href="{args.page}.html"' not in open(index).read():
+        failures.append(f"index.html has no link to {args.page}.html")
+
     workdir = tempfile.mkdtemp(prefix="ember_page_test_")
     plant = args.plant or args.plant_without_csp
     if plant:  # a copy of the site whose page loads `plant`
@@ -260,7 +265,7 @@ def main():
                 state = None
             if state is not None or not (status or "").startswith('Ember: settings: unknown key "pad"'):
                 failures.append(f"a fragment of {args.long_fragment} characters: status {(status or '')[:100]!r}")
-        for index, settings in enumerate([] if args.train_toy else [""] + args.settings):
+        for index, settings in enumerate([] if args.train_toy or not args.native else [""] + args.settings):
             url = f"http://127.0.0.1:{port}/{args.page}.html"
             if settings:
                 url += "#settings=" + urllib.parse.quote(settings)
