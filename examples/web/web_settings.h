@@ -76,11 +76,20 @@ class Settings {
     const nlohmann::json& v = json_.at(key);
     check(v.is_number(), "settings: \"", key, "\" must be an integer in [", lo, ", ", hi, "], got ",
           shown(v));
-    const double d = v.get<double>();
-    check(std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
-              d <= static_cast<double>(hi),
-          "settings: \"", key, "\" must be an integer in [", lo, ", ", hi, "], got ", shown(v));
-    return v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>();
+    // (Integers compared as integers: 2^53 + 1 is not 2^53; floats as floats, then converted.)
+    bool ok = false;
+    if (v.is_number_unsigned()) {
+      ok = hi >= 0 && v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+           static_cast<int64_t>(v.get<uint64_t>()) >= lo;
+    } else if (v.is_number_integer()) {
+      ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    } else {
+      const double d = v.get<double>();
+      ok = std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
+           d <= static_cast<double>(hi) && std::fabs(d) < 9.2e18;
+    }
+    check(ok, "settings: \"", key, "\" must be an integer in [", lo, ", ", hi, "], got ", shown(v));
+    return v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
   }
 
   // A finite number in [lo, hi].
