@@ -24,11 +24,16 @@ const web = {
     else delete status.dataset.error;
   },
 
-  // The settings of the URL fragment #settings=<url-encoded JSON object>, {} without one; an
-  // Error saying what is wrong with it otherwise (not a JSON object, not URL-encoded).
+  // The settings of the URL fragment #settings=<url-encoded JSON object>, {} without a fragment;
+  // an Error saying what is wrong with it otherwise (another fragment, not URL-encoded JSON, not
+  // an object).
   fragmentSettings() {
-    const match = /^#settings=(.*)$/s.exec(window.location.hash);
-    if (!match) return {};
+    const hash = window.location.hash;
+    if (hash === '' || hash === '#') return {};
+    const match = /^#settings=(.*)$/s.exec(hash);
+    if (!match) {  // a misspelt key would otherwise give the default settings, silently
+      throw new Error(`the URL's #${hash.slice(1, 21)}${hash.length > 21 ? '…' : ''} is not #settings=<JSON>`);
+    }
     let settings;
     try {
       settings = JSON.parse(decodeURIComponent(match[1]));

@@ -13,8 +13,8 @@ The same settings go to the native program (the same C++, built natively), whose
 the page's, number for number. Each --refuse settings must be refused by both: the native program
 exits with 2 and prints "<page>: <message>", and the page writes no state and shows
 "Ember: <message>", the same message (the same C++ refuses them). Each --bad-fragment (a raw
-URL fragment the page's script itself cannot read: not JSON, not an object) must leave the page
-with no state and its status saying what is wrong with "#settings=". With --long-fragment N, a
+URL fragment, after "#", that the page's script itself cannot read: not #settings=, not JSON,
+not an object) must leave the page with no state and its status saying what is wrong with it. With --long-fragment N, a
 fragment of N characters (beyond the WebAssembly stack: it goes through the heap) must be refused
 for its unknown key. With --train-toy, the page is opened with #settings={"run": N} (N = --losses): it trains N steps,
 and its N losses must be those train_toy --print-losses prints (exactly, or within --tolerance
@@ -115,8 +115,8 @@ def check_refusals(args, port, workdir):
     failures = []
     cases = [(settings, True) for settings in args.refuse] + [(f, False) for f in args.bad_fragment]
     for index, (text, through_native) in enumerate(cases):
-        fragment = urllib.parse.quote(text) if through_native else text
-        url = f"http://127.0.0.1:{port}/{args.page}.html#settings={fragment}"
+        fragment = "settings=" + urllib.parse.quote(text) if through_native else text
+        url = f"http://127.0.0.1:{port}/{args.page}.html#{fragment}"
         state, csp, status, netlog, dom = page_state(args.chromium, url, workdir, f"refuse{index}")
         print(f"-- refused {text[:60]!r}: page status {status!r}")
         if args.page == "train_live" and state is not None and state.get("step") == 0:
@@ -126,7 +126,7 @@ def check_refusals(args, port, workdir):
         if csp != "0":
             failures.append(f"refused {text[:60]!r}: Content-Security-Policy violations: {csp}")
         if not through_native:
-            if not (status or "").startswith("the URL's #settings="):
+            if not (status or "").startswith("the URL's #"):
                 failures.append(f"bad fragment {text[:60]!r}: the page's status is {status!r}")
             continue
         program = args.native or args.native_train
