@@ -48,20 +48,21 @@ var Module = {
       status.dataset.ready = 'true';
       return;
     }
-    if (run !== undefined && !(Number.isInteger(run) && run >= 0 && run <= 1000000)) {
-      web.status(`"run" must be an integer in [0, 1000000], got ${String(JSON.stringify(run)).slice(0, 40)}: not trained`, true);
+    // (At most MAX_RUN: the page waits for them, unresponsive, and a link could ask for hours.)
+    if (run !== undefined && !(Number.isInteger(run) && run >= 0 && run <= MAX_RUN)) {
+      web.status(`the URL's #settings= "run" must be an integer in [0, ${MAX_RUN}], got ${String(JSON.stringify(run)).slice(0, 40)}: not trained`, true);
       status.dataset.ready = 'true';
       writeState();
       return;
     }
     if (run) {
       const started = performance.now();
-      trainSteps(settings.run);
+      const done = trainSteps(run);  // (fewer than run past the schedule's end)
       const seconds = (performance.now() - started) / 1000;
       // (Under a headless browser's virtual time the clock stands still: no speed then.)
-      if (seconds > 0) {
-        document.getElementById('speed').textContent = `${(settings.run / seconds).toFixed(1)} steps/s`;
-        train.stepsPerSecond = settings.run / seconds;
+      if (seconds > 0 && done > 0) {
+        document.getElementById('speed').textContent = `${(done / seconds).toFixed(1)} steps/s`;
+        train.stepsPerSecond = done / seconds;
       }
       evaluate();
     }
@@ -73,6 +74,9 @@ var Module = {
     writeState();
   },
 };
+
+// The most training steps a fragment's "run" asks for at load.
+const MAX_RUN = 2000;
 
 // The settings that have a field on the page.
 const FIELDS = ['lr', 'emb_dim', 'n_heads', 'n_layers', 'steps'];
