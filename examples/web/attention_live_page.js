@@ -158,13 +158,17 @@ function drawGraph(graph) {
   document.getElementById('graph').replaceChildren(table);
 }
 
+// (With no state yet, the settings refused at load, a change starts afresh from them: the editors
+// are drawn from Ember's first answer.)
 document.getElementById('heads').addEventListener('change', (event) => {
   page.settings.heads = Number(event.target.value);
-  recompute();
+  if (page.state) recompute();
+  else start(page.settings ?? {});
 });
 document.getElementById('dropout').addEventListener('change', (event) => {
   page.settings.dropout = event.target.checked;
-  recompute();
+  if (page.state) recompute();
+  else start(page.settings ?? {});
 });
 document.getElementById('reset').addEventListener('click', () => start({}));
 document.getElementById('slider').addEventListener('input', (event) => {

@@ -193,6 +193,10 @@ def main():
     parser.add_argument("--settings", action="append", default=[])
     parser.add_argument("--refuse", action="append", default=[])
     parser.add_argument("--bad-fragment", action="append", default=[])
+    # A script (tests/web/drive_*.js) that clicks and types in the page, opened with the fragment
+    # --drive-fragment, and writes {"failures": [...]} into <pre id="drive">.
+    parser.add_argument("--drive")
+    parser.add_argument("--drive-fragment", default="")
     parser.add_argument("--long-fragment", type=int)  # characters: a fragment this long
     parser.add_argument("--native-train")  # train_live's native program, for --refuse
     parser.add_argument("--files", nargs="+", default=[])
@@ -231,11 +235,17 @@ def main():
         print(f"planted in {args.page}.html: <img src=\"{plant}\">" + (", CSP removed" if args.plant_without_csp else ""))
         args.site = site
 
-    if args.long_fragment:  # a copy of the site with a page that sends the page a long fragment
-        if not plant:
-            site = os.path.join(workdir, "site")
-            shutil.copytree(args.site, site)
-            args.site = site
+    if (args.long_fragment or args.drive) and not plant:  # a copy of the site, to add to
+        site = os.path.join(workdir, "site")
+        shutil.copytree(args.site, site)
+        args.site = site
+    if args.drive:  # a copy of the page with the driving script after its own (the page itself,
+        # which the other checks open, stays as it is)
+        shutil.copy(args.drive, os.path.join(args.site, "drive.js"))
+        text = open(os.path.join(args.site, args.page + ".html")).read().replace(
+            "</body>", '<pre id="drive"></pre><script src="drive.js"></script>\n</body>')
+        open(os.path.join(args.site, args.page + "_driven.html"), "w").write(text)
+    if args.long_fragment:  # a page that sends the page a long fragment
         open(os.path.join(args.site, "long_fragment.js"), "w").write(
             "'use strict';\n"
             f"const pad = 'a'.repeat({args.long_fragment});\n"
@@ -255,6 +265,16 @@ def main():
         if args.train_toy:
             failures += check_training(args, port, workdir)
         failures += check_refusals(args, port, workdir)
+        if args.drive:
+            url = f"http://127.0.0.1:{port}/{args.page}_driven.html#{args.drive_fragment}"
+            state, csp, status, netlog, dom = page_state(args.chromium, url, workdir, "drive")
+            found = re.search(r'<pre id="drive">(.*?)</pre>', dom, re.S)
+            result = json.loads(html.unescape(found.group(1))) if found and found.group(1) else None
+            print(f"-- driven by {os.path.basename(args.drive)}: {result}")
+            if result is None:
+                failures.append(f"{os.path.basename(args.drive)} wrote no result (status {status!r})")
+            else:
+                failures += [f"{os.path.basename(args.drive)}: {f}" for f in result["failures"]]
         if args.long_fragment:
             # Far more than the WebAssembly stack holds (ccall's 'string' copies its text there):
             # refused for its unknown key, by name, not a trap.
