@@ -205,7 +205,7 @@ function drawCurve() {
   g.strokeStyle = '#999';
   g.strokeRect(left, top, w - left - right, h - top - bottom);
   const total = Math.max(train.settings.steps || 1, train.losses.length);
-  const high = Math.max(2.5, ...train.losses);
+  const high = train.losses.reduce((m, v) => Math.max(m, v), 2.5);  // (no spread: 10^6 losses)
   const x = (i) => left + (w - left - right) * (i / total);
   const y = (v) => top + (h - top - bottom) * (1 - v / high);
   // Ticks: the loss at 0, half and the top; the step at 0, half and the last.
