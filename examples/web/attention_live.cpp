@@ -4,13 +4,16 @@
 // One function, attention_state, compiled twice: into the page's WebAssembly (the wasm preset;
 // the page calls ember_attention_live_state through Module.ccall) and into the native program
 // attention_live (every other preset), which prints the same JSON for the settings given on its
-// command line. The page's test (attention_live_test.sh) compares the two.
+// command line. The page's test (tests/web/page_test.py) compares the two.
 //
-// Settings (JSON; every key optional, the chapter's value when absent):
+// Settings (JSON; every key optional, the chapter's value when absent; read by web::Settings,
+// which refuses any other key, type or shape with an ember::Error, shown by the page and printed
+// by the native program, which then exits with 2):
 //   inputs   [6][3]  the embeddings of "Your journey starts with one step" (cell [24])
 //   heads    1 or 2  MultiHeadAttention(d_in 3, d_out 2, context 6, dropout, heads) (cell [131])
 //   dropout  bool    dropout 0.5 on the attention weights, its mask drawn after manual_seed(123)
 //   weights  {name: nested list}  parameters in place of those torch.manual_seed(123) draws
+//                    (names: those of named_parameters(), each list of the parameter's shape)
 // The state: the settings used, the attention weights of each head, the context vectors, the
 // loss (the mean of the squared context vectors: a target of zero, so that every number has a
 // gradient), the gradient of every parameter and of the inputs, and the autograd graph as
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "core/ember.h"
+#include "examples/web/web_settings.h"
 #include "nn/attention.h"
 
 using namespace ember;
@@ -28,57 +32,55 @@ using json = nlohmann::ordered_json;  // keys in the order written: the paramete
 namespace {
 
 const std::vector<std::string> kTokens = {"Your", "journey", "starts", "with", "one", "step"};
-const json kChapterInputs = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
-                             {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
+const nlohmann::json kChapterInputs = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
+                                       {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
 
 // A float32 tensor as nested JSON lists (each float widened to double: the same digits
-// everywhere, written by nlohmann's shortest round-trip printer).
+// everywhere, written by nlohmann's shortest round-trip printer; NaN and the infinities as the
+// strings "nan", "inf", "-inf", as autograd::explore_data writes them).
 json to_json(const Tensor& t) {
   const std::vector<float> values = t.contiguous().to_vector<float>();
   const Shape shape = t.shape();
   std::function<json(size_t, size_t&)> nest = [&](size_t dim, size_t& at) {
     json out = json::array();
     for (int64_t i = 0; i < shape[dim]; ++i)
-      out.push_back(dim + 1 == shape.size() ? json(static_cast<double>(values[at++]))
+      out.push_back(dim + 1 == shape.size() ? web::number_json<json>(values[at++])
                                             : nest(dim + 1, at));
     return out;
   };
   size_t at = 0;
-  return shape.empty() ? json(static_cast<double>(values[0])) : nest(0, at);
-}
-
-// A tensor of `like`'s shape from nested JSON lists.
-Tensor from_json(const json& nested, const Shape& shape) {
-  std::vector<double> flat;
-  std::function<void(const json&)> walk = [&](const json& j) {
-    if (j.is_array())
-      for (const json& item : j) walk(item);
-    else
-      flat.push_back(j.get<double>());
-  };
-  walk(nested);
-  return from_vector(flat, shape);
+  return shape.empty() ? web::number_json<json>(values[0]) : nest(0, at);
 }
 
 }  // namespace
 
-std::string attention_state(const std::string& settings_text) {
-  const json settings = settings_text.empty() ? json::object() : json::parse(settings_text);
-  const json inputs_json = settings.value("inputs", kChapterInputs);
-  const int64_t heads = settings.value("heads", 2);
-  const bool use_dropout = settings.value("dropout", false);
-  check(heads == 1 || heads == 2, "heads must be 1 or 2 (d_out is 2)");
+json attention_state(const char* settings_text) {
+  const web::Settings settings(settings_text, {"inputs", "heads", "dropout", "weights"});
+  const int64_t heads = settings.integer("heads", 2, 1, 2);  // d_out is 2
+  const bool use_dropout = settings.boolean("dropout", false);
 
   manual_seed(123);
   auto mha = std::make_shared<nn::MultiHeadAttention>(3, 2, 6, use_dropout ? 0.5 : 0.0, heads);
   mha->keep_trace = true;
-  if (settings.contains("weights")) {
+  if (settings.has("weights")) {
+    const nlohmann::json& weights = settings["weights"];
+    std::string names;
+    for (const auto& [name, parameter] : mha->named_parameters())
+      names += (names.empty() ? "" : ", ") + name;
+    check(weights.is_object(), "settings: \"weights\" must be an object {name: nested list} (",
+          names, "), got ", web::shown(weights));
+    for (const auto& item : weights.items())
+      check(mha->named_parameters().contains(item.key()), "settings: \"weights\" has no parameter ",
+            web::shown(item.key()), " (", heads, " head", heads == 1 ? "" : "s", ": ", names, ")");
     NoGradGuard no_grad;
     for (auto& [name, parameter] : mha->named_parameters())
-      if (settings["weights"].contains(name))
-        parameter.copy_(from_json(settings["weights"][name], parameter.shape()));
+      if (weights.contains(name))
+        parameter.copy_(web::tensor_from_json(weights[name], parameter.shape(), "weights." + name));
   }
-  Tensor inputs = from_json(inputs_json, {6, 3}).requires_grad_();
+  Tensor inputs =
+      web::tensor_from_json(settings.has("inputs") ? settings["inputs"] : kChapterInputs, {6, 3},
+                            "inputs")
+          .requires_grad_();
 
   manual_seed(123);  // the dropout mask of cell [116]
   Tensor context;
@@ -110,18 +112,14 @@ std::string attention_state(const std::string& settings_text) {
   }
   state["grads"]["inputs"] = to_json(inputs.grad());
   state["graph"] = graph;
-  return state.dump();
+  return state;
 }
 
 #ifdef __EMSCRIPTEN__
 // The page's entry point: the state as JSON text, or {"error": ...} (valid until the next call).
 extern "C" const char* ember_attention_live_state(const char* settings) {
   static std::string result;
-  try {
-    result = attention_state(settings);
-  } catch (const std::exception& e) {
-    result = json{{"error", e.what()}}.dump();
-  }
+  result = web::answer_or_error([&] { return attention_state(settings); });
   return result.c_str();
 }
 #else
@@ -131,7 +129,8 @@ extern "C" const char* ember_attention_live_state(const char* settings) {
 // chapter's).
 int main(int argc, char** argv) {
   try {
-    std::cout << attention_state(argc > 1 ? argv[1] : "") << "\n";
+    check(argc <= 2, "expected at most one argument (the settings, JSON), got ", argc - 1);
+    std::cout << attention_state(argc > 1 ? argv[1] : "").dump() << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "attention_live: " << e.what() << "\n";

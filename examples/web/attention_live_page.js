@@ -12,38 +12,68 @@ const page = {
 var Module = {
   print: (text) => console.log(text),
   printErr: (text) => console.error(text),
+  onAbort: (what) => web.status(`Ember stopped: ${what}`, true),
   onRuntimeInitialized: () => {
-    const started = performance.now();
-    page.settings = fragmentSettings();
-    recompute();
-    // The chapter's weights (and inputs) come from Ember's first answer.
-    page.settings.inputs = page.state.inputs;
-    page.settings.weights = page.state.weights;
-    document.getElementById('heads').value = String(page.state.heads);
-    document.getElementById('dropout').checked = page.state.dropout;
-    drawEditors();
-    const status = document.getElementById('status');
-    status.textContent = `ready: forward + backward in ${(performance.now() - started).toFixed(1)} ms`;
-    status.dataset.ready = 'true';
+    let settings;
+    try {
+      settings = web.fragmentSettings();
+    } catch (e) {
+      settings = null;
+      web.status(`${e.message}: nothing computed (the button goes back to the chapter's numbers)`, true);
+    }
+    if (settings !== null) start(settings);
+    document.getElementById('status').dataset.ready = 'true';
   },
 };
 
-// Settings from the URL fragment #settings=<url-encoded JSON>, else the chapter's.
-function fragmentSettings() {
-  const match = /^#settings=(.*)$/.exec(window.location.hash);
-  return match ? JSON.parse(decodeURIComponent(match[1])) : {};
+// A fresh start from these settings (the chapter's for {}); the settings Ember refuses are said
+// in the status line, and nothing else is shown then.
+function start(settings) {
+  const started = performance.now();
+  page.settings = settings;
+  page.state = null;
+  page.selected = null;
+  for (const id of ['inputs', 'weights', 'attention', 'context', 'grads', 'graph']) {
+    document.getElementById(id).replaceChildren();
+  }
+  document.getElementById('loss').textContent = '';
+  document.getElementById('state').textContent = '';
+  document.getElementById('slider').disabled = true;
+  document.getElementById('selected-name').textContent = 'click a number';
+  if (!recompute()) return;
+  // The chapter's weights (and inputs) come from Ember's first answer.
+  page.settings.inputs = page.state.inputs;
+  page.settings.weights = page.state.weights;
+  document.getElementById('heads').value = String(page.state.heads);
+  document.getElementById('dropout').checked = page.state.dropout;
+  drawEditors();
+  if (typeof page.state.loss === 'number') {
+    web.status(`ready: forward + backward in ${(performance.now() - started).toFixed(1)} ms`);
+  }
 }
 
+// Ember's state for page.settings, drawn; false (and the reason in the status line, the last
+// state still shown) when Ember refuses them.
 function recompute() {
-  const text = Module.ccall('ember_attention_live_state', 'string', ['string'], [JSON.stringify(page.settings)]);
+  let text;
+  try {
+    text = web.callWithText('ember_attention_live_state', JSON.stringify(page.settings));
+  } catch (e) {  // JSON.stringify of a hostile fragment (nested too deep) or a trap
+    web.status(`Ember: ${e.message}`, true);
+    return false;
+  }
   const state = JSON.parse(text);
   if (state.error) {
-    document.getElementById('status').textContent = `Ember: ${state.error}`;
-    return;
+    web.status(`Ember: ${state.error}${page.state ? ' (the numbers below are the last ones computed)' : ''}`, true);
+    return false;
   }
   page.state = state;
   document.getElementById('state').textContent = text;
   drawResults();
+  web.status(typeof state.loss === 'number' ? 'ready'
+             : `the loss is ${state.loss}: a number overflowed float32 (the inputs or weights are too large)`,
+             typeof state.loss !== 'number');
+  return true;
 }
 
 // A number input bound to one entry of page.settings (path: keys down to the number).
@@ -53,7 +83,10 @@ function numberInput(path) {
   // Shown to 6 digits (0.43, not the float's 0.4300000071525574); sent exactly until edited.
   const input = web.element('input', { type: 'number', step: '0.01', value: String(Number(holder[last].toPrecision(6))) });
   input.addEventListener('input', () => {
-    if (input.value === '' || Number.isNaN(Number(input.value))) return;
+    if (input.value.trim() === '' || !Number.isFinite(Number(input.value))) {
+      web.status(`${path.join(' ')}: not a number: still ${holder[last]}`, true);
+      return;
+    }
     holder[last] = Number(input.value);
     recompute();
   });
@@ -125,18 +158,19 @@ function drawGraph(graph) {
   document.getElementById('graph').replaceChildren(table);
 }
 
+// (With no state yet, the settings refused at load, a change starts afresh from them: the editors
+// are drawn from Ember's first answer.)
 document.getElementById('heads').addEventListener('change', (event) => {
   page.settings.heads = Number(event.target.value);
-  recompute();
+  if (page.state) recompute();
+  else start(page.settings ?? {});
 });
 document.getElementById('dropout').addEventListener('change', (event) => {
   page.settings.dropout = event.target.checked;
-  recompute();
+  if (page.state) recompute();
+  else start(page.settings ?? {});
 });
-document.getElementById('reset').addEventListener('click', () => {
-  page.settings = {};
-  Module.onRuntimeInitialized();
-});
+document.getElementById('reset').addEventListener('click', () => start({}));
 document.getElementById('slider').addEventListener('input', (event) => {
   if (!page.selected) return;
   page.selected.input.value = event.target.value;

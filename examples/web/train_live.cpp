@@ -8,11 +8,18 @@
 // native program train_live, which runs the same steps and prints the same JSON (and the steps per
 // second, to compare with the page's).
 //
-// Settings (JSON; every key optional, train_toy's default when absent): digits (8), emb_dim (48),
-// n_heads (2), n_layers (2), lr (3e-3), steps (200: the length of the warmup + cosine schedule),
-// batch (32), seed (123).
+// Settings (JSON; every key optional, train_toy's default when absent): digits (8, in [2, 16]),
+// emb_dim (48, in [1, 1024]), n_heads (2, in [1, emb_dim], dividing emb_dim), n_layers (2, in
+// [1, 16]), lr (3e-3, finite, >= 0), steps (200: the length of the warmup + cosine schedule, in
+// [1, 10^6]), batch (32, in [1, 4096]), seed (123, in [0, 2^53]); batch x context x emb_dim x
+// n_layers at most 2^22 (one step's activations stay within a few hundred MB). web::Settings
+// refuses any other key, type or value with an ember::Error (the page shows it; the native
+// program prints it and exits with 2). A loss that is not finite (the training diverged) stops
+// the model: every later call says so, and no NaN reaches the page as a number.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +28,7 @@
 #include "core/ember.h"
 #include "examples/common/reverse_task.h"
 #include "examples/common/training.h"
+#include "examples/web/web_settings.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 
@@ -32,24 +40,27 @@ namespace {
 
 class Trainer {
  public:
-  explicit Trainer(const json& settings)
-      : digits_(settings.value("digits", 8)),
-        steps_(settings.value("steps", 200)),
-        batch_(settings.value("batch", 32)),
-        task_(digits_, settings.value("seed", 123)) {
-    check(digits_ >= 2 && digits_ <= 16, "digits must be in [2, 16]");
-    check(steps_ >= 1 && batch_ >= 1, "steps and batch must be positive");
+  explicit Trainer(const web::Settings& settings)
+      : digits_(settings.integer("digits", 8, 2, 16)),
+        steps_(settings.integer("steps", 200, 1, 1000000)),
+        batch_(settings.integer("batch", 32, 1, 4096)),
+        task_(digits_, static_cast<uint64_t>(settings.integer("seed", 123, 0, kMaxSeed))) {
     const nn::GPTConfig cfg{.vocab_size = kVocab,
                             .context_length = 2 * digits_,
-                            .emb_dim = settings.value("emb_dim", 48),
-                            .n_heads = settings.value("n_heads", 2),
-                            .n_layers = settings.value("n_layers", 2),
+                            .emb_dim = settings.integer("emb_dim", 48, 1, 1024),
+                            .n_heads = settings.integer("n_heads", 2, 1, 1024),
+                            .n_layers = settings.integer("n_layers", 2, 1, 16),
                             .drop_rate = 0.0,
                             .qkv_bias = false};
-    check(cfg.emb_dim % cfg.n_heads == 0, "emb_dim must be a multiple of n_heads");
-    manual_seed(settings.value("seed", 123));
+    check(cfg.emb_dim % cfg.n_heads == 0, "settings: \"emb_dim\" (", cfg.emb_dim,
+          ") must be a multiple of \"n_heads\" (", cfg.n_heads, ")");
+    const int64_t size = batch_ * cfg.context_length * cfg.emb_dim * cfg.n_layers;
+    check(size <= (int64_t{1} << 22), "settings: batch x context x emb_dim x n_layers = ", batch_,
+          " x ", cfg.context_length, " x ", cfg.emb_dim, " x ", cfg.n_layers, " = ", size,
+          " is more than 2^22 (4194304): a smaller model or batch");
+    manual_seed(static_cast<uint64_t>(settings.integer("seed", 123, 0, kMaxSeed)));
     model_ = std::make_unique<nn::GPTModel>(cfg);
-    const double lr = settings.value("lr", 3e-3);
+    const double lr = settings.number("lr", 3e-3, 0.0, std::numeric_limits<double>::max());
     optimizer_ = std::make_unique<optim::AdamW>(model_->parameters(),
                                                 optim::AdamWOptions(lr).weight_decay(0.01));
     schedule_ = std::make_unique<optim::LambdaLR>(*optimizer_, examples::warmup_cosine(steps_));
@@ -57,14 +68,20 @@ class Trainer {
     watched_.assign(task_.heldout_digits().begin(), task_.heldout_digits().begin() + digits_);
   }
 
-  // Up to `count` more training steps (never past `steps`): their losses.
+  // Up to `count` more training steps (never past `steps`): their losses. A loss that is not
+  // finite ends the training (an ember::Error now and at every later call).
   json train(int64_t count) {
+    check(count >= 0 && count <= 1000000, "train: the count of steps must be in [0, 1000000], got ",
+          count);
+    check_not_diverged();
     json losses = json::array();
     for (int64_t i = 0; i < count && step_ < steps_; ++i) {
       auto [x, y] = task_.batch(task_.train_digits(batch_));
-      losses.push_back(examples::optimizer_step(calc_loss_batch(x, y, *model_),
-                                                model_->parameters(), *optimizer_, *schedule_));
+      const double loss = examples::optimizer_step(calc_loss_batch(x, y, *model_),
+                                                   model_->parameters(), *optimizer_, *schedule_);
       ++step_;
+      diverge_if_not_finite(loss, "the training loss");
+      losses.push_back(loss);
     }
     return {{"step", step_}, {"losses", losses}};
   }
@@ -73,7 +90,11 @@ class Trainer {
   // held-out sequences), and the share of whole sequences greedy generation gets right, on the
   // first `generated` of them (generation is the slow part: one forward pass per output digit).
   json evaluate(int64_t generated) {
+    check(generated >= 0, "evaluate: the count of sequences to generate must be >= 0, got ",
+          generated);
+    check_not_diverged();
     const Evaluation e = evaluate_model(*model_, task_);
+    diverge_if_not_finite(e.loss, "the held-out loss");
     const auto& heldout = task_.heldout_digits();
     generated = std::min(generated, task_.heldout_count());
     const std::vector<int64_t> some(heldout.begin(), heldout.begin() + generated * digits_);
@@ -88,6 +109,7 @@ class Trainer {
   // Every head's attention map on the watched example: [layer * heads][query][key], and the
   // tokens that label the rows and columns.
   json attention() {
+    check_not_diverged();
     NoGradGuard no_grad;
     const Tensor x = task_.batch(watched_).first;
     json labels = json::array();
@@ -105,6 +127,7 @@ class Trainer {
       for (int64_t h = 0; h < w.size(1); ++h) {
         const Tensor map = w.index({0, h}).contiguous();
         const std::vector<float> v = map.to_vector<float>();
+        for (float a : v) diverge_if_not_finite(a, "an attention weight");
         json rows = json::array();
         for (int64_t q = 0; q < map.size(0); ++q)
           rows.push_back(
@@ -118,12 +141,24 @@ class Trainer {
     return {{"labels", labels}, {"maps", maps}};
   }
 
-  // The model's greedy answer for a sequence of digits ("31415926"): the reversed digits it writes.
+  // The model's greedy answer for a sequence of digits ("31415926", spaces allowed between them):
+  // the reversed digits it writes. Any other character is refused, not skipped.
   json answer(const std::string& text) {
+    check_not_diverged();
     std::vector<int64_t> digits;
-    for (char c : text)
-      if (c >= '0' && c <= '9') digits.push_back(c - '0');
-    check(static_cast<int64_t>(digits.size()) == digits_, "type exactly ", digits_, " digits");
+    int64_t character = 0;  // counted in UTF-8 characters, as the visitor sees them
+    for (const char c : text) {
+      if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++character;
+      if (c == ' ') continue;
+      check(c >= '0' && c <= '9', "type exactly ", digits_,
+            " digits 0-9 (spaces allowed): character ", character, " is not one",
+            c > ' ' && static_cast<unsigned char>(c) < 0x7F ? std::string(" ('") + c + "')" : "");
+      check(static_cast<int64_t>(digits.size()) < digits_, "type exactly ", digits_,
+            " digits, got more");  // (read no further: a pasted book costs nothing)
+      digits.push_back(c - '0');
+    }
+    check(static_cast<int64_t>(digits.size()) == digits_, "type exactly ", digits_, " digits, got ",
+          digits.size());
     const GenerationResult g = generate_reversed(*model_, digits, digits_);
     std::string out;
     for (int64_t d : g.outputs) out += static_cast<char>('0' + d);
@@ -132,7 +167,20 @@ class Trainer {
 
   int64_t step() const { return step_; }
 
+  static constexpr int64_t kMaxSeed = int64_t{1} << 53;  // what a page's JavaScript number holds
+
  private:
+  void check_not_diverged() const {
+    check(diverged_.empty(), "the training diverged (", diverged_,
+          "): start a new model, with a smaller learning rate");
+  }
+  void diverge_if_not_finite(double x, const char* what) {
+    if (std::isfinite(x)) return;
+    diverged_ = std::string(what) + " is " + (std::isnan(x) ? "nan" : "inf") + " at step " +
+                std::to_string(step_);
+    check_not_diverged();
+  }
+
   int64_t digits_, steps_, batch_;
   ReverseTask task_;
   std::unique_ptr<nn::GPTModel> model_;
@@ -140,7 +188,11 @@ class Trainer {
   std::unique_ptr<optim::LambdaLR> schedule_;
   std::vector<int64_t> watched_;
   int64_t step_ = 0;
+  std::string diverged_;  // why the training stopped, once a number is not finite
 };
+
+const std::vector<std::string> kSettingsKeys = {"digits", "emb_dim", "n_heads", "n_layers",
+                                                "lr",     "steps",   "batch",   "seed"};
 
 }  // namespace
 
@@ -152,25 +204,22 @@ std::string result;
 // Runs `work` and keeps its JSON (or {"error": ...}) for the page (valid until the next call).
 template <typename Work>
 const char* answer_json(Work work) {
-  try {
+  result = web::answer_or_error([&] {
     check(trainer != nullptr, "no model yet: call ember_train_live_reset first");
-    result = work().dump();
-  } catch (const std::exception& e) {
-    result = json{{"error", e.what()}}.dump();
-  }
+    return work();
+  });
   return result.c_str();
 }
 }  // namespace
 
-// A new model, optimizer and data stream for these settings (JSON text).
+// A new model, optimizer and data stream for these settings (JSON text). Refused settings leave
+// no model (every other call then says so).
 extern "C" const char* ember_train_live_reset(const char* settings) {
   trainer.reset();
-  try {
-    trainer = std::make_unique<Trainer>(json::parse(settings));
-    result = json{{"step", 0}}.dump();
-  } catch (const std::exception& e) {
-    result = json{{"error", e.what()}}.dump();
-  }
+  result = web::answer_or_error([&] {
+    trainer = std::make_unique<Trainer>(web::Settings(settings, kSettingsKeys));
+    return json{{"step", 0}};
+  });
   return result.c_str();
 }
 extern "C" const char* ember_train_live_train(int count) {
@@ -183,7 +232,10 @@ extern "C" const char* ember_train_live_attention() {
   return answer_json([&] { return trainer->attention(); });
 }
 extern "C" const char* ember_train_live_answer(const char* digits) {
-  return answer_json([&] { return trainer->answer(digits); });
+  return answer_json([&] {
+    check(digits != nullptr, "answer: no text (a null pointer)");
+    return trainer->answer(digits);
+  });
 }
 #else
 #include <iostream>
@@ -193,8 +245,20 @@ extern "C" const char* ember_train_live_answer(const char* digits) {
 int main(int argc, char** argv) {
   try {
     set_num_threads(1);  // as train_toy, and as the page (WebAssembly here runs one thread)
-    Trainer trainer(json::parse(argc > 1 ? argv[1] : "{}"));
-    const int64_t steps = argc > 2 ? std::stoll(argv[2]) : 50;
+    check(argc <= 3, "expected at most two arguments (SETTINGS_JSON STEPS), got ", argc - 1);
+    Trainer trainer(web::Settings(argc > 1 ? argv[1] : "", kSettingsKeys));
+    int64_t steps = 50;
+    if (argc > 2) {
+      const std::string text = argv[2];
+      std::size_t used = 0;
+      try {
+        steps = std::stoll(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      check(!text.empty() && used == text.size() && steps >= 0 && steps <= 1000000,
+            "STEPS must be an integer in [0, 1000000], got '", text, "'");
+    }
     const auto start = std::chrono::steady_clock::now();
     json out = trainer.train(steps);
     const double seconds =

@@ -4,6 +4,8 @@
 
 const train = {
   settings: {},
+  hidden: {},        // the fragment's settings that have no field on the page (digits, batch, seed)
+  model: false,      // whether Ember holds a model (its last reset was accepted)
   losses: [],
   evaluation: null,
   running: false,
@@ -14,56 +16,125 @@ const train = {
 var Module = {
   print: (text) => console.log(text),
   printErr: (text) => console.error(text),
+  onAbort: (what) => web.status(`Ember stopped: ${what}`, true),
   onRuntimeInitialized: () => {
-    const fragment = /^#settings=(.*)$/.exec(window.location.hash);
-    const settings = fragment ? JSON.parse(decodeURIComponent(fragment[1])) : {};
-    for (const key of ['lr', 'emb_dim', 'n_heads', 'n_layers', 'steps']) {
-      if (key in settings) document.getElementById(key).value = String(settings[key]);
+    const status = document.getElementById('status');
+    let settings;
+    try {
+      settings = web.fragmentSettings();
+    } catch (e) {
+      web.status(`${e.message}: no model (the button makes one with the settings above)`, true);
+      status.dataset.ready = 'true';
+      return;
     }
-    reset();
-    if (settings.run) {
+    // Every setting goes to Ember as the fragment gives it (Ember refuses what is wrong, by name);
+    // "run" is the page's own: N training steps at once, then an evaluation.
+    const { run, ...toEmber } = settings;
+    train.hidden = {};
+    for (const [key, value] of Object.entries(toEmber)) {
+      if (!FIELDS.includes(key)) {
+        train.hidden[key] = value;
+        continue;
+      }
+      const field = document.getElementById(key);
+      if (field.tagName === 'SELECT' && ![...field.options].some((o) => o.value === String(value))) {
+        field.append(web.element('option', {}, String(value)));  // shown as it is used
+      }
+      field.value = String(value);
+    }
+    // The fields' values (the fragment's where it gave them), and the fragment's values as it
+    // gave them (a value a field cannot hold goes to Ember as it is, to be refused by name).
+    if (!reset({ ...currentSettings(), ...toEmber })) {
+      status.dataset.ready = 'true';
+      return;
+    }
+    // (At most MAX_RUN: the page waits for them, unresponsive, and a link could ask for hours.)
+    if (run !== undefined && !(Number.isInteger(run) && run >= 0 && run <= MAX_RUN)) {
+      web.status(`the URL's #settings= "run" must be an integer in [0, ${MAX_RUN}], got ${String(JSON.stringify(run)).slice(0, 40)}: not trained`, true);
+      status.dataset.ready = 'true';
+      writeState();
+      return;
+    }
+    if (run) {
       const started = performance.now();
-      trainSteps(settings.run);
+      const done = trainSteps(run);  // (fewer than run past the schedule's end)
       const seconds = (performance.now() - started) / 1000;
       // (Under a headless browser's virtual time the clock stands still: no speed then.)
-      if (seconds > 0) {
-        document.getElementById('speed').textContent = `${(settings.run / seconds).toFixed(1)} steps/s`;
-        train.stepsPerSecond = settings.run / seconds;
+      if (seconds > 0 && done > 0) {
+        document.getElementById('speed').textContent = `${(done / seconds).toFixed(1)} steps/s`;
+        train.stepsPerSecond = done / seconds;
       }
       evaluate();
     }
     draw();
-    const status = document.getElementById('status');
-    status.textContent = `ready (${performance.now().toFixed(0)} ms after the page began to load)`;
+    if (!status.dataset.error) {
+      web.status(`ready (${performance.now().toFixed(0)} ms after the page began to load)`);
+    }
     status.dataset.ready = 'true';
     writeState();
   },
 };
 
+// The most training steps a fragment's "run" asks for at load.
+const MAX_RUN = 2000;
+
+// The settings that have a field on the page.
+const FIELDS = ['lr', 'emb_dim', 'n_heads', 'n_layers', 'steps'];
+
 // Calls one of train_live.cpp's functions; its JSON answer, or null after showing its error.
 function call(name, types = [], args = []) {
-  const answer = JSON.parse(Module.ccall(`ember_train_live_${name}`, 'string', types, args));
+  if (name !== 'reset' && !train.model) {
+    web.status('no model: Ember refused the settings (above); change them and make a new model', true);
+    train.running = false;
+    pause();
+    return null;
+  }
+  const answer = JSON.parse(types[0] === 'string' ? web.callWithText(`ember_train_live_${name}`, args[0])
+                                                 : Module.ccall(`ember_train_live_${name}`, 'string', types, args));
   if (answer.error) {
-    document.getElementById('status').textContent = `Ember: ${answer.error}`;
+    web.status(`Ember: ${answer.error}`, true);
+    train.running = false;  // (no evaluation at this pause: it would hide the message)
     pause();
     return null;
   }
   return answer;
 }
 
+// The fields' settings (a field that does not hold a number goes as its text, which Ember
+// refuses by name, rather than as 0), with the fragment's hidden ones.
 function currentSettings() {
-  const number = (id) => Number(document.getElementById(id).value);
-  return { lr: number('lr'), emb_dim: number('emb_dim'), n_heads: number('n_heads'),
-           n_layers: number('n_layers'), steps: number('steps') };
+  const settings = { ...train.hidden };
+  for (const key of FIELDS) {
+    const text = document.getElementById(key).value;
+    settings[key] = text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : text;
+  }
+  return settings;
 }
 
-function reset() {
+// A new model for these settings (the fields' by default): true if Ember took them. Refused,
+// the page shows no model: the curve, numbers and maps of the last one are cleared.
+function reset(settings = currentSettings()) {
   pause();
-  train.settings = currentSettings();
+  train.settings = settings;
   train.losses = [];
   train.evaluation = null;
-  if (call('reset', ['string'], [JSON.stringify(train.settings)]) === null) return;
+  train.stepsPerSecond = undefined;
+  document.getElementById('try-output').textContent = '';
+  document.getElementById('speed').textContent = '';
+  for (const id of ['eval-loss', 'eval-token', 'eval-seq']) document.getElementById(id).textContent = '–';
+  document.getElementById('eval-step').textContent = '';
+  let text;
+  try {
+    text = JSON.stringify(settings);
+  } catch (e) {  // a fragment nested too deep for JSON.stringify
+    text = null;
+    web.status(`the settings cannot be sent to Ember: ${e.message}`, true);
+  }
+  train.model = text !== null && call('reset', ['string'], [text]) !== null;
+  if (train.model) web.status('ready: a new model');
   draw();
+  writeState();
+  return train.model;
 }
 
 function trainSteps(count) {
@@ -91,7 +162,7 @@ function frame() {
   }
   draw();
   writeState();
-  if (train.running) requestAnimationFrame(frame);
+  if (train.running) train.frame = requestAnimationFrame(frame);
 }
 
 function start() {
@@ -99,10 +170,12 @@ function start() {
   train.running = true;
   document.getElementById('start').disabled = true;
   document.getElementById('pause').disabled = false;
-  requestAnimationFrame(frame);
+  train.frame = requestAnimationFrame(frame);
 }
 
+// (A frame already asked for is cancelled: a pause and a start within one frame leave one loop.)
 function pause() {
+  cancelAnimationFrame(train.frame);
   if (train.running && train.losses.length) evaluate();
   train.running = false;
   document.getElementById('start').disabled = false;
@@ -132,7 +205,7 @@ function drawCurve() {
   g.strokeStyle = '#999';
   g.strokeRect(left, top, w - left - right, h - top - bottom);
   const total = Math.max(train.settings.steps || 1, train.losses.length);
-  const high = Math.max(2.5, ...train.losses);
+  const high = train.losses.reduce((m, v) => Math.max(m, v), 2.5);  // (no spread: 10^6 losses)
   const x = (i) => left + (w - left - right) * (i / total);
   const y = (v) => top + (h - top - bottom) * (1 - v / high);
   // Ticks: the loss at 0, half and the top; the step at 0, half and the last.
@@ -140,7 +213,8 @@ function drawCurve() {
   g.font = '18px sans-serif';
   g.textAlign = 'right';
   g.textBaseline = 'middle';
-  [0, high / 2, high].forEach((v) => g.fillText(v.toFixed(2), left - 6, y(v)));
+  // (3 significant digits past 1000: a diverging loss of 1e30 keeps its label inside the margin)
+  [0, high / 2, high].forEach((v) => g.fillText(v < 1000 ? v.toFixed(2) : v.toPrecision(3), left - 6, y(v)));
   g.textAlign = 'center';
   g.textBaseline = 'top';
   [0, Math.round(total / 2), total].forEach((i) => g.fillText(String(i), x(i), h - bottom + 4));
@@ -158,10 +232,11 @@ function drawCurve() {
 }
 
 function drawAttention() {
-  const answer = call('attention');
-  if (answer === null) return;
   const holder = document.getElementById('attention');
   holder.replaceChildren();
+  if (!train.model) return;
+  const answer = call('attention');
+  if (answer === null) return;
   const heads = train.settings.n_heads;
   answer.maps.forEach((map, k) => {
     const title = `layer ${Math.floor(k / heads) + 1}, head ${(k % heads) + 1}`;
@@ -187,15 +262,17 @@ document.getElementById('step').addEventListener('click', () => {
   draw();
   writeState();
 });
-document.getElementById('reset').addEventListener('click', reset);
+document.getElementById('reset').addEventListener('click', () => reset());
 document.getElementById('evaluate').addEventListener('click', () => {
   evaluate();
   draw();
   writeState();
 });
 document.getElementById('try').addEventListener('click', () => {
+  document.getElementById('try-output').textContent = '';
   const answer = call('answer', ['string'], [document.getElementById('try-input').value]);
   if (answer === null) return;
+  web.status('ready');
   document.getElementById('try-output').textContent =
       `→ ${answer.output.split('').join(' ')} ${answer.right ? '(right)' : '(wrong)'}`;
 });

@@ -10,7 +10,13 @@ The site is served from 127.0.0.1 by a server this script starts. For each --set
 chapter's, no settings), the page is opened with #settings=<JSON>; it computes its state with Ember
 in WebAssembly and writes it as JSON into <pre id="state">, which Chromium's --dump-dom prints.
 The same settings go to the native program (the same C++, built natively), whose JSON must be
-the page's, number for number. With --train-toy, the page is opened with #settings={"run": N} (N = --losses): it trains N steps,
+the page's, number for number. Each --refuse settings must be refused by both: the native program
+exits with 2 and prints "<page>: <message>", and the page writes no state and shows
+"Ember: <message>", the same message (the same C++ refuses them). Each --bad-fragment (a raw
+URL fragment, after "#", that the page's script itself cannot read: not #settings=, not JSON,
+not an object) must leave the page with no state and its status saying what is wrong with it. With --long-fragment N, a
+fragment of N characters (beyond the WebAssembly stack: it goes through the heap) must be refused
+for its unknown key. With --train-toy, the page is opened with #settings={"run": N} (N = --losses): it trains N steps,
 and its N losses must be those train_toy --print-losses prints (exactly, or within --tolerance
 when one is given). The test fails too when the page reports a Content-Security-Policy
 violation, when Chromium's net log shows a request the page made to anything but the loopback
@@ -81,7 +87,14 @@ def page_state(chromium, url, workdir, name):
     csp = re.search(r'<span id="csp-violations">([^<]*)</span>', dom)
     status = re.search(r'<p id="status"[^>]*>([^<]*)</p>', dom)
     return (json.loads(html.unescape(state.group(1))) if state and state.group(1) else None,
-            csp.group(1) if csp else None, status.group(1) if status else None, netlog, dom)
+            csp.group(1) if csp else None, html.unescape(status.group(1)) if status else None,
+            netlog, dom)
+
+
+def shown_slips(dom):
+    """What a page must never show a visitor: JavaScript's NaN, undefined, [object Object]."""
+    text = re.sub(r'<pre id="state"[^>]*>.*?</pre>|<script.*?</script>|<[^>]*>', " ", dom, flags=re.S)
+    return sorted({m for m in re.findall(r"\bNaN\b|\bundefined\b|\[object Object\]", text)})
 
 
 def differences(page, native, path="state"):
@@ -95,6 +108,38 @@ def differences(page, native, path="state"):
     if isinstance(native, list) and isinstance(page, list) and len(native) == len(page):
         return [d for i, (p, n) in enumerate(zip(page, native)) for d in differences(p, n, f"{path}[{i}]")]
     return [] if page == native else [f"{path}: page {json.dumps(page)[:120]} native {json.dumps(native)[:120]}"]
+
+
+def check_refusals(args, port, workdir):
+    """Settings the native program and the page must refuse with the same message."""
+    failures = []
+    cases = [(settings, True) for settings in args.refuse] + [(f, False) for f in args.bad_fragment]
+    for index, (text, through_native) in enumerate(cases):
+        fragment = "settings=" + urllib.parse.quote(text) if through_native else text
+        url = f"http://127.0.0.1:{port}/{args.page}.html#{fragment}"
+        state, csp, status, netlog, dom = page_state(args.chromium, url, workdir, f"refuse{index}")
+        print(f"-- refused {text[:60]!r}: page status {status!r}")
+        if args.page == "train_live" and state is not None and state.get("step") == 0:
+            state = None  # the training page writes its (empty) state with no model too
+        if state is not None:
+            failures.append(f"refused {text[:60]!r}: the page wrote a state")
+        if csp != "0":
+            failures.append(f"refused {text[:60]!r}: Content-Security-Policy violations: {csp}")
+        if not through_native:
+            if not (status or "").startswith("the URL's #"):
+                failures.append(f"bad fragment {text[:60]!r}: the page's status is {status!r}")
+            continue
+        program = args.native or args.native_train
+        run = subprocess.run([program, text] + (["0"] if args.page == "train_live" else []),
+                             capture_output=True, text=True)
+        prefix = f"{args.page}: "
+        if run.returncode != 2 or not run.stderr.startswith(prefix) or run.stdout:
+            failures.append(f"refused {text[:60]!r}: the native program exited {run.returncode}: {run.stderr[:200]!r}")
+            continue
+        expected = "Ember: " + run.stderr[len(prefix):].rstrip("\n")
+        if status != expected:
+            failures.append(f"refused {text[:60]!r}: the page says {status!r}, the native program {expected!r}")
+    return failures
 
 
 def train_toy_losses(train_toy, steps, workdir):
@@ -129,6 +174,8 @@ def check_training(args, port, workdir):
             failures.append(f"losses differ from train_toy's by up to {worst:.3g} (tolerance {args.tolerance})")
     if csp != "0":
         failures.append(f"Content-Security-Policy violations: {csp}")
+    if shown_slips(dom):
+        failures.append(f"the page shows {shown_slips(dom)}")
     foreign = foreign_requests(netlog, port)
     if foreign:
         failures.append(f"requests outside the loopback server: {foreign}")
@@ -144,6 +191,14 @@ def main():
     parser.add_argument("--losses", type=int, default=50)
     parser.add_argument("--tolerance", type=float, default=0.0)
     parser.add_argument("--settings", action="append", default=[])
+    parser.add_argument("--refuse", action="append", default=[])
+    parser.add_argument("--bad-fragment", action="append", default=[])
+    # A script (tests/web/drive_*.js) that clicks and types in the page, opened with the fragment
+    # --drive-fragment, and writes {"failures": [...]} into <pre id="drive">.
+    parser.add_argument("--drive")
+    parser.add_argument("--drive-fragment", default="")
+    parser.add_argument("--long-fragment", type=int)  # characters: a fragment this long
+    parser.add_argument("--native-train")  # train_live's native program, for --refuse
     parser.add_argument("--files", nargs="+", default=[])
     parser.add_argument("--screenshot")
     # The test's own check: a page that loads URL (an <img>), with its CSP (--plant) or without
@@ -162,6 +217,11 @@ def main():
     if total > SIZE_BUDGET:
         failures.append(f"the page's files weigh {total} B, more than {SIZE_BUDGET} B")
 
+    # The site's index links the page (a page it does not list is one no visitor finds).
+    index = os.path.join(args.site, "index.html")
+    if f'href="{args.page}.html"' not in open(index).read():
+        failures.append(f"index.html has no link to {args.page}.html")
+
     workdir = tempfile.mkdtemp(prefix="ember_page_test_")
     plant = args.plant or args.plant_without_csp
     if plant:  # a copy of the site whose page loads `plant`
@@ -175,6 +235,24 @@ def main():
         print(f"planted in {args.page}.html: <img src=\"{plant}\">" + (", CSP removed" if args.plant_without_csp else ""))
         args.site = site
 
+    if (args.long_fragment or args.drive) and not plant:  # a copy of the site, to add to
+        site = os.path.join(workdir, "site")
+        shutil.copytree(args.site, site)
+        args.site = site
+    if args.drive:  # a copy of the page with the driving script after its own (the page itself,
+        # which the other checks open, stays as it is)
+        shutil.copy(args.drive, os.path.join(args.site, "drive.js"))
+        text = open(os.path.join(args.site, args.page + ".html")).read().replace(
+            "</body>", '<pre id="drive"></pre><script src="drive.js"></script>\n</body>')
+        open(os.path.join(args.site, args.page + "_driven.html"), "w").write(text)
+    if args.long_fragment:  # a page that sends the page a long fragment
+        open(os.path.join(args.site, "long_fragment.js"), "w").write(
+            "'use strict';\n"
+            f"const pad = 'a'.repeat({args.long_fragment});\n"
+            f"location.replace('{args.page}.html#settings=' + encodeURIComponent(JSON.stringify({{ pad }})));\n")
+        open(os.path.join(args.site, "long_fragment.html"), "w").write(
+            '<!DOCTYPE html><meta charset="utf-8"><script src="long_fragment.js"></script>\n')
+
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -186,7 +264,28 @@ def main():
     try:
         if args.train_toy:
             failures += check_training(args, port, workdir)
-        for index, settings in enumerate([] if args.train_toy else [""] + args.settings):
+        failures += check_refusals(args, port, workdir)
+        if args.drive:
+            url = f"http://127.0.0.1:{port}/{args.page}_driven.html#{args.drive_fragment}"
+            state, csp, status, netlog, dom = page_state(args.chromium, url, workdir, "drive")
+            found = re.search(r'<pre id="drive">(.*?)</pre>', dom, re.S)
+            result = json.loads(html.unescape(found.group(1))) if found and found.group(1) else None
+            print(f"-- driven by {os.path.basename(args.drive)}: {result}")
+            if result is None:
+                failures.append(f"{os.path.basename(args.drive)} wrote no result (status {status!r})")
+            else:
+                failures += [f"{os.path.basename(args.drive)}: {f}" for f in result["failures"]]
+        if args.long_fragment:
+            # Far more than the WebAssembly stack holds (ccall's 'string' copies its text there):
+            # refused for its unknown key, by name, not a trap.
+            url = f"http://127.0.0.1:{port}/long_fragment.html"
+            state, csp, status, netlog, dom = page_state(args.chromium, url, workdir, "long")
+            print(f"-- a fragment of {args.long_fragment} characters: page status {(status or '')[:100]!r}")
+            if args.page == "train_live" and state is not None and state.get("step") == 0:
+                state = None
+            if state is not None or not (status or "").startswith('Ember: settings: unknown key "pad"'):
+                failures.append(f"a fragment of {args.long_fragment} characters: status {(status or '')[:100]!r}")
+        for index, settings in enumerate([] if args.train_toy or not args.native else [""] + args.settings):
             url = f"http://127.0.0.1:{port}/{args.page}.html"
             if settings:
                 url += "#settings=" + urllib.parse.quote(settings)
@@ -202,12 +301,21 @@ def main():
             diff = differences(state, native)
             for d in diff[:20]:
                 print("   differs:", d)
+            # null is how JSON writers give up on NaN and the infinities (the page would show 0):
+            # Ember writes them "nan", "inf", "-inf" (the graph writes a gradient never sent null).
+            numbers = json.dumps({k: v for k, v in state.items() if k != "graph"})
+            if "null" in numbers:
+                failures.append(f"{label}: the page's state holds null: {numbers[:200]}")
             if diff:
                 failures.append(f"{label}: {len(diff)} values differ from the native program's")
+            elif isinstance(native["loss"], str) and f"the loss is {native['loss']}" not in (status or ""):
+                failures.append(f"{label}: the loss is {native['loss']}, which the page's status does not say: {status!r}")
             else:
                 print(f"   the page's numbers are the native program's ({len(json.dumps(native))} B of JSON, loss {native['loss']})")
             if csp != "0":
                 failures.append(f"{label}: Content-Security-Policy violations: {csp}")
+            if shown_slips(dom):
+                failures.append(f"{label}: the page shows {shown_slips(dom)}")
             foreign = foreign_requests(netlog, port)
             if foreign:
                 failures.append(f"{label}: requests outside the loopback server: {foreign}")
