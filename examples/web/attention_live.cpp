@@ -4,7 +4,7 @@
 // One function, attention_state, compiled twice: into the page's WebAssembly (the wasm preset;
 // the page calls ember_attention_live_state through Module.ccall) and into the native program
 // attention_live (every other preset), which prints the same JSON for the settings given on its
-// command line. The page's test (attention_live_test.sh) compares the two.
+// command line. The page's test (tests/web/page_test.py) compares the two.
 //
 // Settings (JSON; every key optional, the chapter's value when absent):
 //   inputs   [6][3]  the embeddings of "Your journey starts with one step" (cell [24])
@@ -128,10 +128,25 @@ extern "C" const char* ember_attention_live_state(const char* settings) {
 #include <iostream>
 
 // attention_live [SETTINGS_JSON]: the state the page shows for these settings (default: the
-// chapter's).
+// chapter's). --help says so; more arguments, or settings that are not JSON of the keys below,
+// are refused.
 int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "--help" || first == "-h") {
+    std::cout << "usage: attention_live [SETTINGS_JSON]: the JSON state attention_live.html shows "
+                 "for these settings (default: the chapter's; examples/web/attention_live.cpp "
+                 "lists the keys)\n";
+    return 0;
+  }
   try {
-    std::cout << attention_state(argc > 1 ? argv[1] : "") << "\n";
+    check(argc <= 2, "expected at most one argument (SETTINGS_JSON), got ", argc - 1);
+    std::string state;
+    try {
+      state = attention_state(first);
+    } catch (const json::exception& e) {
+      fail("SETTINGS_JSON '", first, "': ", e.what());
+    }
+    std::cout << state << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "attention_live: " << e.what() << "\n";

@@ -186,15 +186,39 @@ extern "C" const char* ember_train_live_answer(const char* digits) {
   return answer_json([&] { return trainer->answer(digits); });
 }
 #else
+#include <charconv>
 #include <iostream>
 
 // train_live [SETTINGS_JSON [STEPS]]: STEPS training steps (default 50), then the losses, the
-// held-out evaluation and the steps per second as JSON.
+// held-out evaluation and the steps per second as JSON. --help says so; more arguments, settings
+// that are not JSON or a STEPS that is not an integer in [0, 1000000000] are refused.
 int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "{}";
+  if (first == "--help" || first == "-h") {
+    std::cout << "usage: train_live [SETTINGS_JSON [STEPS]]: STEPS training steps (default 50) "
+                 "of train_live.html's training for these settings (default: train_toy's; "
+                 "examples/web/train_live.cpp lists the keys), then its losses, the held-out "
+                 "evaluation and the steps per second as JSON\n";
+    return 0;
+  }
   try {
+    check(argc <= 3, "expected at most two arguments (SETTINGS_JSON STEPS), got ", argc - 1);
+    int64_t steps = 50;
+    if (argc > 2) {
+      const std::string text = argv[2];
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), steps);
+      check(!text.empty() && error == std::errc() && end == text.data() + text.size() &&
+                steps >= 0 && steps <= 1000000000,
+            "STEPS: expected an integer in [0, 1000000000], got '", text, "'");
+    }
+    json settings;
+    try {
+      settings = json::parse(first);
+    } catch (const json::exception& e) {
+      fail("SETTINGS_JSON '", first, "': ", e.what());
+    }
     set_num_threads(1);  // as train_toy, and as the page (WebAssembly here runs one thread)
-    Trainer trainer(json::parse(argc > 1 ? argv[1] : "{}"));
-    const int64_t steps = argc > 2 ? std::stoll(argv[2]) : 50;
+    Trainer trainer(settings);
     const auto start = std::chrono::steady_clock::now();
     json out = trainer.train(steps);
     const double seconds =
