@@ -73,7 +73,7 @@ using nn::NLLLossFuncOptions;
 
 // logits [N, C] or [N, C, d1, ...] (or [C] for one sample); target either int64 class indices
 // [N] / [N, d1, ...] (or 0-d), or class probabilities of the logits' shape. Fused and
-// numerically stable (log-sum-exp); grad_fn CrossEntropyLossBackward.
+// numerically stable (log-sum-exp); grad_fn CrossEntropyLossBackward0.
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyFuncOptions& options = {});
 // The negative log likelihood of log-probabilities input [N, C] / [N, C, d1, ...] / [C] at

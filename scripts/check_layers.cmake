@@ -21,7 +21,7 @@ set(layers
     "base     core/base/"      # storage, allocator, shape, dtype, errors, generator, grad mode, files
     "kernels  core/kernels/"   # loops on pointers, shapes and strides; never a Tensor
     "tensor   core/tensor/"    # Tensor and the ways to make one
-    "graph    core/graph/"     # Node, Function<Op> and apply: what ops are written with
+    "graph    core/graph/"     # Node, OpFunction<Op> and apply: what ops are written with
     "ops      core/ops/"       # the differentiable ops
     "io       core/io/"        # safetensors
     "autograd core/autograd/"  # backward, grad, gradcheck, functional, anomaly, explore

@@ -10,11 +10,8 @@
 // A cap never picks a target the CPU lacks (avx512 on an AVX2 CPU runs AVX2). Any other value,
 // or none, runs the best the CPU has; an unknown value is not reported (this layer sits below
 // the logger, core/autograd/log.h), so check target_name() when in doubt.
-// The variable is read once, at the first kernel that dispatches.
-//
-// The x86 kernel not yet written over Highway (the GEMM's skinny path, gemm_skinny.cpp) keeps
-// its AVX2 code under EMBER_CPU_CAPABILITY=scalar. use_avx512(), has_avx512f() and has_avx2_fma()
-// are for the tests.
+// The variable is read once, at the first kernel that dispatches. use_avx512(), has_avx512f()
+// and has_avx2_fma() are for the tests.
 #pragma once
 
 namespace ember::cpu {

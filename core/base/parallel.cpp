@@ -13,8 +13,8 @@ namespace ember {
 
 namespace {
 
-// EMBER_NUM_THREADS if it holds an integer in [1, kMaxNumThreads], else OpenMP's default team
-// size (at most kMaxNumThreads).
+// EMBER_NUM_THREADS when it is set (anything but an integer in [1, kMaxNumThreads] is an
+// Error), else OpenMP's default team size (at most kMaxNumThreads).
 int default_threads() {
   if (const char* env = std::getenv("EMBER_NUM_THREADS"); env != nullptr && *env != '\0') {
     char* end = nullptr;

@@ -9,8 +9,8 @@
 // expf, logf, sinf, cosf, powf; among doubles, erf differs). Ember's numbers come from x86-64's
 // (PyTorch's fixtures, the book's cells), so its tanh and erf of a float are the algorithms
 // written here once more and compiled like all of Ember without contraction: x86-64's bits on
-// every CPU. tests/core/test_libm.cpp checks them against std:: on x86-64 glibc, and against a
-// hash of x86-64's results everywhere.
+// every CPU. tests/core/kernels/test_libm.cpp checks them against std:: on x86-64 glibc, and
+// against a hash of x86-64's results everywhere.
 //
 // tanh_row (tanh.h) is tanh on vectors, the same bits; these are its plain loop and the scalar
 // code of the ops. double keeps the platform's libm (std::tanh, std::erf).

@@ -91,6 +91,7 @@ Tensor& masked_fill_(Tensor& t, const Tensor& mask, Scalar value) {
         "masked_fill_: expected defined tensors, got an undefined one");
   detail::check_inplace(t, "masked_fill_");
   assert_no_partial_overlap(t, mask, "masked_fill_");
+  OpScope scope("masked_fill_");  // the value's errors name masked_fill_
   return write_in_place(t, masked_fill(t, mask, value), "masked_fill_");
 }
 

@@ -2,7 +2,8 @@
 // (the indices of the true elements). Ordering as PyTorch's: NaN is greater than every number
 // (last when ascending, first when descending); sort is stable (equal values keep their
 // order), as PyTorch's CPU sort is. The values are gather(t, dim, indices), so they are
-// differentiable (GatherBackward); indices never are.
+// differentiable (GatherBackward0, where PyTorch prints SortBackward0 or TopkBackward0);
+// indices never are.
 #pragma once
 
 #include <cstdint>

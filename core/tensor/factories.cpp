@@ -58,6 +58,7 @@ Tensor zeros(const Shape& shape, DType dtype) {
 }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor full(const Shape& shape, Scalar value, DType dtype) {
+  OpScope scope("full");  // a value the dtype cannot hold is full's error, not fill_'s
   Tensor t = make_contiguous_tensor(shape, dtype, "full");
   t.fill_(value);  // (a new tensor is no part of a graph: no grad mode needed)
   return t;

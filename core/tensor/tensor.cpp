@@ -148,7 +148,8 @@ Tensor& Tensor::fill_(Scalar value) {
         "fill_: filling a tensor that is part of a graph is not supported; use full_like");
   dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T fill_value = scalar_to_element<T>(value, "fill_");
+    // A value the dtype cannot hold names the op the caller called (full, masked_fill...).
+    const T fill_value = scalar_to_element<T>(value, OpScope::name_or("fill_"));
     T* base = static_cast<T*>(storage()->data());
     Shape out_strides = strides();
     kernels::for_each_row<1>(shape(), {&out_strides}, [&](auto off, int64_t n, auto step) {

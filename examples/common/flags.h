@@ -98,7 +98,7 @@ class Flags {
   Flag add_flag(const std::string& names, bool& value, const std::string& help);
 
   // Parses the command line; --help (and its like) prints and gives the exit code 0, any other
-  // error is thrown for run_main ("--steps: expected an integer in [1, 1000000000], got 0").
+  // error is thrown for run_main ("--steps: expected an integer in (0, 1000000000], got '0'").
   std::optional<int> parse(int argc, char** argv);
   std::string help() const;  // what --help prints
 

@@ -126,11 +126,19 @@ extern "C" const char* ember_attention_live_state(const char* settings) {
 #include <iostream>
 
 // attention_live [SETTINGS_JSON]: the state the page shows for these settings (default: the
-// chapter's).
+// chapter's). --help says so; more arguments, or settings that are not JSON of the keys below,
+// are refused.
 int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "--help" || first == "-h") {
+    std::cout << "usage: attention_live [SETTINGS_JSON]: the JSON state attention_live.html shows "
+                 "for these settings (default: the chapter's; examples/web/attention_live.cpp "
+                 "lists the keys)\n";
+    return 0;
+  }
   try {
     check(argc <= 2, "expected at most one argument (the settings, JSON), got ", argc - 1);
-    std::cout << attention_state(argc > 1 ? argv[1] : "").dump() << "\n";
+    std::cout << attention_state(first).dump() << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "attention_live: " << e.what() << "\n";

@@ -241,12 +241,21 @@ extern "C" const char* ember_train_live_answer(const char* digits) {
 #include <iostream>
 
 // train_live [SETTINGS_JSON [STEPS]]: STEPS training steps (default 50), then the losses, the
-// held-out evaluation and the steps per second as JSON.
+// held-out evaluation and the steps per second as JSON. --help says so; more arguments, settings
+// that are not JSON of the keys above or a STEPS that is not an integer in [0, 1000000] are refused.
 int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "--help" || first == "-h") {
+    std::cout << "usage: train_live [SETTINGS_JSON [STEPS]]: STEPS training steps (default 50) "
+                 "of train_live.html's training for these settings (default: train_toy's; "
+                 "examples/web/train_live.cpp lists the keys), then its losses, the held-out "
+                 "evaluation and the steps per second as JSON\n";
+    return 0;
+  }
   try {
     set_num_threads(1);  // as train_toy, and as the page (WebAssembly here runs one thread)
     check(argc <= 3, "expected at most two arguments (SETTINGS_JSON STEPS), got ", argc - 1);
-    Trainer trainer(web::Settings(argc > 1 ? argv[1] : "", kSettingsKeys));
+    Trainer trainer(web::Settings(first.c_str(), kSettingsKeys));
     int64_t steps = 50;
     if (argc > 2) {
       const std::string text = argv[2];

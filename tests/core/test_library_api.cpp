@@ -350,5 +350,25 @@ TEST(GTestMacros, GradcheckPassesAndItsFailureShowsTheWorstElement) {
       "gradcheck(");
 }
 
+// core/ember.h is everything of core: the nn ops and the fused attention too, which the API
+// table of core/ops/README.md lists (this file includes nothing else of core's ops).
+TEST(EmberHeader, DeclaresTheNnOpsAndTheFusedAttention) {
+  // torch.nn.functional.linear(x, w, b) with x = [[1, 2]], w = [[1, 0], [0, 1], [1, 1]],
+  // b = [0.5, 0, -1]: [[1.5, 2, 2]], grad_fn AddmmBackward0
+  Tensor x = tensor({{1.0, 2.0}}).requires_grad_();
+  Tensor y = linear(x, tensor({{1.0, 0.0}, {0.0, 1.0}, {1.0, 1.0}}), tensor({0.5, 0.0, -1.0}));
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>({1.5f, 2.0f, 2.0f}));
+  EXPECT_EQ(y.grad_fn()->name(), "AddmmBackward0");
+  // One head of dim 1, two tokens: row 0 sees key 0 only (v[0] = 4); row 1's scores [0, ln 3]
+  // weigh v as [1/4, 3/4]: 4 / 4 + 8 * 3 / 4 = 7.
+  Tensor q = tensor({0.0, 1.0}, kFloat64).view({1, 1, 2, 1});
+  Tensor k = tensor({0.0, std::log(3.0)}, kFloat64).view({1, 1, 2, 1});
+  Tensor v = tensor({4.0, 8.0}, kFloat64).view({1, 1, 2, 1});
+  const std::vector<double> out = causal_attention(q, k, v).to_vector<double>();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_DOUBLE_EQ(out[0], 4.0);
+  EXPECT_NEAR(out[1], 7.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace ember

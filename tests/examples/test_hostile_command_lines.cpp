@@ -693,6 +693,34 @@ TEST(HostileCommandLines, ProgramsWithoutFlagsRefuseArguments) {
   }
 }
 
+// The native programs of the browser pages (examples/web/), which the pages' tests compare with:
+// --help says how to call them; an extra argument, settings that are not JSON or a STEPS that is
+// not a whole number of steps in range is one line naming what was expected, before any work.
+TEST(HostileCommandLines, WebPagePrograms) {
+#if defined(EMBER_ATTENTION_LIVE_BINARY) && defined(EMBER_TRAIN_LIVE_BINARY)
+  TempDir tmp("ember_hostile_web");
+  run_table(tmp.path(), EMBER_ATTENTION_LIVE_BINARY, "attention_live",
+            {{"--help", 0, "usage: attention_live [SETTINGS_JSON]"},
+             {"'{}' extra", 2, "expected at most one argument (the settings, JSON), got 2"},
+             {"'not json'", 2, "settings: not valid JSON ("},
+             {"--no-such-flag", 2, "settings: not valid JSON ("},
+             {R"('{"heads": 3}')", 2, "settings: \"heads\" must be an integer in [1, 2], got 3"},
+             {R"('{"heads": 1}')", 0, R"("heads":1)"}});
+  run_table(tmp.path(), EMBER_TRAIN_LIVE_BINARY, "train_live",
+            {{"--help", 0, "usage: train_live [SETTINGS_JSON [STEPS]]"},
+             {"'{}' abc", 2, "STEPS must be an integer in [0, 1000000], got 'abc'"},
+             {"'{}' -5", 2, "STEPS must be an integer in [0, 1000000], got '-5'"},
+             {"'{}' 5x", 2, "got '5x'"},
+             {"'{}' ''", 2, "got ''"},
+             {"'{}' 99999999999999999999", 2, "got '99999999999999999999'"},
+             {"'{}' 1 2", 2, "expected at most two arguments (SETTINGS_JSON STEPS), got 3"},
+             {"'{' 1", 2, "settings: not valid JSON ("},
+             {R"('{"digits": 4}' 2)", 0, R"("step":2)"}});
+#else
+  GTEST_SKIP() << "attention_live and train_live are not built";
+#endif
+}
+
 // The benchmark programs (examples/bench), built with EMBER_BUILD_BENCH: every class of bad
 // value of their flags (not a number, negative, zero, too large, not an integer's worth, a bad
 // list item, an unknown flag, a flag without its value) is refused before any benchmark starts;

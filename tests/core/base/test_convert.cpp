@@ -34,7 +34,7 @@ TEST(IntConversion, InfinityIntoInt64IsAnError) {
   EXPECT_THAT(message_of([&] { masked_fill(t, mask, -INFINITY); }),
               ::testing::HasSubstr("cannot be converted to type int64 without overflow"));
   EXPECT_THAT(message_of([&] { full({2}, NAN, DType::Int64); }),
-              ::testing::HasSubstr("fill_: value nan cannot be converted"));
+              ::testing::HasSubstr("full: value nan cannot be converted"));
   EXPECT_THAT(message_of([&] { t.set({0}, 1e30); }), ::testing::HasSubstr("set: value"));
   // Representable values still work.
   EXPECT_EQ(masked_fill(t, mask, -7.0).at({0}), -7.0);

@@ -214,7 +214,24 @@ TEST(TensorFactory, IntegerFillValuesAreExactInInt64) {
   // -> tensor([2]); 1e19 -> "value cannot be converted to type int64_t without overflow"
   EXPECT_THAT(full({1}, 2.5, DType::Int64).to_vector<int64_t>(), ElementsAre(2));
   expect_error([] { (void)full({1}, 1e19, DType::Int64); },
-               "fill_: value 1e+19 cannot be converted to type int64 without overflow");
+               "full: value 1e+19 cannot be converted to type int64 without overflow");
+}
+
+// A fill value the dtype cannot hold is an Error naming the op the caller called (full,
+// full_like, masked_fill and masked_fill_ fill through fill_), and nothing is written.
+TEST(TensorFactory, AFillValueOutOfRangeNamesTheOpCalled) {
+  // torch.full((2,), 1e39), torch.full_like(x, 1e39), x.masked_fill(m, 1e39),
+  // x.masked_fill_(m, 1e39), x.fill_(1e39)
+  //   -> RuntimeError: value cannot be converted to type float without overflow
+  const std::string overflow = "value 1e+39 cannot be converted to type float without overflow";
+  Tensor x = zeros({2});
+  const Tensor mask = tensor({1, 0}, DType::Bool);
+  expect_error([] { (void)full({2}, 1e39); }, "full: " + overflow);
+  expect_error([&] { (void)full_like(x, 1e39); }, "full_like: " + overflow);
+  expect_error([&] { (void)masked_fill(x, mask, 1e39); }, "masked_fill: " + overflow);
+  expect_error([&] { x.masked_fill_(mask, 1e39); }, "masked_fill_: " + overflow);
+  expect_error([&] { x.fill_(1e39); }, "fill_: " + overflow);
+  EXPECT_EQ(x.to_vector<float>(), std::vector<float>(2, 0.0f));
 }
 
 TEST(TensorFactory, LikeFactoriesKeepShapeAndDType) {
