@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   }
   try {
     check(argc <= 2, "expected at most one argument (the settings, JSON), got ", argc - 1);
-    std::cout << attention_state(first).dump() << "\n";
+    std::cout << attention_state(first.c_str()).dump() << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "attention_live: " << e.what() << "\n";
