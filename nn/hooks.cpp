@@ -223,7 +223,9 @@ Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks,
   // The hooks as they are now: one that registers or removes another changes the next call.
   const HookTables now = *hooks;
   const std::size_t arity = inputs.size();
-  for (const auto& [id, hook] : now.forward_pre) {
+  for (const auto& entry : now.forward_pre) {
+    // (entry.second, not a structured binding: clang before 16 cannot capture one in a lambda.)
+    const auto& hook = entry.second;
     std::optional<TensorList> replaced =
         call_client(module.type_name(), "a forward pre-hook", [&] { return hook(module, inputs); });
     if (!replaced) continue;
@@ -259,7 +261,8 @@ Tensor call_with_hooks(Module& module, const std::shared_ptr<HookTables>& hooks,
             "is forbidden. You can fix this by cloning the output of the custom Function.");
     }
   }
-  for (const auto& [id, hook] : now.forward) {
+  for (const auto& entry : now.forward) {
+    const auto& hook = entry.second;
     std::optional<Tensor> replaced = call_client(module.type_name(), "a forward hook",
                                                  [&] { return hook(module, inputs, output); });
     if (replaced) output = std::move(*replaced);
