@@ -310,6 +310,23 @@ TEST(ElementwisePromotion, EveryIntegerTypeIsItsExactValue) {
 
 // ---- unary math ----
 
+// pow with an exponent outside PyTorch's special cases is std::pow in double, rounded once: the
+// result of PyTorch 1.13's scalar loop, which computes small tensors and the tail of large ones
+// (torch.set_num_threads(1)):
+//   torch.full((20,), 1e17).pow(0.3) -> 125892.6015625 x16, then 125892.5390625 x4
+// The first 16 come from its vector loop, Sleef's powf of float(0.3) (8 ulps away here; up to
+// 33 for 2.2): Ember gives every element the scalar loop's 125892.5390625 (core/ops/
+// arithmetic.cpp, Pow). For an exponent that is a float (1.5) both loops agree within 1 ulp.
+TEST(ElementwiseUnary, PowOfAnyOtherExponentIsPyTorchsScalarLoop) {
+  const std::vector<float> y = full({20}, 1e17).pow(0.3).to_vector<float>();
+  EXPECT_EQ(y, std::vector<float>(20, 125892.5390625f));
+  // torch.tensor([1e30, 123.456, 0.001]).pow(1.1) -> [9.999999944957273e+32, 199.8312530517578,
+  // 0.0005011872854083776]
+  EXPECT_EQ(
+      tensor({1e30, 123.456, 0.001}).pow(1.1).to_vector<float>(),
+      (std::vector<float>{9.999999944957273e+32f, 199.8312530517578f, 0.0005011872854083776f}));
+}
+
 TEST(ElementwiseUnary, MathFunctions) {
   Tensor x = sample();
   // torch.exp(x).tolist()
