@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -362,6 +363,59 @@ void check_ids(const Tensor& idx, int64_t max_new_tokens, int64_t context_size, 
       static_cast<int64_t>(physical / (1 << 20)), " MiB of memory this machine has");
 }
 
+// Sampling takes a distribution from every row of softmax(logits / temperature), and softmax
+// gives nan for a row holding nan or +inf or only -inf (it gives no inf and nothing negative).
+// PyTorch's book code stops in multinomial then ("probability tensor contains either `inf`,
+// `nan` or element < 0"); here a row with nan is an Error naming generate and its cause: the
+// model's logits (`masked`: after top_k, before the division), or the temperature, which
+// PyTorch and Ember round to the logits' dtype before dividing: a tiny one (or one that rounds
+// to 0) makes logits / temperature overflow to +-inf, and one beyond the dtype's range is inf,
+// which turns the -inf that top_k sets into nan.
+void check_distribution(const Tensor& masked, const Tensor& probs, double temperature) {
+  const int64_t vocab = probs.size(-1);
+  const std::vector<double> p = probs.to_vector<double>();
+  const auto bad = std::find_if(p.begin(), p.end(), [](double v) { return std::isnan(v); });
+  if (bad == p.end()) return;
+  const int64_t row = (bad - p.begin()) / vocab;
+  const std::vector<double> raw = masked.narrow(0, row, 1).to_vector<double>();
+  bool nan = false, pos_inf = false, finite = false;
+  double largest = 0;  // the largest |logit| that is finite
+  for (double v : raw) {
+    nan = nan || std::isnan(v);
+    pos_inf = pos_inf || v == INFINITY;
+    if (std::isfinite(v)) {
+      finite = true;
+      largest = std::max(largest, std::abs(v));
+    }
+  }
+  check(!nan && !pos_inf && finite, "generate: the logits of row ", row,
+        nan       ? " hold nan"
+        : pos_inf ? " hold inf"
+                  : " are all -inf",
+        " (the model's output), so softmax(logits / temperature) has no distribution to sample "
+        "from; expected finite logits");
+  double max_value = 0, min_positive = 0;
+  bool inf_temperature = false;
+  dispatch_floating(masked.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    max_value = static_cast<double>(std::numeric_limits<T>::max());
+    min_positive = static_cast<double>(std::numeric_limits<T>::denorm_min());
+    inf_temperature = std::isinf(static_cast<T>(temperature));
+  });
+  const std::string dtype = dtype_name(masked.dtype());
+  check(!inf_temperature, "generate: temperature ", temperature, " is inf in ", dtype,
+        " (above its largest value ", max_value, "), and the logits top_k set to -inf divided by ",
+        "it are nan, so softmax(logits / temperature) has no distribution to sample from; "
+        "expected a temperature <= ",
+        max_value);
+  fail("generate: temperature ", temperature, " makes logits / temperature overflow ", dtype,
+       " (the largest |logit| of row ", row, " is ", largest, ", and ", dtype, " holds up to ",
+       max_value,
+       "), so softmax(logits / temperature) has no distribution to sample from; expected a "
+       "temperature >= ",
+       std::max(largest / max_value, min_positive), ", or 0 for greedy decoding");
+}
+
 // The output of a batch of no rows after its step `step`: every step gives it an empty column
 // and draws nothing, so the steps after the first (whose model call checks what it checks) only
 // make its shape, [0, n + max_new_tokens]; stepping max_new_tokens times (up to what the
@@ -485,8 +539,8 @@ Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t conte
     }
     Tensor idx_next;
     if (temperature > 0.0) {
-      logits = logits / temperature;
-      Tensor probs = softmax(logits, -1);
+      Tensor probs = softmax(logits / temperature, -1);
+      check_distribution(logits, probs, temperature);
       idx_next = multinomial(probs, 1, /*replacement=*/false, gen);  // [batch, 1]
     } else {
       idx_next = argmax(logits, -1, /*keepdim=*/true);

@@ -30,7 +30,10 @@
 // but did not reach the output, as PyTorch materialises them); grad_output has one entry, the
 // gradient with respect to the output. A module none of whose inputs requires grad (the first
 // layer of a network) calls its backward hooks as soon as grad_output is known, with grad_input
-// all undefined; such a hook must not return a replacement.
+// all undefined; such a hook must not return a replacement. autograd::grad runs only the nodes
+// that lead to its inputs (PyTorch's engine too): grad with respect to a module's input (or
+// anything before it) runs its backward hooks, grad with respect to its parameters alone runs
+// none when an input requires grad (torch.autograd.grad(y, lin.weight) calls no hook of lin).
 //
 // Order among independent branches. A module's backward hooks run after those of every module
 // called on its output; between modules on branches that do not depend on each other, the

@@ -97,34 +97,69 @@ std::vector<Block> blocks_of(const std::vector<Tensor>& grads) {
   return blocks;
 }
 
-// The sum of |x|^p over x[0, n) for a finite p, or the largest |x| for p = inf (nan if any is
-// nan), in double.
+// The order PyTorch's norm kernel takes: torch.norm and torch.linalg.vector_norm round the
+// order to float before they use it, for float64 tensors too (torch.norm(t, 1e-300) is the
+// 0-"norm", torch.norm(t, 1e300) the inf-norm, torch.norm(t, 2.0000001) the 2-norm).
+double kernel_order(double norm_type) { return static_cast<double>(static_cast<float>(norm_type)); }
+
+// Reduces |x| over x[0, n) for an order p other than 2 (already through kernel_order), as
+// PyTorch's norm kernel in the accumulation type T (float for float32, double for float64):
+// p = 0 counts the elements that are not 0 (nan counts), p = inf and -inf take the largest and
+// smallest |x| (nan if any is nan), any other p adds |x|^p, each power taken in T, so a float32
+// power overflows to inf (and a negative p's power of 0 is inf) where PyTorch's does. The sum
+// itself is kept in double: a sum of terms >= 0 only grows, so rounded to T at the end it
+// overflows when PyTorch's float sum does, with less rounding error on the way.
 template <typename T>
-double block_power_sum(const T* x, int64_t n, double p) {
+double block_reduce(const T* x, int64_t n, double p) {
+  if (std::isinf(p)) {
+    bool nan = false;
+    double acc = p > 0 ? 0.0 : INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+      const double a = std::abs(static_cast<double>(x[i]));
+      nan = nan || std::isnan(a);
+      acc = p > 0 ? std::max(acc, a) : std::min(acc, a);
+    }
+    return nan ? NAN : acc;
+  }
   constexpr int kLanes = 8;
   double acc[kLanes] = {};
   int64_t i = 0;
-  if (std::isinf(p)) {
-    bool nan = false;
-    for (; i < n; ++i) {
-      const double a = std::abs(static_cast<double>(x[i]));
-      nan = nan || std::isnan(a);
-      acc[0] = std::max(acc[0], a);
-    }
-    return nan ? NAN : acc[0];
-  }
-  if (p == 1.0) {
+  if (p == 0.0) {
+    for (; i < n; ++i) acc[0] += x[i] != T(0) ? 1.0 : 0.0;
+  } else if (p == 1.0) {
     for (; i + kLanes <= n; i += kLanes) {
       for (int j = 0; j < kLanes; ++j) acc[j] += std::abs(static_cast<double>(x[i + j]));
     }
     for (; i < n; ++i) acc[0] += std::abs(static_cast<double>(x[i]));
   } else {
-    for (; i < n; ++i) acc[0] += std::pow(std::abs(static_cast<double>(x[i])), p);
+    const T pt = static_cast<T>(p);
+    for (; i < n; ++i) acc[0] += static_cast<double>(std::pow(std::abs(x[i]), pt));
   }
   double sum = 0;
   for (double a : acc) sum += a;
   return sum;
 }
+
+// The norm of order p in type T from a tensor's reduction (block_reduce, combined): the count
+// for p = 0, the max or min for p = +-inf, else sum^(1/p) in T. A tensor with no elements has
+// norm 0 for every order, as PyTorch's (torch.norm(torch.tensor([]), -1) is 0, not inf).
+template <typename T>
+double finish_norm(double reduced, double p, int64_t numel) {
+  if (numel == 0) return 0.0;
+  if (p == 0.0 || std::isinf(p)) return static_cast<double>(static_cast<T>(reduced));
+  const T pt = static_cast<T>(p);
+  return static_cast<double>(std::pow(static_cast<T>(reduced), T(1) / pt));
+}
+
+// Combines two blocks' reductions (max or min for p = +-inf, keeping nan; else a sum).
+double combine(double a, double b, double p) {
+  if (!std::isinf(p)) return a + b;
+  if (std::isnan(a) || std::isnan(b)) return NAN;
+  return p > 0 ? std::max(a, b) : std::min(a, b);
+}
+
+// The identity of combine: 0, or +inf for p = -inf.
+double combine_start(double p) { return std::isinf(p) && p < 0 ? INFINITY : 0.0; }
 
 // PyTorch's 2-norm of float32 x[0, n) (see the top of this file): one accumulator of 8 floats,
 // acc[j] = fma(x, x, acc[j]) over the whole range in order, the lanes added left to right, the
@@ -153,18 +188,6 @@ double pytorch_norm2(const double* x, int64_t n) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum = std::fma(x[i], x[i], sum);
   return std::sqrt(sum);
-}
-
-// The p-norm from the sum of |x|^p (or the max for p = inf).
-double finish_norm(double power_sum, double p) {
-  if (std::isinf(p)) return power_sum;
-  return std::pow(power_sum, 1.0 / p);
-}
-
-// Combines two blocks' sums (max for p = inf, keeping nan).
-double combine(double a, double b, double p) {
-  if (!std::isinf(p)) return a + b;
-  return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
 }
 
 // The gradients of `params` (those that have one), contiguous: a strided gradient is read
@@ -208,11 +231,12 @@ double total_norm2(const std::vector<Tensor>& grads, DType dtype, int64_t elemen
   return pytorch_norm2(stacked.data(), n);
 }
 
-// The total norm for an order p other than 2: each gradient's sum of |g|^p in double, block by
-// block (the blocks shared out to the threads, added in block order), its norm rounded to the
-// gradient's type, then the norm of those norms, rounded to `dtype`.
+// The total norm for an order p other than 2 (through kernel_order): each gradient reduced
+// block by block (block_reduce; the blocks shared out to the threads, combined in block order),
+// its norm in the gradient's type, then the same norm of those norms in `dtype` (torch.norm of
+// torch.stack of them).
 double total_norm(const std::vector<Tensor>& grads, const std::vector<Block>& blocks, DType dtype,
-                  int64_t elements, double norm_type) {
+                  int64_t elements, double p) {
   std::vector<double> partial(blocks.size());
   kernels::parallel_ranges(
       static_cast<int64_t>(blocks.size()), elements, [&](int64_t b0, int64_t b1) {
@@ -221,32 +245,47 @@ double total_norm(const std::vector<Tensor>& grads, const std::vector<Block>& bl
           dispatch_floating(grads[k.tensor].dtype(), [&](auto tag) {
             using T = decltype(tag);
             const T* x = grads[k.tensor].data_ptr<T>() + k.begin;
-            partial[static_cast<std::size_t>(b)] = block_power_sum(x, k.end - k.begin, norm_type);
+            partial[static_cast<std::size_t>(b)] = block_reduce(x, k.end - k.begin, p);
           });
         }
       });
-  std::vector<double> sums(grads.size(), 0.0);
+  std::vector<double> reduced(grads.size(), combine_start(p));
   for (std::size_t b = 0; b < blocks.size(); ++b) {
-    sums[blocks[b].tensor] = combine(sums[blocks[b].tensor], partial[b], norm_type);
+    reduced[blocks[b].tensor] = combine(reduced[blocks[b].tensor], partial[b], p);
   }
-  double total_sum = 0;
+  std::vector<double> norms(grads.size());
   for (std::size_t t = 0; t < grads.size(); ++t) {
-    double n = finish_norm(sums[t], norm_type);
-    if (grads[t].dtype() == DType::Float32) n = static_cast<float>(n);
-    total_sum =
-        combine(total_sum, std::isinf(norm_type) ? n : std::pow(std::abs(n), norm_type), norm_type);
+    dispatch_floating(grads[t].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      norms[t] = finish_norm<T>(reduced[t], p, grads[t].numel());
+    });
   }
-  const double total = finish_norm(total_sum, norm_type);
-  return dtype == DType::Float32 ? static_cast<float>(total) : total;
+  double total = 0;
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> stacked(norms.begin(), norms.end());
+    total = finish_norm<T>(block_reduce(stacked.data(), static_cast<int64_t>(stacked.size()), p), p,
+                           static_cast<int64_t>(stacked.size()));
+  });
+  return total;
 }
 
 }  // namespace
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
-  check(norm_type > 0, "clip_grad_norm_: norm_type must be positive (or inf), got ", norm_type);
   std::vector<Tensor> grads = gradients(params, "clip_grad_norm_");
   if (grads.empty()) return 0.0;
+  // PyTorch takes norm_type = inf as the largest |g| of each gradient by g.abs().max(), which
+  // refuses a gradient with no elements; every other order (a huge one that rounds to inf in
+  // float included) goes through torch.norm, which gives 0 for it.
+  if (norm_type == kInfNorm) {
+    for (std::size_t t = 0; t < grads.size(); ++t) {
+      check(grads[t].numel() > 0, "clip_grad_norm_: norm_type inf takes the largest |element| of ",
+            "each gradient, and gradient ", t, " (shape ", grads[t].shape(),
+            ") has no elements (PyTorch's max() refuses it too); use another norm_type");
+    }
+  }
   // torch.stack of the per-gradient norms promotes them to one type: float64 if any gradient is
   // float64 (mixed float32/float64 gradients are not rounded to the first one's type).
   DType dtype = DType::Float32;
@@ -259,8 +298,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const std::vector<Block> blocks = blocks_of(read);
   int64_t elements = 0;
   for (const Tensor& g : read) elements += g.numel();
-  const double total = norm_type == 2.0 ? total_norm2(read, dtype, elements)
-                                        : total_norm(read, blocks, dtype, elements, norm_type);
+  const double p = kernel_order(norm_type);
+  const double total =
+      p == 2.0 ? total_norm2(read, dtype, elements) : total_norm(read, blocks, dtype, elements, p);
   if (error_if_nonfinite && !std::isfinite(total)) {
     fail("clip_grad_norm_: the total norm of order ", norm_type,
          " for gradients from `parameters` is non-finite (", total,

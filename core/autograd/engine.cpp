@@ -168,6 +168,22 @@ void mark_needed(GraphTask& task) {
   }
 }
 
+// Whether autograd::grad runs `node`: only if one of its inputs leads to one of grad's inputs
+// (PyTorch's exec_info). A node that does not (a branch to other leaves, the nodes below a
+// non-leaf input) is not run, so its backward, its tensor hooks and a module's backward hooks
+// on it do not run, and it keeps its saved tensors; nor are the nodes below it run. A pass
+// without inputs (backward) runs every node.
+bool runs_in_grad(GraphTask& task, const Node& node) {
+  if (!task.capture) return true;
+  if (task.needed.empty()) mark_needed(task);
+  for (const auto& next : node.next_functions) {
+    if (!next) continue;
+    const int slot = task.find(next.get());
+    if (slot >= 0 && task.needed[slot]) return true;
+  }
+  return false;
+}
+
 // The pass running on this thread (a backward inside a backward runs its own, then returns to
 // the outer one).
 thread_local GraphTask* current_task = nullptr;
@@ -309,8 +325,8 @@ void execute(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad
       record.emplace(node->name(), profiler::EventKind::kBackward,
                      std::vector<Shape>{grad.shape()});
     }
-    if (!grad.defined()) {
-      // Nothing to propagate; still release the nodes below it.
+    if (!grad.defined() || !runs_in_grad(task, *node)) {
+      // Nothing to propagate, or nothing autograd::grad needs; still release the nodes below it.
     } else if (auto* acc = node->as_accumulate_grad()) {
       if (!capture) acc->apply(grad);
     } else {

@@ -23,7 +23,9 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 
 // Returns d(outputs)/d(inputs) without touching any .grad (torch.autograd.grad). An input the
-// outputs do not depend on gets an undefined Tensor, or an Error unless allow_unused.
+// outputs do not depend on gets an undefined Tensor, or an Error unless allow_unused. Only the
+// nodes that lead to one of the inputs run, as PyTorch's (exec_info): the hooks of the others
+// (tensor hooks, modules' backward hooks, the nodes below a non-leaf input) do not.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {},
                          std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,

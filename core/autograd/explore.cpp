@@ -143,14 +143,20 @@ std::string shape_text(const Shape& s) { return shape_str(s); }
 
 // The program `name` on PATH (or `name` itself if it names a path), or "".
 std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  // An executable regular file: a directory is "executable" to access(), and execl fails on it.
+  const auto runnable = [](const std::string& path) {
+    std::error_code ec;
+    return access(path.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(path, ec);
+  };
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return runnable(name) ? name : "";
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     if (dir.empty()) continue;
     const std::string candidate = dir + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (runnable(candidate)) return candidate;
   }
   return "";
 }
@@ -507,6 +513,9 @@ std::string explore_data(const Tensor& output, const ExploreOptions& options) {
 }
 
 void explore(const Tensor& output, const std::string& path, const ExploreOptions& options) {
+  check(options.max_nodes >= -1,
+        "explore: ExploreOptions::max_nodes must be >= 0, or -1 for no limit, got ",
+        options.max_nodes);
   {
     // A path that cannot be written fails before any work. The probe leaves no file behind: a
     // later failure (no graph, no `dot`) leaves the path as it found it.

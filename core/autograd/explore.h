@@ -40,9 +40,13 @@ struct ExploreOptions {
   // values) instead of written in full.
   int64_t full_values_up_to = 4096;
   // explore refuses (an ember::Error) a graph of more nodes: Graphviz's layout takes seconds
-  // for 10,000 nodes and grows with their square. -1: no limit. explore_data has none.
+  // for 10,000 nodes and grows with their square (dot 2.43 on a chain of MulBackward0 nodes:
+  // 0.5 s for 2,000, 12 s for 8,000, inside dot's own ranking and positioning), while
+  // explore's own work is linear (explore_data: under a second for a chain of 20,000). -1: no
+  // limit; below -1 is an Error. explore_data has none.
   int64_t max_nodes = 10000;
-  // The Graphviz layout program, looked up on PATH unless it contains a '/'.
+  // The Graphviz layout program, looked up on PATH unless it contains a '/' (an executable
+  // file; an empty name or a directory is not found, an Error).
   std::string dot_program = "dot";
 
   // Adds every (name, tensor) of a range of pairs, e.g. a Module's named_parameters(), with an

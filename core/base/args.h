@@ -8,8 +8,30 @@
 
 #include <concepts>
 #include <cstdint>
+#include <type_traits>
+
+#include "core/base/error.h"
 
 namespace ember {
+
+namespace detail {
+// An integer of any C++ type as int64, exactly, or an Error naming it: an unsigned value above
+// 2^63 - 1 (a size_t from a subtraction that wrapped, uint64_t(-1)) does not wrap to a negative
+// one, as Python's int refuses it ("Overflow when unpacking long"). In a constant expression
+// the Error is a compile error.
+template <typename I>
+requires std::integral<I>
+constexpr int64_t exact_int64(I value, const char* what) {
+  static_assert(sizeof(I) <= sizeof(int64_t), "an integer wider than 64 bits does not fit int64");
+  if constexpr (std::is_unsigned_v<I> && sizeof(I) == sizeof(int64_t)) {
+    if (value > static_cast<I>(INT64_MAX)) {
+      fail(what, ": the integer ", value, " is out of int64's range [", INT64_MIN, ", ", INT64_MAX,
+           "] (PyTorch's integers are int64: Python says \"Overflow when unpacking ", "long\")");
+    }
+  }
+  return static_cast<int64_t>(value);
+}
+}  // namespace detail
 
 // A flag: only a bool binds (keepdim, unbiased, ...).
 class Bool {
@@ -23,12 +45,13 @@ class Bool {
   bool value_;
 };
 
-// A dimension index: any integer type but bool (a double or a bool does not compile).
+// A dimension index: any integer type but bool (a double or a bool does not compile); an unsigned
+// value above 2^63 - 1 is an Error (size_t(-1) is not dim -1).
 class Dim {
  public:
   template <typename I>
   requires(std::integral<I> && !std::same_as<I, bool>) constexpr Dim(I value)
-      : value_(static_cast<int64_t>(value)) {}  // NOLINT: implicit on purpose
+      : value_(detail::exact_int64(value, "dim")) {}  // NOLINT: implicit on purpose
   constexpr operator int64_t() const { return value_; }
 
  private:
@@ -47,7 +70,9 @@ namespace ember {
 
 // A number beside a tensor, as Python's: an integer keeps an integer tensor's dtype, a floating
 // point number makes it float32 (torch.arange(3) + 2 is int64, torch.arange(3) + 2.0 is float32),
-// as libtorch's c10::Scalar. Integers are kept exactly (int64 beyond 2^53). A C++ bool is a bool
+// as libtorch's c10::Scalar. Integers are kept exactly (int64 beyond 2^53): every C++ integer
+// type (char, int8_t to uint64_t, size_t, long long) is its value as int64, and an unsigned
+// value above 2^63 - 1 is an Error naming it, not a negative number. A C++ bool is a bool
 // scalar, as Python's True: it counts as the integer 0 or 1 wherever an integer is taken
 // (fill_(true), clamp(false, true) of an int64 tensor), keeps a bool tensor bool (mask + true is
 // bool, as in PyTorch) and refuses what PyTorch refuses of a bool (x - true, alpha=true for a
@@ -56,7 +81,9 @@ class Scalar {
  public:
   template <typename I>
   requires(std::integral<I> && !std::same_as<I, bool>) constexpr Scalar(I value)  // NOLINT
-      : integral_(true), int_(static_cast<int64_t>(value)), double_(static_cast<double>(value)) {}
+      : integral_(true),
+        int_(detail::exact_int64(value, "Scalar")),
+        double_(static_cast<double>(value)) {}
   template <typename B>
   requires std::same_as<B, bool>
   constexpr Scalar(B value)  // NOLINT: implicit on purpose

@@ -173,11 +173,27 @@ struct IndexSelect : OpFunction<IndexSelect> {
   Shape input_shape;
 
   Tensor forward(const Tensor& x, int64_t dim_arg, const Tensor& index) {
-    check(x.dim() > 0, "index_select: expected a tensor with at least 1 dimension, got shape ",
-          x.shape());
     check(index.dim() <= 1, "index_select: index must be a 1-D tensor, got shape ", index.shape());
-    dim = wrap_dim(dim_arg, x.dim(), "index_select");
     input_shape = x.shape();
+    if (x.dim() == 0) {
+      // A 0-d tensor, as PyTorch's: dim 0 or -1 and an index of one element, 0; the result is
+      // 0-d (torch.tensor(5.).index_select(0, torch.tensor([0])) is tensor(5.), its grad_fn
+      // IndexSelectBackward0). PyTorch reads past the element for an empty index or repeats it
+      // for [0, 0]: here both are Errors.
+      (void)wrap_dim(dim_arg, 0, "index_select");
+      check(index.numel() == 1, "index_select: a 0-d tensor takes an index of one element, got ",
+            index.numel(), " (index shape ", index.shape(), ")");
+      dim = 0;
+      (void)checked_indices("index_select", index, 0, 1);
+      save_for_backward({index});
+      Tensor out = empty({}, x.dtype());
+      dispatch(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        *out.data_ptr<T>() = *x.data_ptr<T>();
+      });
+      return out;
+    }
+    dim = wrap_dim(dim_arg, x.dim(), "index_select");
     const std::vector<int64_t> rows = checked_indices("index_select", index, dim, x.size(dim));
     save_for_backward({index});
 
@@ -215,6 +231,13 @@ struct IndexSelect : OpFunction<IndexSelect> {
     const Tensor dy = grad.contiguous();
     Tensor dx = zeros(input_shape, grad.dtype());
     if (dy.numel() == 0) return dx;
+    if (input_shape.empty()) {  // a 0-d x: its one element picked once
+      dispatch_floating(grad.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        *dx.data_ptr<T>() = *dy.data_ptr<T>();
+      });
+      return dx;
+    }
     const AroundDim in(input_shape, dim), picked(dy.shape(), dim);
     dispatch_floating(grad.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -360,16 +383,6 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) { return apply<Sta
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   detail::check_defined(t, "index_select");
   detail::check_defined(index, "index_select");
-  if (t.dim() == 0) {
-    // A 0-d tensor, as PyTorch's: dim 0 or -1 and an index of one element, 0; the result is
-    // 0-d (torch.tensor(5.).index_select(0, torch.tensor([0])) is tensor(5.)). PyTorch reads
-    // past the element for an empty index or repeats it for [0, 0]: here both are Errors.
-    (void)wrap_dim(dim, 0, "index_select");
-    check(index.dim() <= 1, "index_select: index must be a 1-D tensor, got shape ", index.shape());
-    check(index.numel() == 1, "index_select: a 0-d tensor takes an index of one element, got ",
-          index.numel(), " (index shape ", index.shape(), ")");
-    return apply<IndexSelect>(t.reshape({1}), int64_t{0}, index.reshape({1})).reshape({});
-  }
   return apply<IndexSelect>(t, dim, index);
 }
 

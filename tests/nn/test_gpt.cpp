@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -385,6 +386,72 @@ TEST(GPTGenerate, TopKAndEosIdOutOfRangeAreErrors) {
                  "generate: eos_id must be in [0, vocab_size = 16), got 16");
   }
   EXPECT_EQ(generate(model, ids, 3, 8, 1.0, 16, 15).size(0), 1);  // the largest allowed
+}
+
+// A temperature that leaves softmax(logits / temperature) no distribution is an Error naming
+// generate, the temperature and the bound it breaks, where PyTorch's book code stops in
+// multinomial ("probability tensor contains either `inf`, `nan` or element < 0"). PyTorch 1.13
+// with the last logits [0.5, -1, 2, 0, ...] (temperature rounded to float32 as it divides):
+//   logits / 1e-300, 1e-310, 1e-40, 1e-46 (top_k or not): inf or nan in the row: the error
+//   topk-masked logits / 1e300 and / 3.5e38: -inf / inf = nan: the error
+//   logits / 1e300 (no top_k): [0, -0, 0, ...], uniform; topk-masked / 1e38 and / 1e-38: fine
+TEST(GPTGenerate, TemperaturesThatLeaveNoDistributionAreErrors) {
+  manual_seed(123);
+  GPTModel model(tiny_gpt_config());
+  model.eval();
+  std::vector<double> row(16, 0.0);
+  row[0] = 0.5;
+  row[1] = -1.0;
+  row[2] = 2.0;
+  Tensor last = from_vector(row, {16});
+  auto handle = model.register_forward_hook(
+      [&](Module&, const TensorList&, const Tensor& output) -> std::optional<Tensor> {
+        return output * 0.0 + last;
+      });
+  const Tensor ids = zeros({2, 2}, DType::Int64);
+  for (bool use_cache : {false, true}) {
+    SCOPED_TRACE(use_cache);
+    const auto run = [&](double temperature, std::optional<int64_t> top_k) {
+      return generate(model, ids, 2, 8, temperature, top_k, std::nullopt, nullptr, use_cache);
+    };
+    for (double t : {1e-300, 1e-310, 1e-40, 1e-46}) {
+      for (std::optional<int64_t> top_k : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
+        std::ostringstream temperature;
+        temperature << t;
+        expect_error([&] { run(t, top_k); },
+                     "generate: temperature " + temperature.str() +
+                         " makes logits / temperature overflow float32 (the largest |logit| of "
+                         "row 0 is 2, and float32 holds up to 3.40282e+38), so softmax(logits / "
+                         "temperature) has no distribution to sample from; expected a "
+                         "temperature >= 5.87747e-39, or 0 for greedy decoding");
+      }
+    }
+    for (double t : {1e300, 3.5e38}) {
+      std::ostringstream temperature;
+      temperature << t;
+      expect_error([&] { run(t, 2); },
+                   "generate: temperature " + temperature.str() +
+                       " is inf in float32 (above its largest value 3.40282e+38), and the logits "
+                       "top_k set to -inf divided by it are nan, so softmax(logits / "
+                       "temperature) has no distribution to sample from; expected a temperature "
+                       "<= 3.40282e+38");
+    }
+    EXPECT_EQ(run(1e300, std::nullopt).shape(), (Shape{2, 4}));
+    const std::vector<int64_t> top2 = run(1e38, 2).narrow(1, 2, 2).to_vector<int64_t>();
+    for (int64_t id : top2) EXPECT_TRUE(id == 0 || id == 2) << id;
+    EXPECT_EQ(run(1e-38, 2).narrow(1, 2, 2).to_vector<int64_t>(), std::vector<int64_t>(4, 2));
+    EXPECT_EQ(model.current_pos, 0);  // the cache is given back, error or not
+  }
+  // Logits that no temperature helps: the model's.
+  row[3] = NAN;
+  last = from_vector(row, {16});
+  expect_error([&] { generate(model, ids, 2, 8, 1.0); },
+               "generate: the logits of row 0 hold nan (the model's output), so softmax(logits / "
+               "temperature) has no distribution to sample from; expected finite logits");
+  row[3] = INFINITY;
+  last = from_vector(row, {16});
+  expect_error([&] { generate(model, ids, 2, 8, 1.0); }, "the logits of row 0 hold inf");
+  handle.remove();
 }
 
 // ---- errors ----

@@ -526,3 +526,49 @@ TEST(ModuleHooks, IndependentBranchesRunTheirBackwardHooksInTheEnginesOrder) {
 
 }  // namespace
 }  // namespace ember::nn
+
+namespace ember::nn {
+namespace {
+
+// A module's full backward hook runs in autograd::grad as in backward(), where the pass reaches
+// the module's inputs: PyTorch 1.13 (torch.autograd.grad with lin = torch.nn.Linear(2, 2) and
+// a hook recording its grad_input shapes):
+//   x requires grad:        grad(y, x) -> called with [[1, 2]]; grad(y, lin.weight) -> not called
+//   x does not require grad: grad(y, lin.weight) -> called with [None]
+//   y.backward() -> called once either way
+// and a hook's replacement grad_input is what grad returns (x2 = 10 * the unhooked gradient).
+TEST(ModuleHooks, FullBackwardHooksInAutogradGradAsPyTorch) {
+  manual_seed(123);
+  auto lin = std::make_shared<Linear>(2, 2);
+  std::vector<std::vector<bool>> calls;  // per call, which grad_input entries are defined
+  auto handle = lin->register_full_backward_hook(
+      [&](Module&, const TensorList& grad_input, const TensorList&) {
+        std::vector<bool> defined;
+        for (const Tensor& g : grad_input) defined.push_back(g.defined());
+        calls.push_back(defined);
+      });
+  Tensor x = ones({1, 2}).requires_grad_();
+  (void)autograd::grad({(*lin)(x).sum()}, {x});
+  EXPECT_EQ(calls, (std::vector<std::vector<bool>>{{true}}));
+  calls.clear();
+  (void)autograd::grad({(*lin)(x).sum()}, {lin->weight});
+  EXPECT_EQ(calls, (std::vector<std::vector<bool>>{}));
+  calls.clear();
+  (*lin)(x).sum().backward();
+  EXPECT_EQ(calls, (std::vector<std::vector<bool>>{{true}}));
+  calls.clear();
+  const Tensor data = ones({1, 2});
+  (void)autograd::grad({(*lin)(data).sum()}, {lin->weight});
+  EXPECT_EQ(calls, (std::vector<std::vector<bool>>{{false}}));
+  calls.clear();
+  handle.remove();
+  const Tensor plain = autograd::grad({(*lin)(x).sum()}, {x})[0];
+  lin->register_full_backward_hook(
+      [](Module&, const TensorList& grad_input, const TensorList&) -> std::optional<TensorList> {
+        return TensorList{grad_input[0] * 10.0};
+      });
+  EXPECT_TRUE(allclose(autograd::grad({(*lin)(x).sum()}, {x})[0], plain * 10.0));
+}
+
+}  // namespace
+}  // namespace ember::nn

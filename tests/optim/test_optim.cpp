@@ -210,6 +210,101 @@ TEST(Optim, ClipGradNormEdgeCases) {
   test::expect_values(a.grad(), {-1.0, 0.5});
 }
 
+// Every order torch.nn.utils.clip_grad_norm_ takes, with PyTorch 1.13's totals and gradients
+// (float32 gradients g = [3, 0, -4] and h = [0, 1], max_norm 1, unless a case says otherwise):
+// 0 counts non-zero elements, then non-zero norms; a negative order of a gradient holding a 0 is
+// 0; nan gives nan; the order is rounded to float first (1e-300 is 0, 1e300 is inf); a float32
+// |g|^p that overflows makes the norm inf, as PyTorch's float kernel does.
+TEST(Optim, ClipGradNormOfEveryOrderMatchesPyTorch) {
+  const auto run = [](double p, std::vector<std::vector<double>> values, DType dtype,
+                      bool error_if_nonfinite = false) {
+    std::vector<Tensor> params;
+    for (const auto& v : values) {
+      Tensor t = param({static_cast<int64_t>(v.size())}, dtype);
+      t.set_grad(from_vector(v, {static_cast<int64_t>(v.size())}, dtype));
+      params.push_back(t);
+    }
+    const double total = clip_grad_norm_(params, 1.0, p, error_if_nonfinite);
+    std::vector<std::vector<double>> grads;
+    for (const Tensor& t : params) grads.push_back(t.grad().to_vector<double>());
+    return std::make_pair(total, grads);
+  };
+  const std::vector<std::vector<double>> gh = {{3, 0, -4}, {0, 1}};
+  const auto f = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  // clip_grad_norm_([g, h], 1.0, p) for p = 0 and 1e-300: 2.0, g [1.4999992847442627, 0,
+  // -1.9999990463256836], h [0, 0.4999997615814209].
+  for (double p : {0.0, 1e-300, -1e-300}) {
+    SCOPED_TRACE(p);
+    auto [total, grads] = run(p, gh, DType::Float32);
+    EXPECT_EQ(total, 2.0);
+    EXPECT_EQ(grads[0], (std::vector<double>{f(1.4999992847442627), 0, f(-1.9999990463256836)}));
+    EXPECT_EQ(grads[1], (std::vector<double>{0, f(0.4999997615814209)}));
+  }
+  // p = 0.5: 22.392305374145508.
+  EXPECT_NEAR(run(0.5, gh, DType::Float32).first, 22.392305374145508, 4e-6);
+  // p = inf and 1e300: 4.0, g [0.7499998211860657, 0, -0.9999997615814209].
+  for (double p : {kInfNorm, 1e300}) {
+    auto [total, grads] = run(p, gh, DType::Float32);
+    EXPECT_EQ(total, 4.0);
+    EXPECT_EQ(grads[0], (std::vector<double>{f(0.7499998211860657), 0, f(-0.9999997615814209)}));
+  }
+  // p = -1, -2, -0.5, -inf, -1e300: 0.0, nothing scaled.
+  for (double p : {-1.0, -2.0, -0.5, -kInfNorm, -1e300}) {
+    SCOPED_TRACE(p);
+    auto [total, grads] = run(p, gh, DType::Float32, true);
+    EXPECT_EQ(total, 0.0);
+    EXPECT_EQ(grads[0], (std::vector<double>{3, 0, -4}));
+  }
+  // p = nan: nan, every gradient nan; but [1.0] has norm pow(1, nan) = 1.
+  {
+    auto [total, grads] = run(kNaN, gh, DType::Float32);
+    EXPECT_TRUE(std::isnan(total));
+    for (double v : grads[1]) EXPECT_TRUE(std::isnan(v));
+    EXPECT_EQ(run(kNaN, {{1.0}}, DType::Float32).first, 1.0);
+    expect_error([&] { run(kNaN, gh, DType::Float32, true); }, "is non-finite (nan)");
+  }
+  // p = -inf and -1 of [nan, 1]: nan. p = 0 of [nan, 1] with error_if_nonfinite: 1.0 (nan is not
+  // 0), g [nan, 0.9999990463256836].
+  EXPECT_TRUE(std::isnan(run(-kInfNorm, {{kNaN, 1}}, DType::Float32).first));
+  EXPECT_TRUE(std::isnan(run(-1.0, {{kNaN, 1}}, DType::Float32).first));
+  {
+    auto [total, grads] = run(0.0, {{kNaN, 1}}, DType::Float32, true);
+    EXPECT_EQ(total, 1.0);
+    EXPECT_EQ(grads[0][1], f(0.9999990463256836));
+  }
+  // float32 [1e13, 1] with p = 3: inf (1e39 overflows float), g [0, 0]; with
+  // error_if_nonfinite an error. float64: 9999999999999.967.
+  {
+    auto [total, grads] = run(3.0, {{1e13, 1}}, DType::Float32);
+    EXPECT_EQ(total, kInf);
+    EXPECT_EQ(grads[0], (std::vector<double>{0, 0}));
+    expect_error([&] { run(3.0, {{1e13, 1}}, DType::Float32, true); }, "is non-finite (inf)");
+    EXPECT_NEAR(run(3.0, {{1e13, 1}}, DType::Float64).first, 9999999999999.967, 1e-2);
+  }
+  // float32 [1e-30, 1e-30] with p = -2: 0.0 (1e60 overflows float); float64:
+  // 7.071067811865476e-31.
+  EXPECT_EQ(run(-2.0, {{1e-30, 1e-30}}, DType::Float32).first, 0.0);
+  EXPECT_NEAR(run(-2.0, {{1e-30, 1e-30}}, DType::Float64).first, 7.071067811865476e-31, 1e-45);
+  // float64 [3, 0, -4] with p = 0.001: 3.711730893864494e+301.
+  EXPECT_NEAR(run(0.001, {{3, 0, -4}}, DType::Float64).first, 3.711730893864494e+301, 1e289);
+  // p = 2.0000001 rounds to 2: [3, 0, -4], [2] give 5.385164737701416.
+  EXPECT_EQ(run(2.0000001, {{3, 0, -4}, {2}}, DType::Float32).first, f(5.385164737701416));
+  // A gradient with no elements: norm 0 for every order but inf, where PyTorch's
+  // g.abs().max() refuses it ("max(): Expected reduction dim to be specified for
+  // input.numel() == 0").
+  for (double p : {0.0, 2.0, -1.0, -kInfNorm, 1e300}) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(run(p, {{}}, DType::Float32).first, 0.0);
+  }
+  EXPECT_EQ(run(-kInfNorm, {{}, {1}}, DType::Float32).first, 0.0);
+  expect_error(
+      [&] {
+        run(kInfNorm, {{}, {1}}, DType::Float32);
+      },
+      "clip_grad_norm_: norm_type inf takes the largest |element| of each gradient, and "
+      "gradient 0 (shape [0]) has no elements");
+}
+
 // clip_grad_value_ clamps a gradient of any layout in place, as PyTorch's clamp_; a gradient
 // whose elements share memory (an expand) is an Error, as clamp_'s:
 //   p = torch.zeros(2, 2, requires_grad=True); p.grad = torch.tensor([[3., 0.], [4., -5.]]).t()

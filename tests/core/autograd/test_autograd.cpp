@@ -534,6 +534,54 @@ TEST(AutogradGradFunction, InputHooksDoNotRunButRetainGradFills) {
   EXPECT_FALSE(a.grad().defined());
 }
 
+// autograd::grad runs only the nodes that lead to one of its inputs, as PyTorch 1.13's engine
+// (exec_info): with h = x * 2 (h.retain_grad(), a hook on h), k = w * 3 (a hook on k),
+// y = (h * k).sum():
+//   torch.autograd.grad(y, x) -> [6, 6]; h's hook runs with [3, 3], h.grad [3, 3]; k's does not
+//   torch.autograd.grad(y, w) -> [6, 6]; k's hook runs with [2, 2]; h's does not
+// and with a = x2 * 5, h2 = a * 2 (hooks on both, h2's returning g * 100), y2 = (h2 * 3).sum():
+//   torch.autograd.grad(y2, h2) -> [3, 3]; neither hook runs (nothing below h2 is needed).
+TEST(AutogradGradFunction, OnlyTheNodesLeadingToAnInputRun) {
+  std::vector<std::string> calls;
+  Tensor x = ones({2}).requires_grad_(), w = ones({2}).requires_grad_();
+  Tensor h = x * 2.0;
+  h.retain_grad();
+  h.register_hook([&](const Tensor&) {
+    calls.push_back("h");
+    return Tensor();
+  });
+  Tensor k = w * 3.0;
+  k.register_hook([&](const Tensor&) {
+    calls.push_back("k");
+    return Tensor();
+  });
+  Tensor y = (h * k).sum();
+  EXPECT_THAT(values(autograd::grad({y}, {x}, {}, /*retain_graph=*/true)[0]), ElementsAre(6, 6));
+  EXPECT_EQ(calls, std::vector<std::string>{"h"});
+  EXPECT_THAT(values(h.grad()), ElementsAre(3, 3));
+  calls.clear();
+  EXPECT_THAT(values(autograd::grad({y}, {w}, {}, /*retain_graph=*/true)[0]), ElementsAre(6, 6));
+  EXPECT_EQ(calls, std::vector<std::string>{"k"});
+  calls.clear();
+  Tensor x2 = ones({2}).requires_grad_();
+  Tensor a = x2 * 5.0;
+  a.register_hook([&](const Tensor&) {
+    calls.push_back("a");
+    return Tensor();
+  });
+  Tensor h2 = a * 2.0;
+  h2.register_hook([&](const Tensor& g) {
+    calls.push_back("h2");
+    return g * 100.0;
+  });
+  EXPECT_THAT(values(autograd::grad({(h2 * 3.0).sum()}, {h2})[0]), ElementsAre(3, 3));
+  EXPECT_TRUE(calls.empty());
+  // The nodes that did not run keep their saved tensors: a backward through them still works
+  // ((h2 * 3).sum().backward() -> x2.grad [3000, 3000], h2's hook multiplying by 100).
+  (h2 * 3.0).sum().backward();
+  EXPECT_THAT(values(x2.grad()), ElementsAre(3000, 3000));
+}
+
 TEST(AutogradGradFunction, AllowUnused) {
   Tensor x = tensor({1, 2}).requires_grad_();
   Tensor unused = tensor({5.0}).requires_grad_();

@@ -2,10 +2,12 @@
 // order), its errors, and the page itself in headless Chromium (tests/browser.h).
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "core/autograd/explore.h"
 #include "core/graph/function.h"
@@ -178,6 +180,23 @@ TEST(Explore, BadInputsAreErrors) {
                      "has no autograd graph");
   EXPECT_FALSE(std::filesystem::exists(temp_page("nograph")));
   std::filesystem::remove(temp_page("nodot"));
+  // An empty program name or a directory is no program (access() calls a directory
+  // executable; running it would fail with an exit status and no reason).
+  for (const std::string program : {"", "/tmp", "."}) {
+    o.dot_program = program;
+    test::expect_error([&] { autograd::explore(t.loss, temp_page("nodot"), o); },
+                       "Graphviz's '" + program + "' program was not found on PATH");
+  }
+  EXPECT_FALSE(std::filesystem::exists(temp_page("nodot")));
+  // max_nodes: -1 means no limit; below it is an Error, not another way to say none.
+  autograd::ExploreOptions limit;
+  for (int64_t bad : {int64_t{-2}, std::numeric_limits<int64_t>::min()}) {
+    limit.max_nodes = bad;
+    test::expect_error([&] { autograd::explore(t.loss, temp_page("limit"), limit); },
+                       "explore: ExploreOptions::max_nodes must be >= 0, or -1 for no limit, got " +
+                           std::to_string(bad));
+  }
+  EXPECT_FALSE(std::filesystem::exists(temp_page("limit")));
 }
 
 // A graph of more nodes than ExploreOptions::max_nodes is an Error before Graphviz runs (its

@@ -267,7 +267,65 @@ TEST(ElementwisePromotion, IntegerAndFloatScalarsPromoteDifferently) {
   EXPECT_EQ((i * 2.0f).dtype(), DType::Float32);
 }
 
+// Every C++ integer type is its exact value as an integer scalar, as a Python int: char,
+// int8_t to int64_t, uint8_t to uint64_t, size_t, long long. An unsigned value above 2^63 - 1
+// (a size_t that wrapped) is an Error naming it, as Python's int is refused:
+//   torch.arange(3) + 2**63, torch.ones(2) * 2**63, torch.full((2,), 2**63), x.sum(2**63)
+//   -> RuntimeError: Overflow when unpacking long
+// and a constant expression holding such a Scalar does not compile.
+static_assert(Scalar(uint64_t{INT64_MAX}).to_int64() == INT64_MAX);
+static_assert(Scalar(static_cast<unsigned char>(255)).to_int64() == 255);
+static_assert(Scalar(int8_t{-128}).to_int64() == -128);
+static_assert(Scalar('a').to_int64() == 97 && Scalar('a').is_integral());
+TEST(ElementwisePromotion, EveryIntegerTypeIsItsExactValue) {
+  const Tensor i = zeros({1}, DType::Int64);
+  const auto added = [&](Scalar s) { return (i + s).item<int64_t>(); };
+  EXPECT_EQ(added(int8_t{-128}), -128);
+  EXPECT_EQ(added(uint8_t{255}), 255);
+  EXPECT_EQ(added(int16_t{-32768}), -32768);
+  EXPECT_EQ(added(uint16_t{65535}), 65535);
+  EXPECT_EQ(added(int32_t{INT32_MIN}), INT32_MIN);
+  EXPECT_EQ(added(uint32_t{UINT32_MAX}), int64_t{UINT32_MAX});
+  EXPECT_EQ(added(INT64_MIN), INT64_MIN);
+  EXPECT_EQ(added(uint64_t{INT64_MAX}), INT64_MAX);
+  EXPECT_EQ(added(std::size_t{12}), 12);
+  EXPECT_EQ(added(12ull), 12);
+  EXPECT_EQ(added(-12ll), -12);
+  EXPECT_EQ(added('a'), 97);
+  EXPECT_EQ(added(static_cast<signed char>(-1)), -1);
+  EXPECT_EQ((i + std::size_t{3}).dtype(), DType::Int64);
+  const std::string message =
+      "Scalar: the integer 9223372036854775808 is out of int64's range [-9223372036854775808, "
+      "9223372036854775807] (PyTorch's integers are int64: Python says \"Overflow when "
+      "unpacking long\")";
+  const uint64_t two63 = uint64_t{1} << 63;
+  test::expect_error([&] { (void)(i + two63); }, message);
+  test::expect_error([&] { (void)(ones({2}) * two63); }, message);
+  test::expect_error([&] { (void)full({2}, two63); }, message);
+  test::expect_error([&] { (void)full({2}, std::size_t{0} - 1); },
+                     "Scalar: the integer 18446744073709551615 is out of int64's range");
+  test::expect_error([&] { (void)ones({2}).sum(std::size_t{0} - 1); },
+                     "dim: the integer 18446744073709551615 is out of int64's range");
+}
+
 // ---- unary math ----
+
+// pow with an exponent outside PyTorch's special cases is std::pow in double, rounded once: the
+// result of PyTorch 1.13's scalar loop, which computes small tensors and the tail of large ones
+// (torch.set_num_threads(1)):
+//   torch.full((20,), 1e17).pow(0.3) -> 125892.6015625 x16, then 125892.5390625 x4
+// The first 16 come from its vector loop, Sleef's powf of float(0.3) (8 ulps away here; up to
+// 33 for 2.2): Ember gives every element the scalar loop's 125892.5390625 (core/ops/
+// arithmetic.cpp, Pow). For an exponent that is a float (1.5) both loops agree within 1 ulp.
+TEST(ElementwiseUnary, PowOfAnyOtherExponentIsPyTorchsScalarLoop) {
+  const std::vector<float> y = full({20}, 1e17).pow(0.3).to_vector<float>();
+  EXPECT_EQ(y, std::vector<float>(20, 125892.5390625f));
+  // torch.tensor([1e30, 123.456, 0.001]).pow(1.1) -> [9.999999944957273e+32, 199.8312530517578,
+  // 0.0005011872854083776]
+  EXPECT_EQ(
+      tensor({1e30, 123.456, 0.001}).pow(1.1).to_vector<float>(),
+      (std::vector<float>{9.999999944957273e+32f, 199.8312530517578f, 0.0005011872854083776f}));
+}
 
 TEST(ElementwiseUnary, MathFunctions) {
   Tensor x = sample();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/gradcheck.h"
 #include "core/graph/node.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
@@ -170,6 +171,29 @@ TEST(JoinIndexSelect, InnerDimRepeatedIndicesAccumulate) {
   expect_values(y, {2, 3}, {-1.0, -0.625, -1.0, 0.375, 0.75, 0.375});
   y.backward(pattern({2, 3}, 3));
   expect_values(t.grad(), {2, 4}, {0.0, 0.5, 0.0, -1.125, 0.0, 1.0, 0.0, -0.125});
+}
+
+// index_select of a 0-d tensor is one node, as PyTorch's: its grad_fn is IndexSelectBackward0
+// with the leaf's AccumulateGrad next (x = torch.tensor(5., dtype=torch.float64,
+// requires_grad=True); x.index_select(0, torch.tensor([0])).grad_fn.next_functions ->
+// ((AccumulateGrad, 0),), the same for the index torch.tensor(0)), and gradcheck and
+// gradgradcheck pass for a 1-d and a 0-d index (True, True in PyTorch 1.13).
+TEST(JoinIndexSelect, ZeroDimTensorIsOneIndexSelectNode) {
+  Tensor x = scalar_tensor(5.0, DType::Float64).requires_grad_();
+  for (const Tensor& index : {index_tensor({0}, {1}), scalar_tensor(0, DType::Int64)}) {
+    SCOPED_TRACE(index.dim());
+    Tensor y = index_select(x, 0, index);
+    ASSERT_TRUE(y.grad_fn());
+    EXPECT_EQ(y.grad_fn()->name(), "IndexSelectBackward0");
+    ASSERT_EQ(y.grad_fn()->next_functions.size(), 2u);
+    ASSERT_TRUE(y.grad_fn()->next_functions[0]);
+    EXPECT_EQ(y.grad_fn()->next_functions[0]->name(), "AccumulateGrad");
+    const auto fn = [&](const std::vector<Tensor>& in) { return index_select(in[0], -1, index); };
+    const autograd::GradcheckResult first = autograd::gradcheck(fn, {x});
+    EXPECT_TRUE(first.ok) << first.report;
+    const autograd::GradcheckResult second = autograd::gradgradcheck(fn, {x});
+    EXPECT_TRUE(second.ok) << second.report;
+  }
 }
 
 // A 0-d tensor takes dim 0 or -1 and an index of one element, 0, as PyTorch's; the result is 0-d
