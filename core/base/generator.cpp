@@ -1,5 +1,5 @@
-// PyTorch 1.13's CPU generator and its sampling kernels; see core/base/generator.h, which names "the
-// doc" (the notes on PyTorch's RNG whose § numbers appear below).
+// PyTorch 1.13's CPU generator and its sampling kernels (core/base/generator.h). The § numbers
+// below are sections of core/base/RNG.md, which gives each formula and its order of operations.
 //
 // Like every file (see CMakeLists.txt), this one is compiled with -ffp-contract=off: PyTorch's x86
 // build lets GCC fuse some multiply-adds, and which ones matters to the last bit. Every fusion
@@ -19,7 +19,7 @@
 namespace ember {
 
 // ---------------------------------------------------------------------------------------------
-// The MT19937 engine (doc §1.2). It is the textbook MT19937: the same outputs as
+// The MT19937 engine (RNG.md §1.2). It is the textbook MT19937: the same outputs as
 // std::mt19937(seed & 0xFFFFFFFF).
 
 namespace {
@@ -94,7 +94,7 @@ void Generator::set_state(const std::vector<int64_t>& state) {
 
 void Generator::manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  // CPUGeneratorImpl::set_current_seed (doc §1.1): empty the caches, then re-seed the engine
+  // CPUGeneratorImpl::set_current_seed (RNG.md §1.1): empty the caches, then re-seed the engine
   // with the LOW 32 bits only; the full seed is remembered for initial_seed().
   next_double_normal_sample.reset();
   next_float_normal_sample.reset();
@@ -156,7 +156,7 @@ void Generator::random_block(uint32_t* out, int64_t n) {
 }
 
 uint64_t Generator::random64() {
-  // Doc §1.3: the high word is drawn first.
+  // RNG.md §1.3: the high word is drawn first.
   const uint64_t hi = random();
   const uint64_t lo = random();
   return (hi << 32) | lo;
@@ -174,7 +174,7 @@ namespace random_fill {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Uniform numbers in [0, 1) (doc §2, transformation::uniform_real).
+// Uniform numbers in [0, 1) (RNG.md §2, transformation::uniform_real).
 
 // double: the low 53 bits of one random64() (two draws), times 2^-53. Exact.
 double uniform53(Generator& g) {
@@ -225,7 +225,7 @@ void fill_uniform53(double* data, int64_t n, Generator& g) {
 
 // ---------------------------------------------------------------------------------------------
 // The float32 log, sin and cos of PyTorch's AVX2 normal kernel (avx_mathfun.h, Cephes-style),
-// ported lane by lane to scalar code (doc §3.4). The eight AVX2 lanes are independent, so this
+// ported lane by lane to scalar code (RNG.md §3.4). The eight AVX2 lanes are independent, so this
 // port is exact. The intrinsics are plain multiplies and adds in the source, but GCC (with -mfma
 // and its default -ffp-contract=fast) fuses some of them; the std::fmaf calls below are exactly
 // those fusions.
@@ -322,14 +322,14 @@ void avx2_sincos(float t, float& sin_out, float& cos_out) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The vectorised normal path (doc §3.3): Box-Muller on blocks of 16 uniforms, pairing slot j
+// The vectorised normal path (RNG.md §3.3): Box-Muller on blocks of 16 uniforms, pairing slot j
 // with slot j + 8.
 
 }  // namespace
 
-// float32: normal_fill_16_AVX2 (doc §3.4). mean and stddev arrive already cast to float. The plain
-// loop of random_fill::detail::normal_blocks16 (generator_simd.cpp), which runs it a vector of
-// lanes at a time.
+// float32: normal_fill_16_AVX2 (RNG.md §3.4). mean and stddev arrive already cast to float. The
+// plain loop of random_fill::detail::normal_blocks16 (generator_simd.cpp), which runs it a vector
+// of lanes at a time.
 void detail::normal_block16_scalar(float* d, float mean, float stddev) {
   const float kTwoPi = float_from_bits(0x40C90FDB);  // (float)(2 * pi)
   for (int j = 0; j < 8; ++j) {
@@ -347,7 +347,7 @@ void detail::normal_block16_scalar(float* d, float mean, float stddev) {
 
 namespace {
 
-// float64: normal_fill_16<double> (doc §3.5), in double with libm. GCC fuses
+// float64: normal_fill_16<double> (RNG.md §3.5), in double with libm. GCC fuses
 // `radius * cos(theta) * stddev + mean` into fma(radius * cos(theta), stddev, mean).
 void normal_block16_libm(double* d, double mean, double stddev) {
   const double kTwoPi = 2.0 * std::numbers::pi;
@@ -365,7 +365,7 @@ void normal_blocks16_libm(double* d, int64_t blocks, double mean, double stddev)
   for (int64_t b = 0; b < blocks; ++b) normal_block16_libm(d + 16 * b, mean, stddev);
 }
 
-// normal_fill (doc §3.3): n >= 16 uniforms, then every full block of 16 in place. If n is not a
+// normal_fill (RNG.md §3.3): n >= 16 uniforms, then every full block of 16 in place. If n is not a
 // multiple of 16, the LAST 16 slots (overlapping the previous block) get 16 fresh uniforms and
 // one more block: n + (n % 16 ? 16 : 0) draws in all.
 //
@@ -389,7 +389,7 @@ void vectorised_normal_fill(T* data, int64_t n, T mean, T stddev, Generator& g,
   }
 }
 
-// The serial normal path (doc §3.2): at::normal_distribution<double>, Box-Muller in double
+// The serial normal path (RNG.md §3.2): at::normal_distribution<double>, Box-Muller in double
 // with the second value cached in the generator. PyTorch 1.13 uses log(1 - u2).
 double serial_normal_sample(double mean, double stddev, Generator& g) {
   if (g.next_double_normal_sample.has_value()) {
@@ -411,7 +411,7 @@ void serial_normal_fill(T* data, int64_t n, double mean, double stddev, Generato
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<T>(serial_normal_sample(mean, stddev, g));
 }
 
-// bernoulli_(p) with a scalar p (doc §4.1): bernoulli_distribution<double>, a U53 per element,
+// bernoulli_(p) with a scalar p (RNG.md §4.1): bernoulli_distribution<double>, a U53 per element,
 // kept where u < p, written as `one` (0 elsewhere). u = r 2^-53 exactly for the 53-bit integer
 // r, and p 2^53 is exact too (a power-of-two scaling), so u < p is r < ceil(p 2^53): the test is
 // made on the integers. (Converting each r to double first, as uniform53 does, is a scalar
@@ -443,7 +443,7 @@ void bernoulli_fill(T* data, int64_t n, double p, Generator& g) {
   bernoulli_values(data, n, p, static_cast<T>(1), g);
 }
 
-// Dropout's noise (doc §4.3): bernoulli_(1 - p), then div_(1 - p) with the scalar cast to T:
+// Dropout's noise (RNG.md §4.3): bernoulli_(1 - p), then div_(1 - p) with the scalar cast to T:
 // the kept elements are 1 / (1 - p) rounded to T, written as the draws are made (the same bits
 // as dividing the 0s and 1s afterwards, without that second pass).
 template <typename T>
@@ -460,7 +460,7 @@ void check_uniform_range(double from, double to) {
 
 }  // namespace
 
-// uniform_kernel (doc §2): from and to are cast to the element type, and GCC fuses
+// uniform_kernel (RNG.md §2): from and to are cast to the element type, and GCC fuses
 // x * (to - from) + from. In memory order, one element at a time.
 void uniform(float* data, int64_t n, double from, double to, Generator& g) {
   std::lock_guard<std::mutex> lock(g.mutex());
@@ -478,7 +478,7 @@ void uniform(double* data, int64_t n, double from, double to, Generator& g) {
   for_each_uniform53(n, g, [=](int64_t i, double u) { data[i] = std::fma(u, range, from); });
 }
 
-// normal_kernel (doc §3): which path runs depends on n and contiguity only.
+// normal_kernel (RNG.md §3.1): which path runs depends on n and contiguity only.
 void normal(float* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g) {
   std::lock_guard<std::mutex> lock(g.mutex());
   if (contiguous && n >= 16) {

@@ -1,7 +1,7 @@
 // ember::Generator: PyTorch 1.13's CPU random number generator, reproduced bit for bit.
 //
-// The specification is the project's notes on PyTorch's RNG, pytorch_rng.md ("the doc" below;
-// kept outside this repository, its sections are the § numbers). In short:
+// The specification is core/base/RNG.md, "PyTorch 1.13's CPU random numbers, as Ember reproduces
+// them"; the § numbers below are its sections. In short:
 //   - the engine is the standard MT19937, seeded with the low 32 bits of the seed (§1.1, §1.2);
 //   - random() is one 32-bit output, random64() is two of them, high word first (§1.3);
 //   - the serial normal path caches the second Box-Muller value in the generator (§1.4, §3.2).
@@ -27,7 +27,7 @@ namespace ember {
 
 class Generator {
  public:
-  // The seed of a freshly constructed torch.Generator() (doc §1.1): 0x3D30F19CD101.
+  // The seed of a freshly constructed torch.Generator() (RNG.md §1.1): 0x3D30F19CD101.
   static constexpr uint64_t kDefaultSeed = 67280421310721ULL;
 
   explicit Generator(uint64_t seed = kDefaultSeed);
@@ -59,7 +59,7 @@ class Generator {
   // is regenerated and tempered a vector of words at a time, random_fill::detail below).
   void random_block(uint32_t* out, int64_t n);
 
-  // The serial normal path's cached second Box-Muller value (doc §3.2). Only this one is used
+  // The serial normal path's cached second Box-Muller value (RNG.md §3.2). Only this one is used
   // by CPU kernels; both are emptied by manual_seed.
   std::optional<double> next_double_normal_sample;
   std::optional<float> next_float_normal_sample;  // kept for parity with PyTorch; unused
@@ -91,24 +91,25 @@ void manual_seed(uint64_t seed);
 
 namespace random_fill {
 
-// uniform_(from, to) / torch.rand (doc §2): one random() per float element, random64() per
+// uniform_(from, to) / torch.rand (RNG.md §2): one random() per float element, random64() per
 // double element. from and to are cast to the element type first, as PyTorch does.
 void uniform(float* data, int64_t n, double from, double to, Generator& g);
 void uniform(double* data, int64_t n, double from, double to, Generator& g);
 
-// normal_(mean, stddev) / torch.randn (doc §3). `contiguous` tells whether the tensor being filled
-// is contiguous: PyTorch takes the vectorised path only for a contiguous tensor with n >= 16
-// (float32: the AVX2 arithmetic of §3.4; float64: the libm block of §3.5). Every other call
-// takes the serial Box-Muller path (§3.2), which reads and refills g.next_double_normal_sample.
+// normal_(mean, stddev) / torch.randn (RNG.md §3.1). `contiguous` tells whether the tensor being
+// filled is contiguous: PyTorch takes the vectorised path only for a contiguous tensor with
+// n >= 16 (float32: the AVX2 arithmetic of §3.4; float64: the libm block of §3.5). Every other
+// call takes the serial Box-Muller path (§3.2), which reads and refills
+// g.next_double_normal_sample.
 void normal(float* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g);
 void normal(double* data, int64_t n, double mean, double stddev, bool contiguous, Generator& g);
 
-// bernoulli_(p) with a scalar p (doc §4.1): one random64() per element, writes 1 if u < p.
+// bernoulli_(p) with a scalar p (RNG.md §4.1): one random64() per element, writes 1 if u < p.
 void bernoulli(float* data, int64_t n, double p, Generator& g);
 void bernoulli(double* data, int64_t n, double p, Generator& g);
 void bernoulli(bool* data, int64_t n, double p, Generator& g);
 
-// The noise of F.dropout(x, p) in training mode (doc §4.3): bernoulli_(1 - p), then divided by
+// The noise of F.dropout(x, p) in training mode (RNG.md §4.3): bernoulli_(1 - p), then divided by
 // (1 - p) in the element type, so each element is 0 or 1 / (T)(1 - p). Dropout's output is
 // x * noise. Requires 0 < p < 1: for p == 0 and p == 1 PyTorch draws nothing (it returns x,
 // or x * 0), and the caller must do the same.
@@ -139,7 +140,7 @@ void temper_scalar(const uint32_t* s, uint32_t* out, int64_t n);
 // next_, updated).
 void random_block(uint32_t* s, int n_state, int shift, int& left, int& next, uint32_t* out,
                   int64_t n);
-// One block of the float32 vectorised normal path (doc §3.4), in place on 16 uniforms:
+// One block of the float32 vectorised normal path (RNG.md §3.4), in place on 16 uniforms:
 // PyTorch's AVX2 arithmetic ported lane by lane; normal_blocks16 does `blocks` consecutive
 // blocks from d on.
 void normal_block16_scalar(float* d, float mean, float stddev);

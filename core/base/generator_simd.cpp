@@ -3,8 +3,9 @@
 // the float32 normal block, written once over Highway and compiled for each target
 // (core/kernels/README.md, "One source for every CPU"), beside the plain loops in generator.cpp.
 // Integer work is exact, so any width gives the plain loops' words; the normal block is PyTorch's
-// AVX2 code (normal_fill_16_AVX2, doc §3.4) operation for operation, each _mm256_fmadd_ps an Fma
-// (fused on every target), so every lane rounds as generator.cpp's scalar port does.
+// AVX2 code (normal_fill_16_AVX2, core/base/RNG.md §3.4) operation for operation, each
+// _mm256_fmadd_ps an Fma (fused on every target), so every lane rounds as generator.cpp's scalar
+// port does.
 // tests/core/base/test_generator.cpp checks both on every target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/base/generator_simd.cpp"

@@ -96,7 +96,7 @@ TEST(Linear, InitialWeightsMatchPyTorchBitForBit) {
 }
 
 TEST(Linear, TheBooksSeed123Weights) {
-  // pytorch_rng.md §5: torch.manual_seed(123); nn.Linear(3, 2).
+  // core/base/RNG.md §5: torch.manual_seed(123); nn.Linear(3, 2).
   manual_seed(123);
   Linear layer(3, 2);
   EXPECT_EQ(bits_of(layer.weight), (std::vector<uint32_t>{0xbe711478, 0x3c9caaef, 0xbe92d05d,

@@ -2,8 +2,7 @@
 //
 // Most cases come from tests/fixtures/rng.txt, written by scripts/fixtures/gen_rng.py with
 // PyTorch (its docstring describes the steps) and read by tests/fixtures.h. The rest are the test
-// vectors of "the doc" (the notes on PyTorch's RNG named in core/base/generator.h) and properties of the
-// generator itself.
+// vectors of core/base/RNG.md (its § numbers below) and properties of the generator itself.
 #include "core/base/generator.h"
 
 #include <gtest/gtest.h>
@@ -61,7 +60,7 @@ std::vector<std::string> kept_rows(const std::vector<float>& noise, int cols) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The engine (doc §1)
+// The engine (RNG.md §1)
 
 TEST(Generator, FirstOutputsForSeed123) {
   Generator g(123);
@@ -166,7 +165,7 @@ TEST(Generator, GlobalManualSeedSeedsTheDefaultGenerator) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// How many draws each kernel makes (doc §2, §3.2, §3.3, §4.1)
+// How many draws each kernel makes (RNG.md §2, §3.2, §3.3, §4.1)
 
 // The number of random() calls `fill` makes, found by comparing with a second generator.
 template <typename Fill>
@@ -308,7 +307,7 @@ TEST(RandomFill, RejectsBadArguments) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The doc's test vectors (§4.2, §5, §8)
+// RNG.md's test vectors (§3.3, §4.2, §4.3, §5, §8)
 
 TEST(DocVectors, Rand) {
   Generator g(123);
@@ -344,7 +343,7 @@ TEST(DocVectors, RandnSerialAndVectorised) {
 }
 
 TEST(DocVectors, LinearInitialisation) {
-  // nn.Linear(3, 2) with seed 123 (doc §5): kaiming_uniform_ on the weight, then the bias.
+  // nn.Linear(3, 2) with seed 123 (RNG.md §5): kaiming_uniform_ on the weight, then the bias.
   Generator g(123);
   const double gain = std::sqrt(2.0 / (1 + std::pow(std::sqrt(5.0), 2)));
   const double weight_bound = std::sqrt(3.0) * (gain / std::sqrt(3.0));
@@ -367,7 +366,7 @@ TEST(DocVectors, DropoutMasks) {
             (std::vector<std::string>{"110110", "000101", "111101", "011001", "010101", "011110"}));
   for (float x : noise) EXPECT_TRUE(x == 0.0f || x == 2.0f);
 
-  // manual_seed(123); randn(5, 5); then dropout(0.5): issue #121595 (§8).
+  // manual_seed(123); randn(5, 5); then dropout(0.5): issue #121595 (§3.3).
   g.manual_seed(123);
   randn_f32(25, g);
   noise.resize(25);
