@@ -366,7 +366,8 @@ void check_ids(const Tensor& idx, int64_t max_new_tokens, int64_t context_size, 
 // Sampling takes a distribution from every row of softmax(logits / temperature), and softmax
 // gives nan for a row holding nan or +inf or only -inf (it gives no inf and nothing negative).
 // PyTorch's book code stops in multinomial then ("probability tensor contains either `inf`,
-// `nan` or element < 0"); here a row with nan is an Error naming generate and its cause: the
+// `nan` or element < 0"); here, called when multinomial refused `probs`, a row with nan is an
+// Error naming generate and its cause (no row with nan: it returns, and multinomial's stands): the
 // model's logits (`masked`: after top_k, before the division), or the temperature, which
 // PyTorch and Ember round to the logits' dtype before dividing: a tiny one (or one that rounds
 // to 0) makes logits / temperature overflow to +-inf, and one beyond the dtype's range is inf,
@@ -540,8 +541,14 @@ Tensor generate(Module& model, Tensor idx, int64_t max_new_tokens, int64_t conte
     Tensor idx_next;
     if (temperature > 0.0) {
       Tensor probs = softmax(logits / temperature, -1);
-      check_distribution(logits, probs, temperature);
-      idx_next = multinomial(probs, 1, /*replacement=*/false, gen);  // [batch, 1]
+      try {
+        idx_next = multinomial(probs, 1, /*replacement=*/false, gen);  // [batch, 1]
+      } catch (const Error&) {
+        // multinomial refuses a row with nan; say why the row has one (only then: the check
+        // reads every probability, which multinomial has just done).
+        check_distribution(logits, probs, temperature);
+        throw;
+      }
     } else {
       idx_next = argmax(logits, -1, /*keepdim=*/true);
     }
