@@ -35,7 +35,8 @@
     expect($('attention').children.length === 0 && state().losses.length === 0,
            'a refused model leaves the last one on show');
     $('start').click();
-    await wait(100);
+    // (The step runs in the next animation frame, which a busy machine may delay: wait for it.)
+    for (let i = 0; i < 100 && !status().startsWith('no model'); ++i) await wait(50);
     expect(status().startsWith('no model'), 'start without a model');
     // A learning rate that diverges: said, and every later call says so.
     $('lr').value = '1e30';
